@@ -1,0 +1,58 @@
+"""nbyoc: Bring Your Own Codegen for Python.
+
+Build a typed tensor graph, compile it, call it with NumPy arrays:
+
+>>> import numpy as np, nbyoc
+>>> a, b, c, d = (nbyoc.var(n, (10, 10), "float32") for n in "abcd")
+>>> f = nbyoc.function([a, b, c, d], ((a + b) - c) * d)
+>>> fn = nbyoc.compile(f)
+>>> x = np.ones((10, 10), np.float32)
+>>> float(fn(x, x, x, x).sum())
+100.0
+
+This module only re-exports the public API.
+"""
+
+from . import errors, ir, runtime, transform
+from ._version import __version__
+from .compiler import compile
+from .errors import NbyocError
+from .ir.builder import call_op, const, function, tuple, var
+from .ir.dtypes import DTYPES
+from .ir.ops import (
+    abs,
+    add,
+    concatenate,
+    divide,
+    exp,
+    log,
+    matmul,
+    max,
+    maximum,
+    mean,
+    minimum,
+    multiply,
+    negative,
+    power,
+    relu,
+    reshape,
+    sigmoid,
+    sqrt,
+    subtract,
+    sum,
+    tanh,
+    transpose,
+)
+from .ir.parser import parse
+from .ir.serialize import from_json, to_json
+from .ir.structural import structural_equal, structural_hash
+from .ir.verify import verify
+from .runtime.executable import Executable
+
+__all__ = [
+    "DTYPES", "Executable", "NbyocError", "__version__", "abs", "add", "call_op", "compile",
+    "concatenate", "const", "divide", "errors", "exp", "from_json", "function", "ir", "log",
+    "matmul", "max", "maximum", "mean", "minimum", "multiply", "negative", "parse", "power",
+    "relu", "reshape", "runtime", "sigmoid", "sqrt", "structural_equal", "structural_hash",
+    "subtract", "sum", "tanh", "to_json", "transform", "transpose", "tuple", "var", "verify",
+]  # fmt: skip

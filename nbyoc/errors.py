@@ -1,0 +1,104 @@
+"""The nbyoc error hierarchy.
+
+Every error nbyoc raises on purpose derives from :class:`NbyocError`, so
+``except nbyoc.NbyocError`` catches all of them. Each also derives from the
+built-in exception a Python user would expect (``TypeError`` for a type error,
+``ValueError`` for malformed text, ...), so generic handlers keep working.
+
+Messages name the node, argument or line at fault and say how to fix it.
+
+>>> import nbyoc
+>>> issubclass(nbyoc.errors.ShapeMismatchError, nbyoc.errors.ArgumentError)
+True
+"""
+
+from __future__ import annotations
+
+
+class NbyocError(Exception):
+    """Base class of every error nbyoc raises on purpose."""
+
+
+# --- building and checking IR -------------------------------------------------
+
+
+class IRError(NbyocError):
+    """The IR being built or checked is not valid."""
+
+
+class NbyocTypeError(IRError, TypeError):
+    """An op was applied to operands (or attributes) its type rule rejects."""
+
+
+class UnsupportedDTypeError(NbyocTypeError):
+    """A dtype outside the supported set (float32, float64, int32, int64)."""
+
+
+class WellFormednessError(IRError):
+    """``verify`` found a structural problem (free variable, type drift, ...)."""
+
+
+# --- text and serialised forms ------------------------------------------------
+
+
+class ParseError(NbyocError, ValueError):
+    """Text could not be parsed. Carries ``line`` and ``column`` (1-based)."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None):
+        self.line = line
+        self.column = column
+        where = f"line {line}, column {column}: " if line is not None else ""
+        super().__init__(where + message)
+
+
+class LoadError(NbyocError, ValueError):
+    """A serialised graph or module is malformed, truncated or of a newer format."""
+
+
+# --- registries ---------------------------------------------------------------
+
+
+class RegistryError(NbyocError, KeyError):
+    """A registry lookup or registration failed."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class DuplicateRegistrationError(RegistryError):
+    """A name was registered twice."""
+
+
+class UnknownOpError(RegistryError):
+    """No op of that name is registered."""
+
+
+class UnknownBackendError(RegistryError):
+    """No backend of that name is registered; the message lists the known ones."""
+
+
+# --- compiling and running ----------------------------------------------------
+
+
+class CompileError(NbyocError):
+    """A backend failed to compile a function."""
+
+
+class ArgumentError(NbyocError, TypeError):
+    """A compiled function was called with arguments that do not match its parameters."""
+
+
+class ArgumentCountError(ArgumentError):
+    """Wrong number of arguments."""
+
+
+class ShapeMismatchError(ArgumentError, ValueError):
+    """An argument has the wrong shape."""
+
+
+class DTypeMismatchError(ArgumentError):
+    """An argument has the wrong dtype (nbyoc never casts silently)."""
+
+
+class ExecutionError(NbyocError, RuntimeError):
+    """An operation failed while running; the message names the node."""

@@ -1,0 +1,112 @@
+"""The op registry: each op's name, type rule and NumPy reference, registered together.
+
+An :class:`Op` is looked up by name when a ``Call`` is built. Its type rule runs
+at once, so every node knows its shape and dtype; its reference implementation
+is what the host executor runs.
+
+>>> get_op("add").kind, get_op("sum").attrs
+('elementwise', {'axis': None, 'keepdims': False})
+>>> get_op("ad")
+Traceback (most recent call last):
+    ...
+nbyoc.errors.UnknownOpError: unknown op 'ad'; did you mean 'add'? ...
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import DuplicateRegistrationError, NbyocTypeError, UnknownOpError
+from .types import TensorType, Type
+
+#: The kinds of op. Backends use them to decide what can be fused into one loop.
+OP_KINDS = ("elementwise", "reduce", "matmul", "layout")
+
+TypeRule = Callable[[tuple[TensorType, ...], dict], tuple[TensorType, dict]]
+
+
+@dataclass(frozen=True, eq=False)
+class Op:
+    """An operator: what it accepts, what it returns, and how NumPy computes it.
+
+    ``infer(arg_types, attrs)`` returns the result type and the attributes in
+    normal form (e.g. negative axes resolved), or raises ``NbyocTypeError``.
+    ``reference(*arrays, **attrs)`` returns an ``ndarray`` of exactly that type.
+    ``arity`` is the number of operands, or ``None`` for "one or more".
+    """
+
+    name: str
+    arity: int | None
+    infer: TypeRule
+    reference: Callable[..., np.ndarray]
+    kind: str
+    summary: str
+    attrs: Mapping[str, object] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"Op({self.name})"
+
+
+_REGISTRY: dict[str, Op] = {}
+
+
+def register_op(op: Op) -> Op:
+    """Add ``op`` to the registry; a second op of the same name is refused."""
+    if op.name in _REGISTRY:
+        raise DuplicateRegistrationError(f"op {op.name!r} is already registered")
+    if op.kind not in OP_KINDS:
+        raise ValueError(f"op kind must be one of {OP_KINDS}, got {op.kind!r}")
+    _REGISTRY[op.name] = op
+    return op
+
+
+def get_op(name: str) -> Op:
+    """The registered op called ``name``."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        close = difflib.get_close_matches(str(name), _REGISTRY, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UnknownOpError(
+            f"unknown op {name!r}; {hint}registered ops: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+
+
+def list_ops() -> list[str]:
+    """Names of all registered ops, in registration order.
+
+    >>> "matmul" in list_ops()
+    True
+    """
+    return list(_REGISTRY)
+
+
+def describe(types) -> str:
+    """Operand types as the error messages print them."""
+    return ", ".join(map(repr, types))
+
+
+def infer_call(op: Op, arg_types: tuple[Type, ...], attrs: Mapping) -> tuple[TensorType, dict]:
+    """Check arity, operand kinds and attribute names, then run the op's type rule."""
+    n = len(arg_types)
+    if (op.arity is None and n == 0) or (op.arity is not None and n != op.arity):
+        want = "one or more operands" if op.arity is None else f"{op.arity} operand(s)"
+        raise NbyocTypeError(f"{op.name} takes {want}, got {n}: ({describe(arg_types)})")
+    for i, t in enumerate(arg_types):
+        if not isinstance(t, TensorType):
+            raise NbyocTypeError(
+                f"{op.name}: operand {i} is {t!r}, not a tensor; "
+                f"pick a field of the tuple with expr[index]"
+            )
+    unknown = set(attrs) - set(op.attrs)
+    if unknown:
+        allowed = ", ".join(op.attrs) or "none"
+        raise NbyocTypeError(
+            f"{op.name}: unknown attribute(s) {', '.join(sorted(unknown))}; allowed: {allowed}"
+        )
+    full = {**op.attrs, **attrs}
+    return op.infer(arg_types, full)

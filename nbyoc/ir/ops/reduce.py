@@ -1,0 +1,126 @@
+"""Reductions: ``sum``, ``mean``, ``max`` over some axes, optionally keeping them.
+
+The ``axis`` attribute is stored in normal form: a sorted tuple of
+non-negative axes (``None``, "all axes", becomes every axis), so
+``sum(x, axis=-1)`` and ``sum(x, axis=1)`` on a 2-D ``x`` are the same node.
+
+>>> import nbyoc
+>>> s = nbyoc.sum(nbyoc.var("x", (2, 3, 4), "int32"), axis=(-1, 0))
+>>> s.type, dict(s.attrs)
+(Tensor[(3,), int64], {'axis': (0, 2), 'keepdims': False})
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ...errors import NbyocTypeError
+from ..builder import call_op
+from ..dtypes import accumulate, same, to_float
+from ..op import Op, register_op
+from ..types import TensorType
+
+
+def normalize_axes(op_name: str, t: TensorType, axis) -> tuple[int, ...]:
+    """``axis`` (None, an int or a sequence of ints) as a sorted tuple of axes of ``t``."""
+    if axis is None:
+        return tuple(range(t.ndim))
+    try:
+        axes = [operator.index(axis)] if not hasattr(axis, "__iter__") else list(axis)
+        axes = [operator.index(a) for a in axes]
+    except TypeError:
+        raise NbyocTypeError(
+            f"{op_name}: axis must be None, an int or ints, got {axis!r}"
+        ) from None
+    for a in axes:
+        if not -t.ndim <= a < t.ndim:
+            raise NbyocTypeError(
+                f"{op_name}({t!r}): axis {a} is out of range for a {t.ndim}-D tensor; "
+                f"use an axis in [{-t.ndim}, {t.ndim - 1}]"
+            )
+    normal = sorted(a % t.ndim for a in axes)
+    if len(set(normal)) != len(normal):
+        raise NbyocTypeError(f"{op_name}({t!r}): axis {axis!r} repeats an axis")
+    return tuple(normal)
+
+
+def _reduce_rule(name: str, dtype_rule, needs_identity: bool):
+    def infer(types, attrs):
+        (t,) = types
+        axes = normalize_axes(name, t, attrs["axis"])
+        keepdims = attrs["keepdims"]
+        if not isinstance(keepdims, bool):
+            raise NbyocTypeError(f"{name}: keepdims must be True or False, got {keepdims!r}")
+        if needs_identity and any(t.shape[a] == 0 for a in axes):
+            raise NbyocTypeError(
+                f"{name}({t!r}): reducing an axis of length 0 has no result "
+                f"(max has no identity); reduce over non-empty axes"
+            )
+        if keepdims:
+            shape = tuple(1 if i in axes else d for i, d in enumerate(t.shape))
+        else:
+            shape = tuple(d for i, d in enumerate(t.shape) if i not in axes)
+        return TensorType(shape, dtype_rule(t.dtype)), {"axis": axes, "keepdims": keepdims}
+
+    return infer
+
+
+def _reduce_reference(fn, dtype_rule):
+    def reference(x, axis, keepdims):
+        out = fn(x, axis=axis, keepdims=keepdims)
+        return np.asarray(out, dtype=dtype_rule(x.dtype.name))
+
+    return reference
+
+
+# name -> (NumPy reference, result dtype rule, needs a non-empty axis, summary)
+REDUCE_OPS = {
+    "sum": (np.sum, accumulate, False, "Sum over ``axis`` (int32 sums to int64, as in NumPy)"),
+    "mean": (np.mean, to_float, False, "Arithmetic mean over ``axis``"),
+    "max": (np.max, same, True, "Maximum over ``axis`` (NaN propagates)"),
+}
+
+for _name, (_fn, _rule, _identity, _summary) in REDUCE_OPS.items():
+    register_op(
+        Op(
+            _name,
+            1,
+            _reduce_rule(_name, _rule, _identity),
+            _reduce_reference(_fn, _rule),
+            "reduce",
+            _summary,
+            attrs={"axis": None, "keepdims": False},
+        )
+    )
+
+
+def sum(x, axis=None, keepdims=False):
+    """Sum of ``x`` over ``axis`` (``None``: all axes), like ``np.sum``.
+
+    >>> import nbyoc
+    >>> nbyoc.sum(nbyoc.var("x", (2, 3)), axis=1, keepdims=True).shape
+    (2, 1)
+    """
+    return call_op("sum", x, axis=axis, keepdims=keepdims)
+
+
+def mean(x, axis=None, keepdims=False):
+    """Mean of ``x`` over ``axis``, like ``np.mean`` (integers give float64).
+
+    >>> import nbyoc
+    >>> nbyoc.mean(nbyoc.var("x", (2, 3), "int64")).type
+    Tensor[(), float64]
+    """
+    return call_op("mean", x, axis=axis, keepdims=keepdims)
+
+
+def max(x, axis=None, keepdims=False):
+    """Maximum of ``x`` over ``axis``, like ``np.max``.
+
+    >>> import nbyoc
+    >>> nbyoc.max(nbyoc.var("x", (2, 3)), axis=0).shape
+    (3,)
+    """
+    return call_op("max", x, axis=axis, keepdims=keepdims)

@@ -1,0 +1,55 @@
+"""Walking the dataflow graph: operands of a node, and a deterministic post-order.
+
+The walk is iterative, so graphs of any depth (a chain of 100 000 adds) work
+without touching Python's recursion limit.
+
+>>> from nbyoc.ir.nodes import Var
+>>> from nbyoc.ir.types import TensorType
+>>> a = Var("a", TensorType((2,)))
+>>> y = (a + 1) * a
+>>> [type(n).__name__ for n in post_order([y])]
+['Var', 'Constant', 'Call', 'Call']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .nodes import Call, Expr, Tuple, TupleGetItem
+
+
+def operands(node: Expr) -> tuple[Expr, ...]:
+    """The expressions ``node`` reads directly, in order."""
+    if isinstance(node, Call):
+        return node.args
+    if isinstance(node, Tuple):
+        return node.fields
+    if isinstance(node, TupleGetItem):
+        return (node.tuple_value,)
+    return ()
+
+
+def post_order(roots: Iterable[Expr]) -> list[Expr]:
+    """Every node reachable from ``roots``, each once, operands before users.
+
+    The order is the one a left-to-right depth-first walk meets them in, so the
+    same graph always gives the same order.
+    """
+    order: list[Expr] = []
+    done: set[Expr] = set()  # nodes hash by identity
+    for root in roots:
+        if root in done:
+            continue
+        done.add(root)
+        stack = [(root, iter(operands(root)))]
+        while stack:
+            node, pending = stack[-1]
+            for child in pending:
+                if child not in done:
+                    done.add(child)
+                    stack.append((child, iter(operands(child))))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order

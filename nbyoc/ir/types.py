@@ -1,0 +1,127 @@
+"""IR types: tensors of static shape and dtype, tuples of types, function types.
+
+Types are immutable values: equal when their contents are equal, usable as
+dict keys, printed in the text form's syntax.
+
+>>> TensorType((10, 10), "float32")
+Tensor[(10, 10), float32]
+>>> TupleType([TensorType((2,), "int32"), TensorType((), "float64")])
+(Tensor[(2,), int32], Tensor[(), float64])
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+
+from ..errors import NbyocTypeError
+from .dtypes import normalize_dtype
+
+
+class Type:
+    """Base class of IR types."""
+
+    __slots__ = ()
+
+
+def normalize_shape(shape) -> tuple[int, ...]:
+    """A shape as a tuple of non-negative Python ints; an int means a 1-D shape.
+
+    >>> normalize_shape([3, 4]), normalize_shape(5)
+    ((3, 4), (5,))
+    """
+    if isinstance(shape, int) and not isinstance(shape, bool):
+        shape = (shape,)
+    try:
+        dims = tuple(operator.index(d) for d in shape)
+    except TypeError:
+        raise NbyocTypeError(
+            f"shape {shape!r} must be a tuple of non-negative ints, e.g. (10, 10)"
+        ) from None
+    if any(d < 0 for d in dims) or any(isinstance(d, bool) for d in shape):
+        raise NbyocTypeError(f"shape {shape!r} must hold non-negative ints, e.g. (10, 10)")
+    return dims
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType(Type):
+    """A tensor of static ``shape`` (tuple of ints) and ``dtype`` (canonical name)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __init__(self, shape, dtype="float32"):
+        object.__setattr__(self, "shape", normalize_shape(shape))
+        object.__setattr__(self, "dtype", normalize_dtype(dtype))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return int(self.dtype[-2:]) // 8
+
+    def __repr__(self) -> str:
+        dims = ", ".join(map(str, self.shape))
+        if len(self.shape) == 1:
+            dims += ","
+        return f"Tensor[({dims}), {self.dtype}]"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True, slots=True)
+class TupleType(Type):
+    """The type of a tuple value: one type per field."""
+
+    fields: tuple[Type, ...]
+
+    def __init__(self, fields):
+        fields = tuple(fields)
+        if not all(isinstance(f, Type) for f in fields):
+            raise NbyocTypeError(f"tuple fields must be types, got {fields!r}")
+        object.__setattr__(self, "fields", fields)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(map(repr, self.fields))
+        if len(self.fields) == 1:
+            inner += ","
+        return f"({inner})"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True, slots=True)
+class FuncType(Type):
+    """The type of a function: parameter types and the result type."""
+
+    params: tuple[TensorType, ...]
+    ret: Type
+
+    def __init__(self, params, ret):
+        object.__setattr__(self, "params", tuple(params))
+        object.__setattr__(self, "ret", ret)
+
+    def __repr__(self) -> str:
+        return f"fn ({', '.join(map(repr, self.params))}) -> {self.ret!r}"
+
+    __str__ = __repr__
+
+
+def tensor_types(t: Type) -> list[TensorType]:
+    """The tensors of a (possibly nested) type, flattened left to right.
+
+    >>> tensor_types(TupleType([TensorType((1,)), TupleType([TensorType(())])]))
+    [Tensor[(1,), float32], Tensor[(), float32]]
+    """
+    if isinstance(t, TupleType):
+        return [leaf for field in t.fields for leaf in tensor_types(field)]
+    return [t]

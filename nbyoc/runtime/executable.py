@@ -1,0 +1,89 @@
+"""``Executable``: a compiled module you call with NumPy arrays.
+
+It checks the arguments, runs ``main`` (on the host executor, calling out to
+the other functions of the module), and returns fresh arrays that share memory
+with nothing else: not with the inputs, not with constants, not with each other.
+
+>>> import numpy as np, nbyoc
+>>> a = nbyoc.var("a", (2,))
+>>> fn = nbyoc.compile(nbyoc.function([a], [a * 2.0, a]))
+>>> x = np.ones(2, np.float32)
+>>> y, same = fn(x)
+>>> y, same is x
+(array([2., 2.], dtype=float32), False)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.nodes import Call, GlobalVar, IRModule
+from ..ir.traversal import post_order
+from .arguments import ArgumentSpec
+from .host import HostFunction
+
+
+class Executable:
+    """Call it with arrays: ``fn(*arrays)`` -> ndarray, or a tuple for several outputs."""
+
+    def __init__(self, module: IRModule, backend: str = "host"):
+        self.module = module
+        self.backend = backend
+        main = module["main"]
+        self._spec = ArgumentSpec.of([(p.name_hint, p.type) for p in main.params], "main")
+        callees: dict = {}
+        for name in _callees_first(module):
+            if name != "main":
+                callees[name] = HostFunction(module[name], callees)
+        self._main = HostFunction(main, callees)
+
+    def __call__(self, *args):
+        arrays = self._spec.check(args)
+        return _fresh(self._main(*arrays), {id(a) for a in arrays}, set())
+
+    @property
+    def signature(self) -> str:
+        """Parameters and result type of ``main``, as text."""
+        return f"({self._spec.signature()}) -> {self.module['main'].ret_type!r}"
+
+    def get_source(self) -> dict[str, str]:
+        """Generated code of every external function, by symbol (none on the host)."""
+        return {}
+
+    def __repr__(self) -> str:
+        return f"<nbyoc.Executable backend={self.backend!r} main{self.signature}>"
+
+
+def _callees_first(module: IRModule) -> list[str]:
+    """Function names ordered so that each comes after every function it calls."""
+    order: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in order:
+            return
+        for node in post_order([module[name].body]):
+            if isinstance(node, Call) and isinstance(node.op, GlobalVar):
+                visit(node.op.name_hint)
+        order.append(name)
+
+    for name in module.functions:
+        visit(name)
+    return order
+
+
+def _fresh(value, inputs: set[int], seen: set[int]):
+    """``value`` with every array made private: a view, an input, a constant or a
+    repeated output is copied."""
+    if isinstance(value, tuple):
+        return tuple(_fresh(v, inputs, seen) for v in value)
+    private = (
+        value.flags.owndata
+        and value.flags.writeable
+        and value.flags.c_contiguous
+        and id(value) not in inputs
+        and id(value) not in seen
+    )
+    if not private:
+        value = np.array(value, order="C")
+    seen.add(id(value))
+    return value
