@@ -45,6 +45,9 @@ _PROMOTION: dict[frozenset[str], str] = {
 }
 
 
+_BY_NUMPY_DTYPE = {np.dtype(d): d for d in DTYPES}
+
+
 def normalize_dtype(dtype) -> str:
     """Return the canonical name of a supported dtype.
 
@@ -53,6 +56,10 @@ def normalize_dtype(dtype) -> str:
     >>> normalize_dtype(np.float32), normalize_dtype("int64"), normalize_dtype(np.dtype("f8"))
     ('float32', 'int64', 'float64')
     """
+    if dtype.__class__ is str and dtype in DTYPES:  # the common cases, kept cheap
+        return dtype
+    if isinstance(dtype, np.dtype) and dtype in _BY_NUMPY_DTYPE:
+        return _BY_NUMPY_DTYPE[dtype]
     try:
         name = np.dtype(dtype).name
     except TypeError:

@@ -43,6 +43,7 @@ _TOKEN = re.compile(
     |(?P<string>"(?:[^"\\\n]|\\.)*")
     |(?P<name>[A-Za-z_][A-Za-z0-9_]*)
     |(?P<punct>->|[()\[\]{},:;=.\-])
+    |(?P<bad>.)
     """,
     re.VERBOSE | re.DOTALL,
 )
@@ -51,28 +52,28 @@ _TOKEN = re.compile(
 class Token(NamedTuple):
     kind: str
     text: str
-    line: int
-    column: int
+    offset: int
 
 
 def tokenize(text: str) -> list[Token]:
-    """Split ``text`` into tokens (comments and white space dropped)."""
-    tokens, pos, line, line_start = [], 0, 1, 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        column = pos - line_start + 1
-        if m is None:
-            what = "an unclosed /* comment" if text.startswith("/*", pos) else repr(text[pos])
-            raise ParseError(f"unexpected {what}", line, column)
-        if m.lastgroup not in ("space", "comment"):
-            tokens.append(Token(m.lastgroup, m.group(), line, column))
-        newlines = m.group().count("\n")
-        if newlines:
-            line += newlines
-            line_start = m.start() + m.group().rindex("\n") + 1
-        pos = m.end()
-    tokens.append(Token("eof", "end of text", line, pos - line_start + 1))
+    """Split ``text`` into tokens (comments and white space dropped), ending in "eof"."""
+    tokens = []
+    for m in _TOKEN.finditer(text):
+        kind = m.lastgroup
+        if kind == "bad":
+            what = "an unclosed /* comment" if text.startswith("/*", m.start()) else repr(m.group())
+            raise ParseError(f"unexpected {what}", *line_and_column(text, m.start()))
+        if kind != "space" and kind != "comment":
+            tokens.append(Token(kind, m.group(), m.start()))
+    # Several end markers, so looking one or two tokens ahead never runs off the list.
+    tokens += [Token("eof", "end of text", len(text))] * 3
     return tokens
+
+
+def line_and_column(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of ``offset`` in ``text``."""
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
 def parse(text: str):
@@ -86,17 +87,19 @@ class _Parser:
     def __init__(self, text: str):
         if not isinstance(text, str):
             raise ParseError(f"parse() takes a str, got {type(text).__name__}")
+        self.text = text
         self.tokens = tokenize(text)
         self.pos = 0
 
     # -- token helpers --------------------------------------------------------
 
     def peek(self, ahead: int = 0) -> Token:
-        return self.tokens[min(self.pos + ahead, len(self.tokens) - 1)]
+        return self.tokens[self.pos + ahead]
 
     def next(self) -> Token:
-        tok = self.peek()
-        self.pos += 1
+        tok = self.tokens[self.pos]
+        if tok.kind != "eof":
+            self.pos += 1
         return tok
 
     def accept(self, text: str) -> bool:
@@ -117,9 +120,8 @@ class _Parser:
             self.fail(f"expected {what}, found {tok.text!r}", tok)
         return self.next()
 
-    @staticmethod
-    def fail(message: str, tok: Token):
-        raise ParseError(message, tok.line, tok.column)
+    def fail(self, message: str, tok: Token):
+        raise ParseError(message, *line_and_column(self.text, tok.offset))
 
     def build(self, tok: Token, make, *args):
         """Construct a node, turning IR errors into ParseErrors at ``tok``."""
@@ -128,7 +130,7 @@ class _Parser:
         except ParseError:
             raise
         except NbyocError as e:
-            raise ParseError(str(e), tok.line, tok.column) from e
+            raise ParseError(str(e), *line_and_column(self.text, tok.offset)) from e
 
     def comma_list(self, close: str, item) -> list:
         items = []

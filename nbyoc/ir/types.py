@@ -31,6 +31,8 @@ def normalize_shape(shape) -> tuple[int, ...]:
     >>> normalize_shape([3, 4]), normalize_shape(5)
     ((3, 4), (5,))
     """
+    if shape.__class__ is tuple and all(d.__class__ is int and d >= 0 for d in shape):
+        return shape  # already normal: the common case, kept cheap
     if isinstance(shape, int) and not isinstance(shape, bool):
         shape = (shape,)
     try:

@@ -1,0 +1,65 @@
+"""The written-down promotion rules agree with what NumPy actually does."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import nbyoc
+from nbyoc.errors import NbyocTypeError, UnsupportedDTypeError
+from nbyoc.ir.dtypes import accumulate, normalize_dtype, promote, scalar_dtype, to_float
+
+DTYPES = nbyoc.DTYPES
+
+
+@pytest.mark.parametrize("a,b", list(itertools.product(DTYPES, DTYPES)))
+def test_promotion_table_is_numpys(a, b):
+    assert promote(a, b) == np.result_type(np.dtype(a), np.dtype(b)).name
+    assert promote(a, b) == promote(b, a)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("value", [2, -7, 2.5, -0.0])
+def test_python_scalars_are_weak_like_numpy(dtype, value):
+    expected = (np.zeros(3, dtype) + value).dtype.name
+    assert scalar_dtype(value, dtype) == expected
+    a = nbyoc.var("a", (3,), dtype)
+    assert (a + value).type.dtype == expected
+    assert (value * a).type.dtype == expected
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_numpy_scalars_are_strong_like_numpy(dtype):
+    a = nbyoc.var("a", (3,), "float32")
+    expected = (np.zeros(3, np.float32) + np.dtype(dtype).type(1)).dtype.name
+    assert (a + np.dtype(dtype).type(1)).type.dtype == expected
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_float_valued_and_accumulating_rules(dtype):
+    x = np.ones(3, dtype)
+    assert to_float(dtype) == np.exp(x).dtype.name == np.mean(x).dtype.name
+    assert accumulate(dtype) == np.sum(x).dtype.name
+
+
+def test_out_of_range_python_int_is_refused_like_numpy():
+    with pytest.raises(OverflowError):
+        np.zeros(3, np.int32) + 2**40
+    with pytest.raises(NbyocTypeError, match="out of bounds for int32"):
+        nbyoc.var("a", (3,), "int32") + 2**40
+
+
+@pytest.mark.parametrize("bad", ["float16", np.bool_, "complex64", "uint8", "banana"])
+def test_unsupported_dtypes_are_named_with_the_supported_ones(bad):
+    with pytest.raises(UnsupportedDTypeError, match="float32, float64, int32, int64"):
+        normalize_dtype(bad)
+
+
+def test_dtype_spellings():
+    assert normalize_dtype(np.float64) == normalize_dtype("f8") == "float64"
+    assert normalize_dtype(np.dtype(">i4")) == "int32"
+
+
+def test_bool_scalars_are_refused():
+    with pytest.raises(NbyocTypeError):
+        nbyoc.var("a", (3,), "int32") + True

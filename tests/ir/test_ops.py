@@ -1,0 +1,204 @@
+"""Every op against NumPy: values, result dtype and shape, for every dtype and
+broadcasting case; and type errors that say what is wrong and how to fix it."""
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import mutually_broadcastable_shapes
+
+import nbyoc
+from nbyoc.errors import NbyocTypeError
+
+DTYPES = nbyoc.DTYPES
+PAIRS = list(itertools.product(DTYPES, DTYPES))
+
+
+def sigmoid(x):
+    x = x.astype(np.float64) if x.dtype.kind == "i" else x
+    return (1 / (1 + np.exp(-x.astype(np.float64)))).astype(x.dtype)
+
+
+# The test's own oracle: what NumPy computes for each op (kept apart from nbyoc's table).
+BINARY = {
+    "add": lambda a, b: a + b,
+    "subtract": lambda a, b: a - b,
+    "multiply": lambda a, b: a * b,
+    "divide": lambda a, b: a / b,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "power": lambda a, b: a**b,
+}
+UNARY = {
+    "negative": lambda x: -x,
+    "abs": np.abs,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "tanh": np.tanh,
+    "sigmoid": sigmoid,
+    "relu": lambda x: np.maximum(x, np.zeros((), x.dtype)),
+}
+
+
+def arrays_for(shape, dtype, rng, low=1, high=4):
+    if dtype.startswith("int"):
+        return rng.integers(low, high, size=shape).astype(dtype)
+    return rng.uniform(low, high, size=shape).astype(dtype)
+
+
+def run(build, *arrays):
+    """Build a graph over parameters shaped like ``arrays`` and run it on the host."""
+    params = [nbyoc.var(f"x{i}", a.shape, a.dtype) for i, a in enumerate(arrays)]
+    out = build(*params)
+    got = nbyoc.compile(nbyoc.function(params, out))(*arrays)
+    return got, out.type
+
+
+def check(got, out_type, expected):
+    expected = np.asarray(expected)
+    assert got.dtype == expected.dtype, "the executor's dtype differs from NumPy's"
+    assert got.shape == expected.shape
+    assert out_type.dtype == expected.dtype.name, "the type rule differs from NumPy"
+    assert out_type.shape == expected.shape
+    rtol = 1e-6 if expected.dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, expected, rtol=rtol)
+
+
+@pytest.mark.parametrize("name", BINARY)
+@pytest.mark.parametrize("da,db", PAIRS)
+def test_binary_ops_every_dtype_pair(name, da, db):
+    rng = np.random.default_rng(0)
+    a, b = arrays_for((3, 4), da, rng), arrays_for((4,), db, rng)
+    got, t = run(lambda x, y: nbyoc.call_op(name, x, y), a, b)
+    check(got, t, BINARY[name](a, b))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    name=st.sampled_from(list(BINARY)),
+    dtypes=st.tuples(st.sampled_from(DTYPES), st.sampled_from(DTYPES)),
+    shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, max_side=3),
+)
+def test_binary_ops_broadcast_like_numpy(name, dtypes, shapes):
+    rng = np.random.default_rng(1)
+    a, b = (arrays_for(s, d, rng) for s, d in zip(shapes.input_shapes, dtypes))
+    got, t = run(lambda x, y: nbyoc.call_op(name, x, y), a, b)
+    assert t.shape == shapes.result_shape
+    check(got, t, BINARY[name](a, b))
+
+
+@pytest.mark.parametrize("name", UNARY)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(), (5,), (2, 3), (2, 1, 3), (1, 2, 1, 2)])
+def test_unary_ops(name, dtype, shape):
+    x = arrays_for(shape, dtype, np.random.default_rng(2), low=-3 if name not in ("log", "sqrt") else 1)
+    got, t = run(lambda v: nbyoc.call_op(name, v), x)
+    check(got, t, UNARY[name](x))
+
+
+def test_sigmoid_is_stable_at_the_extremes():
+    x = np.array([-1000, -30, 0, 30, 1000], np.float32)
+    got, _ = run(nbyoc.sigmoid, x)
+    np.testing.assert_allclose(got, [0, 9.357623e-14, 0.5, 1, 1], rtol=1e-6)
+
+
+REDUCE = {"sum": np.sum, "mean": np.mean, "max": np.max}
+
+
+@pytest.mark.parametrize("name", REDUCE)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("axis", [None, 0, -1, (0, 2), (2, 0, 1)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_reductions(name, dtype, axis, keepdims):
+    x = arrays_for((2, 3, 4), dtype, np.random.default_rng(3), low=-5, high=5)
+    got, t = run(lambda v: nbyoc.call_op(name, v, axis=axis, keepdims=keepdims), x)
+    check(got, t, REDUCE[name](x, axis=axis, keepdims=keepdims))
+
+
+@pytest.mark.parametrize("name", REDUCE)
+def test_reduction_of_a_scalar(name):
+    x = np.asarray(3, np.int32)
+    got, t = run(lambda v: nbyoc.call_op(name, v), x)
+    check(got, t, REDUCE[name](x))
+
+
+@pytest.mark.parametrize("da,db", PAIRS)
+@pytest.mark.parametrize(
+    "sa,sb", [((3, 4), (4, 5)), ((2, 3, 4), (4, 2)), ((1, 3, 4), (2, 4, 2)), ((4,), (4, 3)),
+              ((3, 4), (4,)), ((4,), (4,)), ((2, 1, 2, 3), (5, 3, 2))]
+)  # fmt: skip
+def test_matmul(da, db, sa, sb):
+    rng = np.random.default_rng(4)
+    a, b = arrays_for(sa, da, rng), arrays_for(sb, db, rng)
+    got, t = run(lambda x, y: x @ y, a, b)
+    check(got, t, a @ b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_layout_ops(dtype):
+    x = arrays_for((2, 3, 4), dtype, np.random.default_rng(5))
+    got, t = run(lambda v: nbyoc.reshape(v, (4, -1)), x)
+    check(got, t, x.reshape(4, -1))
+    got, t = run(nbyoc.transpose, x)
+    check(got, t, x.T)
+    got, t = run(lambda v: nbyoc.transpose(v, (1, -1, 0)), x)
+    check(got, t, np.transpose(x, (1, 2, 0)))
+
+
+@pytest.mark.parametrize("dtypes", [("float32", "float32", "float32"), ("int32", "float32", "int64")])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_concatenate(dtypes, axis):
+    rng = np.random.default_rng(6)
+    shapes = [(2, 3), (2, 3), (2, 3)]
+    parts = [arrays_for(s, d, rng) for s, d in zip(shapes, dtypes)]
+    got, t = run(lambda *xs: nbyoc.concatenate(xs, axis=axis), *parts)
+    check(got, t, np.concatenate(parts, axis=axis))
+
+
+def test_every_registered_op_has_a_builder_and_a_test():
+    tested = set(BINARY) | set(UNARY) | set(REDUCE) | {"matmul", "reshape", "transpose", "concatenate"}
+    assert set(nbyoc.ir.list_ops()) == tested
+    for name in nbyoc.ir.list_ops():
+        assert callable(getattr(nbyoc, name)), name
+
+
+A = nbyoc.var("a", (3, 4), "float32")
+B = nbyoc.var("b", (5,), "int32")
+
+
+@pytest.mark.parametrize(
+    "build,needles",
+    [
+        (lambda: A + B, ["add", "Tensor[(3, 4), float32]", "Tensor[(5,), int32]", "broadcast", "equal or 1"]),
+        (lambda: A @ A, ["matmul", "inner dimensions differ", "4 vs 3", "transpose"]),
+        (lambda: nbyoc.matmul(A, nbyoc.var("s", (), "float32")), ["matmul", "at least one dimension"]),
+        (lambda: nbyoc.sum(A, axis=2), ["sum", "axis 2 is out of range", "[-2, 1]"]),
+        (lambda: nbyoc.sum(A, axis=(0, -2)), ["repeats an axis"]),
+        (lambda: nbyoc.max(nbyoc.var("e", (0, 3)), axis=0), ["max", "length 0"]),
+        (lambda: nbyoc.reshape(A, (5, -1)), ["reshape", "cannot infer the -1"]),
+        (lambda: nbyoc.reshape(A, (5, 2)), ["reshape", "10 elements", "12"]),
+        (lambda: nbyoc.reshape(A, (-1, -1)), ["one -1"]),
+        (lambda: nbyoc.transpose(A, (0, 0)), ["transpose", "permutation"]),
+        (lambda: nbyoc.concatenate([A, B]), ["concatenate", "same rank"]),
+        (lambda: nbyoc.concatenate([A, nbyoc.var("c", (3, 5))], axis=0), ["same size on every other axis"]),
+        (lambda: nbyoc.concatenate([A], axis=3), ["axis 3 is out of range"]),
+        (lambda: nbyoc.call_op("add", A), ["add takes 2 operand(s), got 1"]),
+        (lambda: nbyoc.call_op("sum", A, axes=1), ["unknown attribute", "axes", "allowed: axis, keepdims"]),
+        (lambda: nbyoc.sum(A, keepdims=1), ["keepdims must be True or False"]),
+        (lambda: nbyoc.exp(nbyoc.tuple([A, A])), ["exp", "not a tensor", "expr[index]"]),
+        (lambda: A + "x", ["cannot use 'x'"]),
+    ],
+)  # fmt: skip
+def test_type_errors_name_the_op_the_operands_and_a_fix(build, needles):
+    with pytest.raises(NbyocTypeError) as info:
+        build()
+    for needle in needles:
+        assert needle in str(info.value)
+
+
+def test_unknown_op_suggests_a_close_name():
+    with pytest.raises(nbyoc.errors.UnknownOpError, match="did you mean 'multiply'"):
+        nbyoc.call_op("multiplyy", A, A)

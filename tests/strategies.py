@@ -1,0 +1,84 @@
+"""Hypothesis strategies: random well-typed graphs and matching input arrays.
+
+A graph starts from a few parameters whose shapes all broadcast to one base
+shape, then grows by applying random ops to earlier values (so it is a DAG
+with sharing), and returns one to three of its values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+import nbyoc
+from nbyoc.errors import NbyocTypeError
+
+DTYPES = list(nbyoc.DTYPES)
+BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum"]
+UNARY = ["negative", "abs", "exp", "tanh", "sigmoid", "relu"]
+
+
+@st.composite
+def shapes(draw, max_rank: int = 3, max_side: int = 4):
+    return tuple(draw(st.lists(st.integers(1, max_side), max_size=max_rank)))
+
+
+@st.composite
+def graphs(draw, max_params: int = 4, max_nodes: int = 8, dtypes=None):
+    """A random ``nbyoc.Function`` built through the public builder API."""
+    dtypes = dtypes or DTYPES
+    base = draw(shapes())
+    params = []
+    for i in range(draw(st.integers(1, max_params))):
+        # Each parameter's shape broadcasts to ``base``: drop leading axes, set some to 1.
+        rank = draw(st.integers(0, len(base)))
+        shape = tuple(d if draw(st.booleans()) else 1 for d in base[len(base) - rank :])
+        params.append(nbyoc.var(f"p{i}", shape, draw(st.sampled_from(dtypes))))
+    values = list(params)
+    for _ in range(draw(st.integers(1, max_nodes))):
+        kind = draw(st.sampled_from(["binary", "binary", "unary", "scalar", "reduce", "layout"]))
+        x = draw(st.sampled_from(values))
+        try:
+            if kind == "binary":
+                y = draw(st.sampled_from(values))
+                values.append(nbyoc.call_op(draw(st.sampled_from(BINARY)), x, y))
+            elif kind == "unary":
+                values.append(nbyoc.call_op(draw(st.sampled_from(UNARY)), x))
+            elif kind == "scalar":
+                scalar = draw(st.sampled_from([2, -1, 0.5, 3.0]))
+                values.append(x * scalar if draw(st.booleans()) else scalar - x)
+            elif kind == "reduce" and x.type.ndim:
+                op = draw(st.sampled_from([nbyoc.sum, nbyoc.mean, nbyoc.max]))
+                values.append(op(x, axis=draw(st.integers(0, x.type.ndim - 1)), keepdims=True))
+            elif kind == "layout" and x.type.ndim:
+                values.append(nbyoc.transpose(x) if draw(st.booleans()) else nbyoc.reshape(x, -1))
+        except NbyocTypeError:
+            pass  # the drawn operands do not fit together; skip this step
+    computed = values[len(params) :] or values
+    outputs = draw(st.lists(st.sampled_from(computed), min_size=1, max_size=3))
+    return nbyoc.function(params, outputs[0] if len(outputs) == 1 else outputs)
+
+
+def random_inputs(func, seed: int = 0) -> list[np.ndarray]:
+    """Arrays for ``func``'s parameters: small values, so nothing overflows."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for p in func.params:
+        t = p.type
+        if t.dtype.startswith("int"):
+            arrays.append(rng.integers(-5, 6, size=t.shape).astype(t.dtype))
+        else:
+            arrays.append(rng.uniform(-2, 2, size=t.shape).astype(t.dtype))
+    return arrays
+
+
+def assert_same_results(actual, expected) -> None:
+    """Outputs agree in structure, dtype, shape and value (NaNs equal)."""
+    if isinstance(expected, tuple):
+        assert isinstance(actual, tuple) and len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            assert_same_results(a, e)
+        return
+    assert isinstance(actual, np.ndarray)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    np.testing.assert_array_equal(actual, expected)
