@@ -127,8 +127,10 @@ class _Parser:
         """Construct a node, turning IR errors into ParseErrors at ``tok``."""
         try:
             return make(*args)
-        except ParseError:
-            raise
+        except ParseError as e:
+            if e.line is not None:
+                raise
+            raise ParseError(str(e), *line_and_column(self.text, tok.offset)) from None
         except NbyocError as e:
             raise ParseError(str(e), *line_and_column(self.text, tok.offset)) from e
 
@@ -174,7 +176,8 @@ class _Parser:
         functions = {}
         while self.peek().kind != "eof":
             self.expect("def")
-            functions[self.next().text[1:]] = self.function(signatures)
+            name = self.next().text[1:]
+            functions[name] = self.function(signatures)
         return self.build(self.tokens[0], IRModule, functions)
 
     def signature(self):

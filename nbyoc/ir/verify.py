@@ -6,7 +6,8 @@ by unusual means cannot slip a wrong one through:
 
 - parameters are distinct, and every variable the body reads is a parameter;
 - every node's type (and normalised attributes) is what its type rule gives;
-- calls to module functions name a function of the module with that type;
+- calls to module functions name a function of the module with that type
+  (checked when verifying the module: a lone function cannot know its callees);
 - no variable is a parameter of two functions of one module;
 - module functions do not call each other in a cycle.
 
@@ -92,12 +93,12 @@ def _expected_type(node, where: str, module: IRModule | None):
 
 def _global_call_type(node: Call, where: str, module: IRModule | None):
     name = node.op.name_hint
-    if module is None or name not in module:
+    if module is not None and name not in module:
         raise WellFormednessError(
-            f"{where}: calls @{name}, which is not a function of the module"
-            + ("" if module else " (a lone function cannot call others; use an IRModule)")
+            f"{where}: calls @{name}, which is not a function of the module; "
+            f"add it to the IRModule"
         )
-    if module[name].type != node.op.type:
+    if module is not None and module[name].type != node.op.type:
         raise WellFormednessError(
             f"{where}: calls @{name} as {node.op.type!r}, but it is {module[name].type!r}"
         )

@@ -1,0 +1,167 @@
+"""The host executor and Executable: multi-output graphs, fresh outputs, argument
+checking, module calls and run-time errors."""
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import nbyoc
+from nbyoc.errors import (
+    ArgumentCountError,
+    ArgumentError,
+    DTypeMismatchError,
+    ExecutionError,
+    ShapeMismatchError,
+    UnknownBackendError,
+)
+from nbyoc.ir import Call, GlobalVar, IRModule
+from nbyoc.runtime import HostFunction
+
+from ..strategies import graphs, random_inputs
+
+
+def reference():
+    a, b, c, d = (nbyoc.var(n, (10, 10)) for n in "abcd")
+    return nbyoc.function([a, b, c, d], ((a + b) - c) * d)
+
+
+def test_reference_graph_matches_numpy():
+    rng = np.random.default_rng(0)
+    a, b, c, d = (rng.standard_normal((10, 10)).astype(np.float32) for _ in range(4))
+    out = nbyoc.compile(reference(), backend="host")(a, b, c, d)
+    np.testing.assert_array_equal(out, ((a + b) - c) * d)
+
+
+def test_multi_output_graph_with_nested_tuples_and_repeats():
+    x = nbyoc.var("x", (2, 3))
+    s = nbyoc.sum(x, axis=1)
+    inner = nbyoc.tuple([s, x * 2.0])
+    f = nbyoc.function([x], [inner, s, s, inner[1]])
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (s1, twice), s2, s3, twice2 = nbyoc.compile(f)(data)
+    np.testing.assert_array_equal(s1, [3, 12])
+    np.testing.assert_array_equal(twice, data * 2)
+    for arr in (s2, s3):
+        np.testing.assert_array_equal(arr, s1)
+    np.testing.assert_array_equal(twice2, twice)
+    outputs = [s1, twice, s2, s3, twice2]
+    assert len({id(o) for o in outputs}) == 5, "repeated outputs must be distinct arrays"
+
+
+def test_outputs_never_alias_inputs_constants_or_views():
+    x = nbyoc.var("x", (2, 3))
+    k = nbyoc.const(np.ones((2, 3), np.float32))
+    f = nbyoc.function([x], [x, k, nbyoc.transpose(x), nbyoc.reshape(x, (6,))])
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    same, const, t, r = nbyoc.compile(f)(data)
+    for out in (same, const, t, r):
+        assert not np.shares_memory(out, data) and out.flags.c_contiguous and out.flags.writeable
+    const[0, 0] = 5  # must not change the graph's constant
+    np.testing.assert_array_equal(nbyoc.compile(f)(data)[1], np.ones((2, 3)))
+    np.testing.assert_array_equal(t, data.T)
+
+
+@settings(max_examples=40, deadline=None)
+@given(graphs())
+def test_results_have_the_declared_types(f):
+    with np.errstate(all="ignore"):
+        out = nbyoc.compile(f)(*random_inputs(f))
+    types = f.ret_type.fields if isinstance(out, tuple) else [f.ret_type]
+    outs = out if isinstance(out, tuple) else [out]
+    for arr, t in zip(outs, types):
+        assert arr.shape == t.shape and arr.dtype.name == t.dtype
+
+
+@pytest.mark.parametrize(
+    "args,error,needle",
+    [
+        ([np.zeros((10, 10), np.float32)] * 3, ArgumentCountError, "takes 4 argument(s)"),
+        ([np.zeros((10, 10), np.float32)] * 5, ArgumentCountError, "got 5"),
+        ([np.zeros((10, 10), np.float32)] * 3 + [np.zeros((10, 10))], DTypeMismatchError,
+         "argument 3 (d) should be Tensor[(10, 10), float32], got dtype float64"),
+        ([np.zeros((10, 10), np.float32)] * 3 + [np.zeros((10, 9), np.float32)], ShapeMismatchError,
+         "got shape (10, 9)"),
+        ([np.zeros((10, 10), np.float32)] * 3 + [[[0.0] * 10] * 10], ArgumentError,
+         "should be a numpy.ndarray"),
+    ],
+)  # fmt: skip
+def test_bad_arguments_are_refused_with_a_clear_message(args, error, needle):
+    with pytest.raises(error) as info:
+        nbyoc.compile(reference())(*args)
+    assert needle in str(info.value)
+
+
+def test_numpy_scalars_and_non_contiguous_arrays_are_accepted():
+    s = nbyoc.var("s", (), "float64")
+    x = nbyoc.var("x", (3, 2), "float64")
+    fn = nbyoc.compile(nbyoc.function([s, x], x * s))
+    strided = np.arange(6.0).reshape(2, 3).T
+    np.testing.assert_array_equal(fn(np.float64(2), strided), strided * 2)
+
+
+def test_runtime_failures_name_the_node():
+    x = nbyoc.var("x", (2,), "int32")
+    y = nbyoc.var("y", (2,), "int32")
+    f = nbyoc.function([x, y], (x + 1) ** y + 1)
+    assert "%2 = power(%1, %y)" in str(f)  # the error's label points at this line
+    with pytest.raises(ExecutionError, match=r"%2 = power\(...\) failed: ValueError"):
+        nbyoc.compile(f)(np.array([1, 2], np.int32), np.array([1, -1], np.int32))
+
+
+def test_module_functions_call_each_other_on_the_host():
+    p = nbyoc.var("p", (3,))
+    double = nbyoc.function([p], p * 2.0)
+    q = nbyoc.var("q", (3,))
+    gv_double = GlobalVar("double", double.type)
+    quad = nbyoc.function([q], [Call(gv_double, [Call(gv_double, [q])]), q])
+    a = nbyoc.var("a", (3,))
+    gv_quad = GlobalVar("quad", quad.type)
+    main = nbyoc.function([a], Call(gv_quad, [a])[0] + 1.0)
+    mod = IRModule({"main": main, "quad": quad, "double": double})
+    out = nbyoc.compile(mod)(np.ones(3, np.float32))
+    np.testing.assert_array_equal(out, [5, 5, 5])
+
+
+def test_intermediates_are_released_after_their_last_use():
+    x = nbyoc.var("x", (1000,))
+    f = nbyoc.function([x], nbyoc.abs(nbyoc.exp(-x)))  # %0 = negative, %1 = exp, result = abs
+    run = HostFunction(f)
+    negated = []
+    alive_at_last_step = []
+
+    def keep_negative(x):
+        negated.append(weakref.ref(out := np.negative(x)))
+        return out
+
+    def check_abs(x):
+        gc.collect()
+        alive_at_last_step.append(negated[0]() is not None)
+        return np.abs(x)
+
+    run._steps = [
+        step._replace(fn={"%0": keep_negative, "the": check_abs}.get(step.label.split()[0], step.fn))
+        for step in run._steps
+    ]
+    run(np.zeros(1000, np.float32))
+    assert alive_at_last_step == [False], "%0 was last read by exp and should be freed by now"
+
+
+def test_unknown_backend_lists_the_registered_ones():
+    with pytest.raises(UnknownBackendError, match="registered backends: host"):
+        nbyoc.compile(reference(), backend="tpu")
+
+
+def test_compile_refuses_other_objects():
+    with pytest.raises(nbyoc.NbyocError, match="takes an nbyoc Function or IRModule"):
+        nbyoc.compile(lambda x: x)
+
+
+def test_executable_describes_itself():
+    fn = nbyoc.compile(reference())
+    assert "a: Tensor[(10, 10), float32]" in fn.signature
+    assert fn.backend == "host" and fn.get_source() == {}
+    assert nbyoc.structural_equal(fn.module["main"], reference())
+    assert repr(fn).startswith("<nbyoc.Executable backend='host'")
