@@ -95,8 +95,7 @@ def _global_call_type(node: Call, where: str, module: IRModule | None):
     name = node.op.name_hint
     if module is not None and name not in module:
         raise WellFormednessError(
-            f"{where}: calls @{name}, which is not a function of the module; "
-            f"add it to the IRModule"
+            f"{where}: calls @{name}, which is not a function of the module; add it to the IRModule"
         )
     if module is not None and module[name].type != node.op.type:
         raise WellFormednessError(

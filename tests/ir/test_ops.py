@@ -94,7 +94,9 @@ def test_binary_ops_broadcast_like_numpy(name, dtypes, shapes):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(), (5,), (2, 3), (2, 1, 3), (1, 2, 1, 2)])
 def test_unary_ops(name, dtype, shape):
-    x = arrays_for(shape, dtype, np.random.default_rng(2), low=-3 if name not in ("log", "sqrt") else 1)
+    x = arrays_for(
+        shape, dtype, np.random.default_rng(2), low=-3 if name not in ("log", "sqrt") else 1
+    )
     got, t = run(lambda v: nbyoc.call_op(name, v), x)
     check(got, t, UNARY[name](x))
 
@@ -148,7 +150,9 @@ def test_layout_ops(dtype):
     check(got, t, np.transpose(x, (1, 2, 0)))
 
 
-@pytest.mark.parametrize("dtypes", [("float32", "float32", "float32"), ("int32", "float32", "int64")])
+@pytest.mark.parametrize(
+    "dtypes", [("float32", "float32", "float32"), ("int32", "float32", "int64")]
+)
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_concatenate(dtypes, axis):
     rng = np.random.default_rng(6)
@@ -159,7 +163,9 @@ def test_concatenate(dtypes, axis):
 
 
 def test_every_registered_op_has_a_builder_and_a_test():
-    tested = set(BINARY) | set(UNARY) | set(REDUCE) | {"matmul", "reshape", "transpose", "concatenate"}
+    tested = (
+        set(BINARY) | set(UNARY) | set(REDUCE) | {"matmul", "reshape", "transpose", "concatenate"}
+    )
     assert set(nbyoc.ir.list_ops()) == tested
     for name in nbyoc.ir.list_ops():
         assert callable(getattr(nbyoc, name)), name

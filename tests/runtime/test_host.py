@@ -142,7 +142,9 @@ def test_intermediates_are_released_after_their_last_use():
         return np.abs(x)
 
     run._steps = [
-        step._replace(fn={"%0": keep_negative, "the": check_abs}.get(step.label.split()[0], step.fn))
+        step._replace(
+            fn={"%0": keep_negative, "the": check_abs}.get(step.label.split()[0], step.fn)
+        )
         for step in run._steps
     ]
     run(np.zeros(1000, np.float32))
