@@ -35,7 +35,8 @@ class Op:
 
     ``infer(arg_types, attrs)`` returns the result type and the attributes in
     normal form (e.g. negative axes resolved), or raises ``NbyocTypeError``.
-    ``reference(*arrays, **attrs)`` returns an ``ndarray`` of exactly that type.
+    ``reference(*arrays, **attrs)`` returns an ``ndarray`` of exactly that type
+    (or, for a 0-d result, possibly a NumPy scalar of that dtype, as ufuncs do).
     ``arity`` is the number of operands, or ``None`` for "one or more".
     """
 

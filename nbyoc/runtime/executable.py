@@ -76,10 +76,11 @@ def _fresh(value, inputs: set[int], seen: set[int]):
     repeated output is copied."""
     if isinstance(value, tuple):
         return tuple(_fresh(v, inputs, seen) for v in value)
+    flags = value.flags
     private = (
-        value.flags.owndata
-        and value.flags.writeable
-        and value.flags.c_contiguous
+        flags.owndata
+        and flags.writeable
+        and flags.c_contiguous
         and id(value) not in inputs
         and id(value) not in seen
     )

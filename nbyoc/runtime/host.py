@@ -18,8 +18,11 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
+import numpy as np
+
 from ..errors import ExecutionError, NbyocError
 from ..ir.nodes import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
+from ..ir.op import Op
 from ..ir.traversal import operands, post_order
 
 
@@ -28,12 +31,20 @@ class _Step(NamedTuple):
     args: tuple[int, ...]
     kwargs: dict
     out: int
-    release: tuple[int, ...]
+    release: tuple[int, ...]  # values last read here, dropped after the step
+    reuse: int  # a dying temporary to write the result into (ufunc ``out=``), or -1
     label: str
 
 
 def _make_tuple(*values):
     return values
+
+
+def _as_array(fn: Callable) -> Callable:
+    def array_result(*args, **kwargs):
+        return np.asarray(fn(*args, **kwargs))
+
+    return array_result
 
 
 class HostFunction:
@@ -49,19 +60,16 @@ class HostFunction:
         slots: dict[Expr, int] = {p: i for i, p in enumerate(func.params)}
         nodes = [n for n in post_order([func.body]) if n not in slots]
         template: list = [None] * (len(slots) + len(nodes))
-        planned = []
+        computed = []
         for number, node in enumerate(nodes):
             slots[node] = out = len(func.params) + number
-            label = f"%{number}" if node is not func.body else "the result"
             if isinstance(node, Constant):
                 template[out] = node.data
             elif isinstance(node, Var):
                 raise NbyocError(f"free variable %{node.name_hint}; verify() the function first")
             else:
-                fn, kwargs, what = _kernel(node, callees)
-                args = tuple(slots[a] for a in operands(node))
-                planned.append((fn, args, kwargs, out, f"{label} = {what}"))
-        self._steps = _with_releases(planned, keep=slots[func.body])
+                computed.append(node)
+        self._steps = _schedule(computed, slots, func.body, len(func.params), callees)
         self._template = template
         self._n_params = len(func.params)
         self._result = slots[func.body]
@@ -71,9 +79,14 @@ class HostFunction:
         values[: self._n_params] = args
         step = None
         try:
+            # Plain tuple unpacking: this loop is the whole per-call cost on small arrays.
             for step in self._steps:
-                values[step.out] = step.fn(*[values[i] for i in step.args], **step.kwargs)
-                for i in step.release:
+                fn, arg_slots, kwargs, out, release, reuse, _ = step
+                if reuse < 0:
+                    values[out] = fn(*[values[i] for i in arg_slots], **kwargs)
+                else:
+                    values[out] = fn(*[values[i] for i in arg_slots], out=values[reuse])
+                for i in release:
                     values[i] = None
         except NbyocError:
             raise
@@ -90,7 +103,10 @@ def _kernel(node: Expr, callees: Mapping[str, Callable]) -> tuple[Callable, dict
             raise NbyocError(f"nothing to run @{name} with; is it a function of the module?")
         return callees[name], {}, f"@{name}(...)"
     if isinstance(node, Call):
-        return node.op.reference, dict(node.attrs), f"{node.op.name}(...)"
+        fn = node.op.reference
+        if node.type.shape == ():
+            fn = _as_array(fn)  # references may return NumPy scalars for 0-d results
+        return fn, dict(node.attrs), f"{node.op.name}(...)"
     if isinstance(node, Tuple):
         return _make_tuple, {}, "(...)"
     if isinstance(node, TupleGetItem):
@@ -98,17 +114,41 @@ def _kernel(node: Expr, callees: Mapping[str, Callable]) -> tuple[Callable, dict
     raise NbyocError(f"the host executor cannot run {node!r}")
 
 
-def _with_releases(planned: list, keep: int) -> list[_Step]:
-    """Attach to each step the values whose last reader it is (all but ``keep``)."""
+def _makes_fresh_array(node: Expr) -> bool:
+    """True if ``node``'s result is a new array that shares memory with nothing
+    (views, tuples and module calls may alias other values)."""
+    return (
+        isinstance(node, Call)
+        and isinstance(node.op, Op)
+        and (node.op.kind != "layout" or node.op.name == "concatenate")
+    )
+
+
+def _schedule(nodes: list[Expr], slots: dict, result: Expr, n_params: int, callees) -> list[_Step]:
+    """Steps in evaluation order, each knowing which values die after it and
+    whether it can write into one of them instead of allocating (what NumPy's
+    own temporary elision does for ``(a + b) - c``)."""
     last_use: dict[int, int] = {}
-    for index, (_, args, _, _, _) in enumerate(planned):
-        for slot in args:
-            last_use[slot] = index
-    releases: dict[int, list[int]] = {}
-    for slot, index in last_use.items():
-        if slot != keep:
-            releases.setdefault(index, []).append(slot)
-    return [
-        _Step(fn, args, kwargs, out, tuple(releases.get(index, ())), label)
-        for index, (fn, args, kwargs, out, label) in enumerate(planned)
-    ]
+    readers: dict[int, list[Expr]] = {}
+    for index, node in enumerate(nodes):
+        for arg in operands(node):
+            last_use[slots[arg]] = index
+            readers.setdefault(slots[arg], []).append(node)
+    fresh = {slots[n] for n in nodes if _makes_fresh_array(n)}
+    slot_type = {slots[n]: n.type for n in nodes}
+    steps = []
+    for index, node in enumerate(nodes):
+        fn, kwargs, what = _kernel(node, callees)
+        args = tuple(slots[a] for a in operands(node))
+        release = tuple(sorted({s for s in args if last_use[s] == index} - {slots[result]}))
+        reuse = -1
+        if isinstance(fn, np.ufunc) and not kwargs:
+            for s in release:
+                private = s in fresh and all(_makes_fresh_array(r) for r in readers[s])
+                if private and slot_type[s] == node.type:
+                    reuse = s
+                    break
+        # Numbered as the printer numbers bindings, so an error points at a line of print(f).
+        label = "the result" if node is result else f"%{slots[node] - n_params}"
+        steps.append(_Step(fn, args, kwargs, slots[node], release, reuse, f"{label} = {what}"))
+    return steps

@@ -127,7 +127,8 @@ def test_module_functions_call_each_other_on_the_host():
 
 def test_intermediates_are_released_after_their_last_use():
     x = nbyoc.var("x", (1000,))
-    f = nbyoc.function([x], nbyoc.abs(nbyoc.exp(-x)))  # %0 = negative, %1 = exp, result = abs
+    # %0 = negative (last read by sum), %1 = sum, the result = abs
+    f = nbyoc.function([x], nbyoc.abs(nbyoc.sum(-x)))
     run = HostFunction(f)
     negated = []
     alive_at_last_step = []
@@ -141,14 +142,33 @@ def test_intermediates_are_released_after_their_last_use():
         alive_at_last_step.append(negated[0]() is not None)
         return np.abs(x)
 
-    run._steps = [
-        step._replace(
-            fn={"%0": keep_negative, "the": check_abs}.get(step.label.split()[0], step.fn)
-        )
-        for step in run._steps
-    ]
+    spies = {"%0": keep_negative, "the": check_abs}
+    run._steps = [s._replace(fn=spies.get(s.label.split()[0], s.fn)) for s in run._steps]
     run(np.zeros(1000, np.float32))
-    assert alive_at_last_step == [False], "%0 was last read by exp and should be freed by now"
+    assert alive_at_last_step == [False], "%0 was last read by sum and should be freed by now"
+
+
+def test_dying_temporaries_are_reused_like_numpy_does():
+    run = HostFunction(reference())
+    assert [s.reuse >= 0 for s in run._steps] == [False, True, True]
+
+
+def test_temporaries_seen_through_views_or_tuples_are_not_overwritten():
+    x = nbyoc.var("x", (2, 3))
+    t = nbyoc.exp(x)
+    view = nbyoc.reshape(t, (2, 3))  # a view of t's buffer
+    u = nbyoc.exp(-x)
+    pair = nbyoc.tuple([u, x])
+    f = nbyoc.function([x], [view, t + 1.0, pair, u * 2.0, x * 3.0])
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    v, t1, (u0, x0), u2, x3 = nbyoc.compile(f)(data)
+    np.testing.assert_allclose(v, np.exp(data), rtol=1e-6)
+    np.testing.assert_allclose(t1, np.exp(data) + 1, rtol=1e-6)
+    np.testing.assert_allclose(u0, np.exp(-data), rtol=1e-6)
+    np.testing.assert_allclose(u2, 2 * np.exp(-data), rtol=1e-6)
+    np.testing.assert_array_equal(x0, data)
+    np.testing.assert_array_equal(x3, data * 3)
+    np.testing.assert_array_equal(data, np.arange(6).reshape(2, 3)), "the input must not change"
 
 
 def test_unknown_backend_lists_the_registered_ones():

@@ -92,14 +92,6 @@ def _unary_rule(dtype_rule):
     return infer
 
 
-def _as_array(fn):
-    # ufuncs on 0-d operands return NumPy scalars; the executor wants arrays.
-    def reference(*arrays):
-        return np.asarray(fn(*arrays))
-
-    return reference
-
-
 def _binary_builder(name: str):
     summary = BINARY_OPS[name][2]
 
@@ -135,10 +127,10 @@ def _unary_builder(name: str):
 
 
 for _name, (_fn, _rule, _summary) in BINARY_OPS.items():
-    register_op(Op(_name, 2, _binary_rule(_name, _rule), _as_array(_fn), "elementwise", _summary))
+    register_op(Op(_name, 2, _binary_rule(_name, _rule), _fn, "elementwise", _summary))
 
 for _name, (_fn, _rule, _summary) in UNARY_OPS.items():
-    register_op(Op(_name, 1, _unary_rule(_rule), _as_array(_fn), "elementwise", _summary))
+    register_op(Op(_name, 1, _unary_rule(_rule), _fn, "elementwise", _summary))
 
 # The builder functions, spelt out so readers and tools can find them.
 add = _binary_builder("add")
