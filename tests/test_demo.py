@@ -1,0 +1,33 @@
+"""The demo compiles the reference graph on every backend and checks it against NumPy."""
+
+import subprocess
+import sys
+
+from nbyoc.__main__ import main
+from nbyoc.compiler import BACKENDS
+
+
+def test_demo_passes_and_reports_every_backend(capsys):
+    assert main(["demo", "--sizes", "8", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "((a + b) - c) * d" in out
+    for backend in BACKENDS:
+        assert f"{backend}" in out
+    assert out.count(" ok ") == 2 * len(BACKENDS)
+    assert "MISMATCH" not in out
+
+
+def test_demo_reports_a_mismatch_with_a_failing_exit_code(monkeypatch, capsys):
+    import nbyoc.demo
+
+    monkeypatch.setattr(nbyoc.demo, "numpy_reference", lambda a, b, c, d: a + b)
+    assert main(["demo", "--sizes", "4"]) == 1
+    assert "MISMATCH" in capsys.readouterr().out
+
+
+def test_module_entry_point_runs():
+    result = subprocess.run(
+        [sys.executable, "-m", "nbyoc", "demo", "--sizes", "4"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert "host" in result.stdout
