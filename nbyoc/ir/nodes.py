@@ -32,12 +32,13 @@ from .dtypes import normalize_dtype
 from .op import Op, describe, get_op, infer_call
 from .types import FuncType, TensorType, TupleType, Type
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: Names of functions and attributes (they double as C identifiers).
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def check_function_name(name) -> str:
     """Function names double as C symbols, so they must be C identifiers."""
-    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+    if not isinstance(name, str) or not IDENTIFIER.match(name):
         raise IRError(
             f"function name {name!r} is not an identifier "
             f"(letters, digits, '_', not starting with a digit)"
@@ -270,7 +271,7 @@ class TupleGetItem(Expr):
 def _check_attrs(attrs: Mapping | None, what: str) -> Mapping:
     attrs = dict(attrs or {})
     for key, value in attrs.items():
-        if not isinstance(key, str) or not _IDENTIFIER.match(key):
+        if not isinstance(key, str) or not IDENTIFIER.match(key):
             raise IRError(f"{what} attribute name {key!r} must be an identifier")
         if not isinstance(value, (str, int, float, bool)):
             raise IRError(

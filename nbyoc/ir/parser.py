@@ -80,7 +80,10 @@ def parse(text: str):
     """Parse the text form: ``fn (...) {...}`` gives a Function, ``def @main ...`` a module."""
     from .verify import verify
 
-    return verify(_Parser(text).program())
+    try:
+        return verify(_Parser(text).program())
+    except RecursionError:
+        raise ParseError("the text nests too deeply; bind inner values to %names") from None
 
 
 class _Parser:

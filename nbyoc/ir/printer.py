@@ -18,17 +18,26 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 
 import numpy as np
 
-from .nodes import Call, Constant, Expr, Function, IRModule, Node, Tuple, TupleGetItem, Var
+from .nodes import (
+    IDENTIFIER,
+    Call,
+    Constant,
+    Expr,
+    Function,
+    IRModule,
+    Node,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
 from .op import Op
 from .traversal import post_order
 
 #: Constants with more elements than this are printed as base64 rather than a list.
 MAX_LITERAL_ELEMENTS = 64
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def astext(node: Node, show_types: bool = True) -> str:
@@ -112,7 +121,7 @@ class _Printer:
         return f" /* {node.type!r} */" if self.show_types else ""
 
     def _name_var(self, var: Var) -> str:
-        base = var.name_hint if _IDENTIFIER.match(var.name_hint) else "v"
+        base = var.name_hint if IDENTIFIER.match(var.name_hint) else "v"
         name, k = base, 1
         while name in self.taken:
             name, k = f"{base}_{k}", k + 1

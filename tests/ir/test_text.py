@@ -167,3 +167,9 @@ def test_parse_errors_give_line_column_and_reason(text, line, needle):
 def test_parse_rejects_non_text():
     with pytest.raises(ParseError, match="takes a str"):
         nbyoc.parse(b"fn () { }")
+
+
+@pytest.mark.parametrize("text", ["fn () { " + "(" * 5000, "fn () { const(" + "[" * 5000])
+def test_absurd_nesting_is_a_parse_error_not_a_crash(text):
+    with pytest.raises(ParseError, match="nests too deeply"):
+        nbyoc.parse(text)
