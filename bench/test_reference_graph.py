@@ -17,7 +17,7 @@ def test_numpy(benchmark, reference_inputs):
     benchmark(numpy_reference, *args)
 
 
-@pytest.mark.parametrize("backend", nbyoc.compiler.BACKENDS)
+@pytest.mark.parametrize("backend", nbyoc.codegen.registered_backends())
 def test_nbyoc(benchmark, reference_inputs, backend):
     n, args = reference_inputs
     benchmark.group = f"reference {n}x{n}"

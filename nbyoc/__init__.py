@@ -13,8 +13,9 @@ Build a typed tensor graph, compile it, call it with NumPy arrays:
 This module only re-exports the public API.
 """
 
-from . import errors, ir, runtime, transform
+from . import codegen, errors, ir, runtime, transform
 from ._version import __version__
+from .codegen.registry import register_codegen, register_op_support
 from .compiler import compile
 from .errors import NbyocError
 from .ir.builder import call_op, const, function, tuple, var
@@ -48,11 +49,14 @@ from .ir.serialize import from_json, to_json
 from .ir.structural import structural_equal, structural_hash
 from .ir.verify import verify
 from .runtime.executable import Executable
+from .runtime.module import load_module, register_loader
+from .transform.pipeline import partition
 
 __all__ = [
-    "DTYPES", "Executable", "NbyocError", "__version__", "abs", "add", "call_op", "compile",
-    "concatenate", "const", "divide", "errors", "exp", "from_json", "function", "ir", "log",
-    "matmul", "max", "maximum", "mean", "minimum", "multiply", "negative", "parse", "power",
+    "DTYPES", "Executable", "NbyocError", "__version__", "abs", "add", "call_op", "codegen",
+    "compile", "concatenate", "const", "divide", "errors", "exp", "from_json", "function", "ir",
+    "load_module", "log", "matmul", "max", "maximum", "mean", "minimum", "multiply", "negative",
+    "parse", "partition", "power", "register_codegen", "register_loader", "register_op_support",
     "relu", "reshape", "runtime", "sigmoid", "sqrt", "structural_equal", "structural_hash",
     "subtract", "sum", "tanh", "to_json", "transform", "transpose", "tuple", "var", "verify",
 ]  # fmt: skip

@@ -1,4 +1,5 @@
-"""``nbyoc.compile``: from a function to something you can call.
+"""``nbyoc.compile``: partition a function for a backend, build it, and wrap it
+in an ``Executable`` you call with arrays.
 
 >>> import numpy as np, nbyoc
 >>> a, b = nbyoc.var("a", (2, 2)), nbyoc.var("b", (2, 2))
@@ -10,31 +11,52 @@ array([[4., 4.],
 
 from __future__ import annotations
 
-from .errors import NbyocError, UnknownBackendError
+from collections.abc import Sequence
+
+from .codegen.build import build
+from .codegen.registry import HOST, check_backend
+from .errors import NbyocError
 from .ir.nodes import Function, IRModule
 from .ir.verify import verify
 from .runtime.executable import Executable
-
-#: Backends ``compile`` accepts. The host runs everything with NumPy.
-BACKENDS = ("host",)
+from .transform.pipeline import partition
 
 
-def compile(func: Function | IRModule, backend: str = "host") -> Executable:
-    """Compile ``func`` (or a module with a ``main``) for ``backend``.
+def compile(
+    func: Function | IRModule,
+    backend: str | Sequence[str] = HOST,
+    *,
+    merge: bool = True,
+    min_size: int = 1,
+    bind_constants: bool = True,
+) -> Executable:
+    """Compile ``func`` for ``backend`` (a registered name, or several in priority order).
 
-    Calling the result checks argument count, shapes and dtypes, runs the graph
-    and returns an ndarray (or a tuple of them for several outputs).
+    The function is partitioned (see ``nbyoc.partition`` for the options),
+    every external function is built by its backend's codegen, and ``main``
+    runs on the NumPy host executor, calling them. An ``IRModule`` is taken as
+    already partitioned: its functions with a ``Compiler`` attribute are built.
+    Calling the result checks argument count, shapes and dtypes and returns an
+    ndarray, or a tuple of them for several outputs.
     """
-    if isinstance(func, Function):
-        module = IRModule({"main": verify(func)})
-    elif isinstance(func, IRModule):
+    backends = [backend] if isinstance(backend, str) else list(backend)
+    for name in backends:
+        check_backend(name)
+    if isinstance(func, IRModule):
         module = verify(func)
+    elif isinstance(func, Function):
+        verify(func)
+        offload = [b for b in backends if b != HOST]
+        if offload:
+            module = partition(
+                func, offload, merge=merge, min_size=min_size, bind_constants=bind_constants
+            )
+        else:
+            module = IRModule({"main": func})
     else:
         raise NbyocError(
             f"compile() takes an nbyoc Function or IRModule, got {type(func).__name__}"
         )
-    if backend not in BACKENDS:
-        raise UnknownBackendError(
-            f"unknown backend {backend!r}; registered backends: {', '.join(BACKENDS)}"
-        )
-    return Executable(module, backend)
+    return Executable(
+        module, build(module), backend=backend if isinstance(backend, str) else backends
+    )

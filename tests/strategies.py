@@ -24,8 +24,9 @@ def shapes(draw, max_rank: int = 3, max_side: int = 4):
 
 
 @st.composite
-def graphs(draw, max_params: int = 4, max_nodes: int = 8, dtypes=None):
-    """A random ``nbyoc.Function`` built through the public builder API."""
+def graphs(draw, max_params: int = 4, max_nodes: int = 8, dtypes=None, min_nodes: int = 1):
+    """A random ``nbyoc.Function`` built through the public builder API, with
+    ``min_nodes`` to ``max_nodes`` op calls (fewer if every extra draw failed to type)."""
     dtypes = dtypes or DTYPES
     base = draw(shapes())
     params = []
@@ -35,7 +36,10 @@ def graphs(draw, max_params: int = 4, max_nodes: int = 8, dtypes=None):
         shape = tuple(d if draw(st.booleans()) else 1 for d in base[len(base) - rank :])
         params.append(nbyoc.var(f"p{i}", shape, draw(st.sampled_from(dtypes))))
     values = list(params)
-    for _ in range(draw(st.integers(1, max_nodes))):
+    wanted = draw(st.integers(min_nodes, max_nodes))
+    for _ in range(4 * wanted):
+        if len(values) - len(params) >= wanted:
+            break
         kind = draw(st.sampled_from(["binary", "binary", "unary", "scalar", "reduce", "layout"]))
         x = draw(st.sampled_from(values))
         try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from .nodes import (
     Constant,
     Expr,
     Function,
+    GlobalVar,
     IRModule,
     Node,
     Tuple,
@@ -40,17 +42,39 @@ from .traversal import post_order
 MAX_LITERAL_ELEMENTS = 64
 
 
-def astext(node: Node, show_types: bool = True) -> str:
-    """The text form of a function, module or expression."""
+def astext(node: Node, show_types: bool = True, note: Callable[[Expr], str] | None = None) -> str:
+    """The text form of a function, module or expression.
+
+    ``note(node)`` may return a remark printed as a ``//`` comment after the
+    node's line. In a module, calls to functions with a ``Compiler`` attribute
+    are noted with that backend, and such functions get a heading comment.
+    """
     if isinstance(node, IRModule):
-        return "\n\n".join(
-            _Printer(show_types).function(f, f"def @{name}") for name, f in node.functions.items()
-        )
+        return _module_text(node, show_types)
     if isinstance(node, Function):
-        return _Printer(show_types).function(node, "fn ")
+        return _Printer(show_types, note).function(node, "fn ")
     if isinstance(node, Expr):
-        return "\n".join(_Printer(show_types).body(node))
+        return "\n".join(_Printer(show_types, note).body(node))
     raise TypeError(f"cannot print {node!r}")
+
+
+def _module_text(module: IRModule, show_types: bool) -> str:
+    backend = {name: f.attrs.get("Compiler") for name, f in module.functions.items()}
+
+    def note(node):
+        if isinstance(node, Call) and isinstance(node.op, GlobalVar):
+            runs_on = backend.get(node.op.name_hint)
+            return f"runs on {runs_on}" if runs_on else ""
+        return ""
+
+    parts = []
+    for name, func in module.functions.items():
+        text = _Printer(show_types, note).function(func, f"def @{name}")
+        if backend[name]:
+            ops = [n.op.name for n in post_order([func.body]) if isinstance(n, Call)]
+            text = f"// @{name} runs on {backend[name]}: {', '.join(ops)}\n{text}"
+        parts.append(text)
+    return "\n\n".join(parts)
 
 
 def format_attr(value) -> str:
@@ -83,8 +107,9 @@ def _literal(array: np.ndarray) -> str:
 
 
 class _Printer:
-    def __init__(self, show_types: bool):
+    def __init__(self, show_types: bool, note: Callable[[Expr], str] | None = None):
         self.show_types = show_types
+        self.note = note
         self.names: dict[Expr, str] = {}
         self.taken: set[str] = set()
         self.counter = 0
@@ -112,13 +137,17 @@ class _Printer:
             text = self._expr(node)
             self.names[node] = name = f"%{self.counter}"
             self.counter += 1
-            lines.append(f"{name} = {text}{self._type_note(node)};")
+            lines.append(f"{name} = {text}{self._type_note(node)};{self._note(node)}")
         final = self.names[root] if isinstance(root, Var) else self._expr(root)
-        lines.append(final + self._type_note(root))
+        lines.append(final + self._type_note(root) + self._note(root))
         return lines
 
     def _type_note(self, node: Expr) -> str:
         return f" /* {node.type!r} */" if self.show_types else ""
+
+    def _note(self, node: Expr) -> str:
+        remark = self.note(node) if self.note else ""
+        return f"  // {remark}" if remark else ""
 
     def _name_var(self, var: Var) -> str:
         base = var.name_hint if IDENTIFIER.match(var.name_hint) else "v"

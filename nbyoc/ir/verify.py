@@ -47,6 +47,8 @@ def verify(node, what: str = "function"):
     if isinstance(node, Function):
         _verify_function(node, what, None)
         return node
+    if callable(getattr(node, "verify", None)):  # e.g. transform.Regions checks itself
+        return node.verify()
     raise WellFormednessError(f"verify() takes a Function or an IRModule, got {node!r}")
 
 

@@ -1,8 +1,10 @@
 """``Executable``: a compiled module you call with NumPy arrays.
 
-It checks the arguments, runs ``main`` (on the host executor, calling out to
-the other functions of the module), and returns fresh arrays that share memory
-with nothing else: not with the inputs, not with constants, not with each other.
+It checks the arguments, runs ``main`` on the host executor, which calls the
+external functions through their runtime modules (inputs, then freshly
+allocated outputs) and any other module function on the host, and returns
+fresh arrays that share memory with nothing else: not with the inputs, not
+with constants, not with each other.
 
 >>> import numpy as np, nbyoc
 >>> a = nbyoc.var("a", (2,))
@@ -19,21 +21,30 @@ import numpy as np
 
 from ..ir.nodes import Call, GlobalVar, IRModule
 from ..ir.traversal import post_order
+from ..ir.types import TupleType, tensor_types
 from .arguments import ArgumentSpec
 from .host import HostFunction
 
 
 class Executable:
-    """Call it with arrays: ``fn(*arrays)`` -> ndarray, or a tuple for several outputs."""
+    """Call it with arrays: ``fn(*arrays)`` -> ndarray, or a tuple for several outputs.
 
-    def __init__(self, module: IRModule, backend: str = "host"):
+    ``module`` is the partitioned ``IRModule``; ``runtime_modules`` maps the
+    global symbol of each external function to the runtime module running it.
+    """
+
+    def __init__(self, module: IRModule, runtime_modules=None, backend="host"):
         self.module = module
+        self.runtime_modules = dict(runtime_modules or {})
         self.backend = backend
         main = module["main"]
         self._spec = ArgumentSpec.of([(p.name_hint, p.type) for p in main.params], "main")
         callees: dict = {}
         for name in _callees_first(module):
-            if name != "main":
+            if name in self.runtime_modules:
+                run = self.runtime_modules[name].get_function(name)
+                callees[name] = _allocating(run, module[name].ret_type)
+            elif name != "main":
                 callees[name] = HostFunction(module[name], callees)
         self._main = HostFunction(main, callees)
 
@@ -47,11 +58,30 @@ class Executable:
         return f"({self._spec.signature()}) -> {self.module['main'].ret_type!r}"
 
     def get_source(self) -> dict[str, str]:
-        """Generated code of every external function, by symbol (none on the host)."""
-        return {}
+        """Generated code of every external function, by global symbol."""
+        return {name: m.get_source() for name, m in self.runtime_modules.items()}
 
     def __repr__(self) -> str:
         return f"<nbyoc.Executable backend={self.backend!r} main{self.signature}>"
+
+
+def _allocating(run, ret_type):
+    """Wrap a destination-passing function so it allocates its outputs and returns them."""
+    leaves = [(t.shape, np.dtype(t.dtype)) for t in tensor_types(ret_type)]
+
+    def call(*inputs):
+        outputs = [np.empty(shape, dtype) for shape, dtype in leaves]
+        run(*inputs, *outputs)
+        return _nest(ret_type, iter(outputs))
+
+    return call
+
+
+def _nest(t, outputs):
+    """Arrays in the (possibly nested tuple) shape of type ``t``."""
+    if isinstance(t, TupleType):
+        return tuple(_nest(f, outputs) for f in t.fields)
+    return next(outputs)
 
 
 def _callees_first(module: IRModule) -> list[str]:

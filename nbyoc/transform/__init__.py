@@ -1,4 +1,15 @@
-"""Graph passes (annotate_target, merge_compiler_regions, partition_graph) live here.
+"""Graph passes: which backend runs what.
 
-Each pass is a pure function from IR to IR; ``nbyoc.ir.verify`` checks its output.
+``annotate_target`` tags each op call with a backend, ``merge_compiler_regions``
+joins neighbouring calls of one backend into regions (never into a cycle),
+``partition_graph`` lifts each region into an external function, and
+``partition`` runs all three. Each pass returns new IR; ``verify`` checks it.
 """
+
+from .annotate import annotate_target
+from .merge import merge_compiler_regions
+from .partition import partition_graph
+from .pipeline import partition
+from .regions import Regions
+
+__all__ = ["Regions", "annotate_target", "merge_compiler_regions", "partition", "partition_graph"]

@@ -96,9 +96,21 @@ def test_modules_print_and_parse_with_calls_to_later_functions():
     text = str(mod)
     assert text.startswith("def @main(") and "@test_0(%0)" in text
     assert 'attrs(Compiler="test", global_symbol="test_0")' in text
+    assert "// @test_0 runs on test: multiply, negative" in text
+    assert "runs on test" in text.split("def @test_0")[0]  # main notes where its call runs
     back = nbyoc.parse(text)
     assert isinstance(back, IRModule) and nbyoc.structural_equal(back, mod)
-    out = nbyoc.compile(back)(np.ones(4, np.float32))
+
+
+def test_module_functions_without_a_backend_run_on_the_host():
+    x = nbyoc.var("x", (4,))
+    inner = nbyoc.function([x], [x * 2.0, -x])
+    a = nbyoc.var("a", (4,))
+    call = nbyoc.ir.Call(nbyoc.ir.GlobalVar("inner", inner.type), [nbyoc.exp(a)])
+    mod = nbyoc.parse(
+        str(IRModule({"main": nbyoc.function([a], call[0] + call[1]), "inner": inner}))
+    )
+    out = nbyoc.compile(mod)(np.ones(4, np.float32))
     np.testing.assert_allclose(out, np.e * 2 - np.e, rtol=1e-6)
 
 

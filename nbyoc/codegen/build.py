@@ -1,0 +1,49 @@
+"""Building: every external function of a module through its backend's codegen.
+
+>>> import nbyoc
+>>> from nbyoc.ir import IRModule
+>>> x = nbyoc.var("x", (2,))
+>>> build(IRModule({"main": nbyoc.function([x], -x)}))   # nothing external: nothing to build
+{}
+"""
+
+from __future__ import annotations
+
+from ..errors import CompileError, NbyocError
+from ..ir.nodes import IRModule
+from ..runtime.module import Module
+from .registry import get_codegen
+
+
+def build(module: IRModule) -> dict[str, Module]:
+    """Run the codegen of each function with a ``Compiler`` attribute; return the
+    runtime modules by global symbol. Every module must provide its symbol."""
+    built = {}
+    for name, func in module.functions.items():
+        compiler = func.attrs.get("Compiler")
+        if compiler is None:
+            continue
+        if func.attrs.get("global_symbol", name) != name:
+            raise CompileError(f"@{name} has global_symbol {func.attrs['global_symbol']!r}")
+        codegen = get_codegen(compiler)
+        try:
+            runtime_module = codegen(func)
+        except NbyocError:
+            raise
+        except Exception as e:
+            raise CompileError(
+                f"the {compiler!r} codegen failed on @{name}: {type(e).__name__}: {e}"
+            ) from e
+        if not isinstance(runtime_module, Module):
+            raise CompileError(
+                f"the {compiler!r} codegen returned {runtime_module!r}; it must return a "
+                f"nbyoc.runtime.Module"
+            )
+        try:
+            runtime_module.get_function(name)
+        except Exception as e:
+            raise CompileError(
+                f"the {compiler!r} module built for @{name} does not provide it: {e}"
+            ) from e
+        built[name] = runtime_module
+    return built

@@ -1,0 +1,34 @@
+"""``annotate_target``: tag every op call with the backend that will run it.
+
+>>> import nbyoc
+>>> nbyoc.register_op_support("doc_annotate", "add")
+>>> a, b = nbyoc.var("a", (2,)), nbyoc.var("b", (2,))
+>>> regions = annotate_target(nbyoc.function([a, b], nbyoc.exp(a + b)), ["doc_annotate"])
+>>> sorted(regions.target.values())
+['doc_annotate', 'host']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..codegen.registry import HOST, supports
+from ..errors import NbyocError
+from ..ir.nodes import Function
+from ..ir.traversal import post_order
+from .regions import Regions, is_op_call
+
+
+def annotate_target(func: Function, targets: str | Sequence[str]) -> Regions:
+    """Tag each op call with the first of ``targets`` (in priority order) that
+    supports it, else the host. Each tagged call starts in a region of its own."""
+    targets = [targets] if isinstance(targets, str) else list(targets)
+    if not isinstance(func, Function):
+        raise NbyocError(f"annotate_target takes an nbyoc Function, got {type(func).__name__}")
+    tags, regions = {}, {}
+    for node in post_order([func.body]):
+        if is_op_call(node):
+            tags[node] = next((t for t in targets if t != HOST and supports(t, node)), HOST)
+            if tags[node] != HOST:
+                regions[node] = len(regions)
+    return Regions(func, tags, regions)

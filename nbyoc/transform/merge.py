@@ -1,0 +1,102 @@
+"""``merge_compiler_regions``: join neighbouring regions of the same backend.
+
+Two regions may be joined only if no path leads from one to the other
+through a third node or region: joining them would make the combined region
+depend on itself (the classic diamond ``A -> host op -> B`` with ``A -> B``).
+The check runs on the contracted graph, where every region is one node, so
+cycles through several regions are caught too.
+
+>>> import nbyoc
+>>> nbyoc.register_op_support("doc_merge", "add")
+>>> nbyoc.register_op_support("doc_merge", "multiply")
+>>> a = nbyoc.var("a", (2,))
+>>> t = a + a
+>>> f = nbyoc.function([a], (t * t) + nbyoc.exp(t))     # exp stays on the host
+>>> from nbyoc.transform import annotate_target
+>>> len(merge_compiler_regions(annotate_target(f, "doc_merge")).members())
+2
+"""
+
+from __future__ import annotations
+
+from .regions import Graph, Regions
+
+
+def merge_compiler_regions(regions: Regions) -> Regions:
+    """Merge regions of one target that feed each other, never into a cycle.
+
+    Nodes are visited in evaluation order; each tagged call tries to join the
+    regions of its operands that have its target. Region ids are renumbered in
+    evaluation order. Merging an already merged result changes nothing.
+    """
+    graph = Graph.of(regions.func)
+    merger = _Merger(graph, {graph.index[c]: r for c, r in regions.region.items()})
+    for i, node in enumerate(graph.nodes):
+        if node not in regions.region:
+            continue
+        for p in graph.preds[i]:
+            producer = graph.nodes[p]
+            if producer in regions.region and regions.target[producer] == regions.target[node]:
+                merger.try_merge(merger.find(p), merger.find(i))
+    group = {graph.nodes[i]: merger.find(i) for i in range(len(graph.nodes))}
+    group = {node: key for node, key in group.items() if node in regions.region}
+    return Regions.grouped(regions.func, regions.target, group)
+
+
+class _Merger:
+    """Union-find over node indices, with each region's members and the nodes
+    just outside it that read its values."""
+
+    def __init__(self, graph: Graph, region_of: dict[int, int]):
+        self.graph = graph
+        self.parent = list(range(len(graph.nodes)))
+        self.members = {i: [i] for i in range(len(graph.nodes))}
+        self.users = {i: set(graph.succs[i]) for i in range(len(graph.nodes))}
+        first_of: dict[int, int] = {}
+        for i in sorted(region_of):  # keep the grouping the input already has
+            rid = region_of[i]
+            if rid in first_of:
+                self._union(self.find(first_of[rid]), self.find(i))
+            else:
+                first_of[rid] = i
+
+    def find(self, i: int) -> int:
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def _union(self, a: int, b: int) -> None:
+        if len(self.members[a]) < len(self.members[b]):
+            a, b = b, a
+        self.parent[b] = a
+        self.members[a] += self.members.pop(b)
+        users = self.users[a] | self.users.pop(b)
+        self.users[a] = {u for u in users if self.find(u) != a}
+
+    def try_merge(self, a: int, b: int) -> bool:
+        if a == b or self._reaches_via_other(a, b) or self._reaches_via_other(b, a):
+            return False
+        self._union(a, b)
+        return True
+
+    def _reaches_via_other(self, src: int, dst: int) -> bool:
+        """Is there a path src -> ... -> dst through some unit other than the two?"""
+        # Every node on such a path comes before dst's last member in evaluation order.
+        limit = max(self.members[dst])
+        seen = set()
+        stack = [u for u in self.users[src] if u < limit and self.find(u) not in (src, dst)]
+        while stack:
+            unit = self.find(stack.pop())
+            if unit in seen:
+                continue
+            seen.add(unit)
+            for u in self.users[unit]:
+                if u > limit:
+                    continue
+                target = self.find(u)
+                if target == dst:
+                    return True
+                if target != src and target not in seen:
+                    stack.append(u)
+        return False

@@ -1,0 +1,107 @@
+"""``partition_graph``: lift each region into an external function of an ``IRModule``.
+
+Each region becomes a function with attrs ``Compiler`` (its backend) and
+``global_symbol`` (``<backend>_<n>``, numbered per backend in evaluation
+order, made a C identifier). Its parameters are the values it reads from
+outside, in order of first use; it returns every value used outside it, once
+each (a tuple when there are several). Constants read only inside one region
+are bound into it. ``main`` keeps everything else and calls the external
+functions.
+
+>>> import nbyoc
+>>> nbyoc.register_op_support("doc_partition", "add")
+>>> a, b = nbyoc.var("a", (2,)), nbyoc.var("b", (2,))
+>>> mod = nbyoc.partition(nbyoc.function([a, b], nbyoc.exp(a + b)), "doc_partition")
+>>> list(mod.functions), dict(mod["doc_partition_0"].attrs)
+(['main', 'doc_partition_0'], {'Compiler': 'doc_partition', 'global_symbol': 'doc_partition_0'})
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..codegen.registry import symbol_prefix
+from ..errors import WellFormednessError
+from ..ir.nodes import Call, Constant, Expr, Function, GlobalVar, IRModule, Tuple, TupleGetItem, Var
+from .regions import Graph, Regions, unit_order
+
+
+def partition_graph(regions: Regions, bind_constants: bool = True) -> IRModule:
+    """Split ``regions.func`` into ``main`` plus one external function per region.
+
+    With ``bind_constants=False`` every constant a region reads is passed to it
+    as a parameter instead of being bound inside.
+    """
+    func = regions.func
+    graph = Graph.of(func)
+    region_of = {graph.index[c]: r for c, r in regions.region.items()}
+    order = unit_order(graph, region_of)
+    if order is None:
+        raise WellFormednessError("cannot partition: the regions depend on each other in a cycle")
+    members: dict[int, list[int]] = defaultdict(list)
+    for i in sorted(region_of):
+        members[region_of[i]].append(i)
+    bound = _bound_constants(graph, region_of) if bind_constants else {}
+
+    mapped: dict[int, Expr] = {}  # original node index -> its value in main
+    functions: dict[str, Function] = {}
+    counters: dict[str, int] = defaultdict(int)
+    for kind, key in order:
+        if kind == "node":
+            node = graph.nodes[key]
+            if key not in bound:
+                mapped[key] = _rebuild(node, [mapped[p] for p in graph.preds[key]])
+            continue
+        target = regions.target[graph.nodes[members[key][0]]]
+        prefix = symbol_prefix(target)
+        symbol = f"{prefix}_{counters[prefix]}"
+        counters[prefix] += 1
+        ext, inputs, outputs = _extract(graph, members[key], bound, key, graph.index[func.body])
+        functions[symbol] = ext.with_attrs(Compiler=target, global_symbol=symbol)
+        call = Call(GlobalVar(symbol, ext.type), [mapped[p] for p in inputs])
+        for k, o in enumerate(outputs):
+            mapped[o] = call if len(outputs) == 1 else TupleGetItem(call, k)
+    main = Function(func.params, mapped[graph.index[func.body]], func.attrs)
+    return IRModule({"main": main, **functions})
+
+
+def _bound_constants(graph: Graph, region_of: dict[int, int]) -> dict[int, int]:
+    """Constant index -> the region it is bound into (constants read by one region only)."""
+    bound = {}
+    for i, node in enumerate(graph.nodes):
+        if isinstance(node, Constant) and graph.succs[i]:
+            readers = {region_of.get(s) for s in graph.succs[i]}
+            if len(readers) == 1 and None not in readers:
+                bound[i] = readers.pop()
+    return bound
+
+
+def _extract(graph: Graph, nodes: list[int], bound: dict[int, int], rid: int, root: int):
+    """The external function of one region, its inputs and its outputs (node indices)."""
+    inside = set(nodes)
+    inputs = list(
+        dict.fromkeys(
+            p for i in nodes for p in graph.preds[i] if p not in inside and bound.get(p) != rid
+        )
+    )
+    outputs = [i for i in nodes if i == root or any(s not in inside for s in graph.succs[i])]
+    local: dict[int, Expr] = {p: Var(f"in{k}", graph.nodes[p].type) for k, p in enumerate(inputs)}
+    for p in {p for i in nodes for p in graph.preds[i]} - inside - set(inputs):
+        local[p] = graph.nodes[p]  # a bound constant
+    for i in nodes:
+        local[i] = _rebuild(graph.nodes[i], [local[p] for p in graph.preds[i]])
+    body = local[outputs[0]] if len(outputs) == 1 else Tuple([local[o] for o in outputs])
+    return Function([local[p] for p in inputs], body), inputs, outputs
+
+
+def _rebuild(node: Expr, args: list[Expr]) -> Expr:
+    """``node`` with new operands."""
+    if isinstance(node, (Var, Constant)):
+        return node
+    if isinstance(node, Call):
+        return Call(node.op, args, node.attrs)
+    if isinstance(node, Tuple):
+        return Tuple(args)
+    if isinstance(node, TupleGetItem):
+        return TupleGetItem(args[0], node.index)
+    raise WellFormednessError(f"cannot partition a graph holding {node!r}")

@@ -1,0 +1,52 @@
+"""``nbyoc.partition``: annotate, merge and partition in one call.
+
+>>> import nbyoc
+>>> nbyoc.register_op_support("doc_pipeline", "add")
+>>> nbyoc.register_op_support("doc_pipeline", "subtract")
+>>> nbyoc.register_op_support("doc_pipeline", "multiply")
+>>> a, b, c, d = (nbyoc.var(n, (10, 10)) for n in "abcd")
+>>> f = nbyoc.function([a, b, c, d], ((a + b) - c) * d)
+>>> list(nbyoc.partition(f, "doc_pipeline").functions)
+['main', 'doc_pipeline_0']
+>>> list(nbyoc.partition(f, "doc_pipeline", merge=False).functions)
+['main', 'doc_pipeline_0', 'doc_pipeline_1', 'doc_pipeline_2']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..codegen.registry import HOST, check_known
+from ..errors import NbyocError
+from ..ir.nodes import Function, IRModule
+from .annotate import annotate_target
+from .merge import merge_compiler_regions
+from .partition import partition_graph
+
+
+def partition(
+    func: Function,
+    backends: str | Sequence[str],
+    merge: bool = True,
+    min_size: int = 1,
+    bind_constants: bool = True,
+) -> IRModule:
+    """Partition ``func`` for ``backends`` (one name, or several in priority order).
+
+    ``merge=False`` keeps every supported call in its own external function;
+    regions with fewer than ``min_size`` calls stay on the host;
+    ``bind_constants=False`` passes constants to external functions as
+    parameters instead of binding them inside.
+    """
+    backends = [backends] if isinstance(backends, str) else list(backends)
+    for name in backends:
+        if name != HOST:
+            check_known(name)
+    if not isinstance(min_size, int) or min_size < 1:
+        raise NbyocError(f"min_size must be a positive int, got {min_size!r}")
+    regions = annotate_target(func, backends)
+    if merge:
+        regions = merge_compiler_regions(regions)
+    if min_size > 1:
+        regions = regions.without_small(min_size)
+    return partition_graph(regions, bind_constants)
