@@ -10,6 +10,7 @@ Printing shows the function with each call's target and region as a comment.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -123,7 +124,6 @@ def unit_order(graph: Graph, region_of: dict[int, int]) -> list | None:
     ``("region", id)`` and every other node its own unit ``("node", index)``.
     ``None`` if the contracted graph has a cycle. Ties go to the unit whose
     first node comes first, so the order is deterministic."""
-    import heapq
 
     def unit(i):
         return ("region", region_of[i]) if i in region_of else ("node", i)
