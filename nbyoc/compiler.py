@@ -11,7 +11,7 @@ array([[4., 4.],
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .codegen.build import build
 from .codegen.registry import HOST, check_backend
@@ -29,6 +29,7 @@ def compile(
     merge: bool = True,
     min_size: int = 1,
     bind_constants: bool = True,
+    options: Mapping[str, Mapping] | None = None,
 ) -> Executable:
     """Compile ``func`` for ``backend`` (a registered name, or several in priority order).
 
@@ -36,6 +37,8 @@ def compile(
     every external function is built by its backend's codegen, and ``main``
     runs on the NumPy host executor, calling them. An ``IRModule`` is taken as
     already partitioned: its functions with a ``Compiler`` attribute are built.
+    ``options`` maps a backend name to keyword arguments for its codegen, e.g.
+    ``{"csource": {"fused": True}}``.
     Calling the result checks argument count, shapes and dtypes and returns an
     ndarray, or a tuple of them for several outputs.
     """
@@ -57,6 +60,5 @@ def compile(
         raise NbyocError(
             f"compile() takes an nbyoc Function or IRModule, got {type(func).__name__}"
         )
-    return Executable(
-        module, build(module), backend=backend if isinstance(backend, str) else backends
-    )
+    runtime_modules = build(module, options)
+    return Executable(module, runtime_modules, backend if isinstance(backend, str) else backends)

@@ -9,15 +9,22 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
+
 from ..errors import CompileError, NbyocError
 from ..ir.nodes import IRModule
 from ..runtime.module import Module
 from .registry import get_codegen
 
 
-def build(module: IRModule) -> dict[str, Module]:
+def build(module: IRModule, options: Mapping[str, Mapping] | None = None) -> dict[str, Module]:
     """Run the codegen of each function with a ``Compiler`` attribute; return the
-    runtime modules by global symbol. Every module must provide its symbol."""
+    runtime modules by global symbol. Every module must provide its symbol.
+
+    ``options[backend]`` holds keyword arguments for that backend's codegen.
+    """
+    options = dict(options or {})
     built = {}
     for name, func in module.functions.items():
         compiler = func.attrs.get("Compiler")
@@ -26,8 +33,13 @@ def build(module: IRModule) -> dict[str, Module]:
         if func.attrs.get("global_symbol", name) != name:
             raise CompileError(f"@{name} has global_symbol {func.attrs['global_symbol']!r}")
         codegen = get_codegen(compiler)
+        kwargs = dict(options.get(compiler, {}))
         try:
-            runtime_module = codegen(func)
+            inspect.signature(codegen).bind(func, **kwargs)
+        except TypeError as e:
+            raise CompileError(f"unknown option for the {compiler!r} codegen: {e}") from None
+        try:
+            runtime_module = codegen(func, **kwargs)
         except NbyocError:
             raise
         except Exception as e:

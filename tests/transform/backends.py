@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 import nbyoc
-from nbyoc.runtime import HostFunction, Module, destination_passing, get_loader
+from nbyoc.runtime import HostFunction, Module, destination_passing
 
 TYPE_KEY = "numpy_test"
 
@@ -61,13 +61,3 @@ ARITH = register("t_arith", ["add", "subtract", "multiply", "divide", "maximum",
 TRANSC = register("t_transc", ["exp", "tanh", "add", "sigmoid"])
 F32_ONLY = register("t_f32", ["add", "multiply"], lambda call: call.type.dtype == "float32")
 REDUCE = register("t_reduce", ["sum", "max", "mean", "matmul", "relu"])
-
-
-def reload(fn: nbyoc.Executable) -> nbyoc.Executable:
-    """The same compiled work after a save -> load round trip of the IR and of
-    every runtime module (through the registered loaders)."""
-    module = nbyoc.from_json(nbyoc.to_json(fn.module))
-    runtime = {
-        name: get_loader(m.type_key)(m.save_to_bytes()) for name, m in fn.runtime_modules.items()
-    }
-    return nbyoc.Executable(module, runtime, fn.backend)

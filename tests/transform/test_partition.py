@@ -11,8 +11,9 @@ import nbyoc
 from nbyoc.ir import Call, Constant, GlobalVar, Tuple, TupleGetItem
 from nbyoc.transform import annotate_target, merge_compiler_regions, partition_graph
 
+from ..helpers import reload
 from ..strategies import assert_same_results, graphs, random_inputs
-from .backends import ARITH, F32_ONLY, REDUCE, TRANSC, reload
+from .backends import ARITH, F32_ONLY, REDUCE, TRANSC
 
 
 def passes(f, backends, merge=True, bind_constants=True):

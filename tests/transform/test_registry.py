@@ -18,7 +18,8 @@ from nbyoc.errors import (
 from nbyoc.ir import IRModule
 from nbyoc.runtime import Module, destination_passing, get_loader, load_module
 
-from .backends import ARITH, TYPE_KEY, NumpyModule, reload
+from ..helpers import reload
+from .backends import ARITH, TYPE_KEY, NumpyModule
 
 
 def test_duplicate_registrations_are_refused():

@@ -1,0 +1,101 @@
+"""C spellings of the elementwise ops, for the csource codegen.
+
+Every op computes in its result dtype (which NumPy's casting rules also
+give: ``int32 + float32`` adds in float64, ``int32 / int32`` divides in
+float64). ``+ - * /`` and unary ``-`` are C operators; the rest are small
+``static inline`` helpers, one per op and dtype, written to match NumPy
+bit for bit where C allows it (NaN propagation in ``maximum``, wrapping
+integer ``power``, the overflow-free ``sigmoid``).
+
+>>> helper_name("maximum", "float32")
+'csource_maximum_float32'
+>>> print(helper_definition("relu", "int32"))
+static inline int32_t csource_relu_int32(int32_t a) { return (a >= 0 || a != a) ? a : 0; }
+"""
+
+from __future__ import annotations
+
+C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t"}
+UNSIGNED = {"int32": "uint32_t", "int64": "uint64_t"}
+#: DLPack type codes (kDLInt = 0, kDLFloat = 2) and bit widths.
+DLPACK_DTYPES = {"float32": (2, 32), "float64": (2, 64), "int32": (0, 32), "int64": (0, 64)}
+
+INFIX = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
+PREFIX = {"negative": "-"}
+BINARY_HELPERS = ("maximum", "minimum", "power")
+UNARY_HELPERS = ("abs", "exp", "log", "sqrt", "tanh", "sigmoid", "relu")
+SUPPORTED = (*INFIX, *BINARY_HELPERS, *PREFIX, *UNARY_HELPERS)
+
+#: Set by a helper that hits an error NumPy would raise; the entry point reports it.
+ERROR_FLAG = "nbyoc_error"
+
+
+def _math(name: str, dtype: str) -> str:
+    """The <math.h> function for ``dtype``: ``expf`` for float32, ``exp`` for float64."""
+    return name + "f" if dtype == "float32" else name
+
+
+def _int_power(dtype: str) -> str:
+    # NumPy raises on negative exponents and wraps on overflow; unsigned
+    # arithmetic wraps in C, so square-and-multiply on unsigned values matches.
+    u = UNSIGNED[dtype]
+    return (
+        f'if (b < 0) {{ {ERROR_FLAG} = "Integers to negative integer powers are not allowed."; '
+        f"return 0; }} {u} r = 1, x = ({u})a, e = ({u})b; "
+        f"while (e) {{ if (e & 1) r *= x; x *= x; e >>= 1; }} return ({C_TYPES[dtype]})r;"
+    )
+
+
+def _body(op: str, dtype: str) -> str:
+    is_float = dtype.startswith("float")
+    t = C_TYPES[dtype]
+    if op == "maximum":
+        return "return (a >= b || a != a) ? a : b;"  # NumPy's test: NaN wins
+    if op == "minimum":
+        return "return (a <= b || a != a) ? a : b;"
+    if op == "power":
+        return f"return {_math('pow', dtype)}(a, b);" if is_float else _int_power(dtype)
+    if op == "abs":
+        return f"return {_math('fabs', dtype)}(a);" if is_float else "return a < 0 ? -a : a;"
+    if op in ("exp", "log", "sqrt", "tanh"):
+        return f"return {_math(op, dtype)}(a);"
+    if op == "sigmoid":
+        return (
+            f"{t} e = {_math('exp', dtype)}(-{_math('fabs', dtype)}(a)); "
+            f"return a >= 0 ? ({t})1 / (({t})1 + e) : e / (({t})1 + e);"
+        )
+    if op == "relu":
+        return "return (a >= 0 || a != a) ? a : 0;"
+    raise KeyError(op)
+
+
+def helper_name(op: str, dtype: str) -> str:
+    return f"csource_{op}_{dtype}"
+
+
+def helper_definition(op: str, dtype: str) -> str:
+    """The ``static inline`` C function computing ``op`` in ``dtype``."""
+    t = C_TYPES[dtype]
+    params = f"{t} a, {t} b" if op in BINARY_HELPERS else f"{t} a"
+    return f"static inline {t} {helper_name(op, dtype)}({params}) {{ {_body(op, dtype)} }}"
+
+
+def c_literal(value, dtype: str) -> str:
+    """An exact C literal for one element (hex floats; INT_MIN spelt safely).
+
+    >>> c_literal(0.5, "float32"), c_literal(float("-inf"), "float64"), c_literal(-2**63, "int64")
+    ('0x1.0000000000000p-1f', '-INFINITY', '(-9223372036854775807LL - 1)')
+    """
+    if dtype.startswith("float"):
+        v = float(value)
+        if v != v:
+            return "NAN"
+        if v in (float("inf"), float("-inf")):
+            return "INFINITY" if v > 0 else "-INFINITY"
+        return v.hex() + ("f" if dtype == "float32" else "")
+    v = int(value)
+    suffix = "LL" if dtype == "int64" else ""
+    low = -(2 ** (int(dtype[-2:]) - 1))
+    if v == low:
+        return f"({low + 1}{suffix} - 1)"
+    return f"{v}{suffix}"

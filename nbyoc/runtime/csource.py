@@ -1,0 +1,187 @@
+"""The csource runtime: C from the csource codegen, built by the system C
+compiler and called through cffi with DLTensors.
+
+``get_function(symbol)`` returns a destination-passing callable. Before any
+native code runs, every argument is checked in Python (count, dtype, shape;
+inputs that are not C-contiguous are copied to contiguous ones; outputs must
+be contiguous and writeable) and again by the C entry point (device, ndim,
+dtype, shape, layout, and outputs overlapping other arguments). The DLTensor
+structs are built once per thread; a call only fills in the data pointers.
+
+The saved form is the external function's JSON and the codegen options; loading
+regenerates the C source from it and compiles it (or finds it in the cache):
+nothing stored in the file is ever executed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+
+from ..codegen.c_ops import DLPACK_DTYPES
+from ..codegen.csource import Subgraph, emit_c
+from ..errors import ArgumentError, ExecutionError, LoadError, NbyocError
+from ..ir.nodes import Function
+from ..ir.serialize import from_json, to_json
+from .arguments import ArgumentSpec
+from .cc import build_shared_library
+from .module import Module, register_loader
+
+TYPE_KEY = "csource"
+SAVE_FORMAT = "nbyoc-csource"
+SAVE_VERSION = 1
+
+_STRUCTS = """
+typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
+typedef struct {
+  void* data; DLDevice device; int32_t ndim; DLDataType dtype;
+  int64_t* shape; int64_t* strides; uint64_t byte_offset;
+} DLTensor;
+"""
+
+
+@register_loader(TYPE_KEY)
+class CSourceModule(Module):
+    """One external function compiled from C. ``fused`` selects the one-loop form."""
+
+    type_key = TYPE_KEY
+
+    def __init__(self, func: Function, fused: bool = False):
+        import cffi  # only when the csource backend is used
+
+        if not isinstance(fused, bool):
+            raise NbyocError(f"csource option fused must be True or False, got {fused!r}")
+        graph = Subgraph(func)
+        self.func, self.fused, self.symbol = func, fused, graph.symbol
+        self.source = emit_c(func, fused=fused)
+        self.library_path = build_shared_library(self.source, self.symbol)
+        self._ffi = cffi.FFI()
+        self._ffi.cdef(
+            _STRUCTS + f"int {self.symbol}(DLTensor**, int32_t);\n"
+            f"const char* {self.symbol}_last_error(void);"
+        )
+        self._lib = self._ffi.dlopen(str(self.library_path))
+        self._entry = getattr(self._lib, self.symbol)
+        self._last_error = getattr(self._lib, f"{self.symbol}_last_error")
+        arguments = graph.arguments()
+        self._n_inputs = len(func.params)
+        self._types = [t for _, t, _ in arguments]
+        self._writable = [out for _, _, out in arguments]
+        self._inputs = ArgumentSpec.of(
+            [(n, t) for n, t, o in arguments if not o], f"{self.symbol} inputs"
+        )
+        self._outputs = ArgumentSpec.of(
+            [(n, t) for n, t, o in arguments if o], f"{self.symbol} outputs"
+        )
+        # Per-thread DLTensors, by thread id (cheaper to look up than threading.local).
+        self._per_thread: dict[int, tuple] = {}
+        self._keep_alive: list = []
+
+    # -- calling ---------------------------------------------------------------
+
+    def _thread_tensors(self):
+        """This thread's DLTensors (shapes and dtypes filled in once): (pointers, tensors)."""
+        state = self._per_thread.get(threading.get_ident())
+        if state is None:
+            ffi = self._ffi
+            n = len(self._types)
+            tensors = ffi.new("DLTensor[]", n)
+            pointers = ffi.new("DLTensor*[]", n)
+            shapes = [ffi.new("int64_t[]", list(t.shape) or [0]) for t in self._types]
+            for i, t in enumerate(self._types):
+                tensors[i].device.device_type = 1  # kDLCPU
+                tensors[i].ndim = len(t.shape)
+                tensors[i].dtype.code, tensors[i].dtype.bits = DLPACK_DTYPES[t.dtype]
+                tensors[i].dtype.lanes = 1
+                tensors[i].shape = shapes[i]
+                pointers[i] = tensors + i
+            self._keep_alive.append((tensors, shapes))  # the cdata objects own the memory
+            state = (pointers, [tensors[i] for i in range(n)])
+            self._per_thread[threading.get_ident()] = state
+        return state
+
+    def get_function(self, symbol: str):
+        if symbol != self.symbol:
+            raise NbyocError(f"this csource module provides {self.symbol!r}, not {symbol!r}")
+        expected = [(np.dtype(t.dtype), t.shape, w) for t, w in zip(self._types, self._writable)]
+        n_args = len(expected)
+        entry, ndarray = self._entry, np.ndarray
+        from_buffer = self._ffi.from_buffer
+        per_thread, get_ident = self._per_thread, threading.get_ident
+
+        def run(*arrays):
+            pointers, slots = per_thread.get(get_ident()) or self._thread_tensors()
+            try:
+                if len(arrays) != n_args:
+                    raise TypeError
+                # The fast path: exact types; from_buffer refuses strided or read-only buffers.
+                for slot, a, (dtype, shape, writable) in zip(slots, arrays, expected):
+                    if (
+                        type(a) is not ndarray
+                        or a.shape != shape
+                        or (a.dtype is not dtype and a.dtype != dtype)
+                    ):
+                        raise TypeError
+                    slot.data = from_buffer(a, require_writable=writable)
+            except (TypeError, ValueError, BufferError):
+                arrays = self._checked(arrays)  # the careful path: clear errors, contiguous copies
+                for slot, a, (_, _, writable) in zip(slots, arrays, expected):
+                    slot.data = from_buffer(a, require_writable=writable)
+            rc = entry(pointers, n_args)
+            if rc:
+                self._raise(rc)
+
+        run.__name__ = symbol
+        return run
+
+    def _checked(self, arrays) -> list[np.ndarray]:
+        inputs = self._inputs.check(arrays[: self._n_inputs])
+        outputs = self._outputs.check(arrays[self._n_inputs :])
+        for i, out in enumerate(outputs):
+            if not (out.flags.c_contiguous and out.flags.writeable):
+                raise ArgumentError(
+                    f"{self._outputs.where}: output {i} must be C-contiguous and writeable"
+                )
+        return [np.ascontiguousarray(a) for a in inputs] + outputs
+
+    def _raise(self, rc: int):
+        message = self._ffi.string(self._last_error()).decode(errors="replace")
+        if rc in (1, 2):
+            raise ArgumentError(f"{self.symbol}: {message}")
+        raise ExecutionError(f"{self.symbol} failed: {message or f'error code {rc}'}")
+
+    # -- source, saving, loading ----------------------------------------------
+
+    def get_source(self) -> str:
+        return self.source
+
+    def save_to_bytes(self) -> bytes:
+        doc = {
+            "format": SAVE_FORMAT,
+            "version": SAVE_VERSION,
+            "fused": self.fused,
+            "function": json.loads(to_json(self.func)),
+        }
+        return json.dumps(doc).encode()
+
+    @classmethod
+    def load_from_bytes(cls, data: bytes) -> CSourceModule:
+        try:
+            doc = json.loads(data)
+        except (ValueError, TypeError, RecursionError) as e:
+            raise LoadError(f"not a saved csource module: {e}") from None
+        if not isinstance(doc, dict) or doc.get("format") != SAVE_FORMAT:
+            raise LoadError("not a saved csource module (format tag missing)")
+        if not isinstance(doc.get("version"), int) or doc["version"] > SAVE_VERSION:
+            raise LoadError(
+                f"saved csource module version {doc.get('version')!r} is not readable here"
+            )
+        if not isinstance(doc.get("fused"), bool):
+            raise LoadError("saved csource module: 'fused' must be true or false")
+        func = from_json(json.dumps(doc.get("function")))
+        if not isinstance(func, Function):
+            raise LoadError("saved csource module: 'function' must hold one function")
+        return cls(func, fused=doc["fused"])
