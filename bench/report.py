@@ -1,8 +1,10 @@
-"""Summarise a pytest-benchmark JSON file as ratios against NumPy, per group.
+"""Summarise a pytest-benchmark JSON file as ratios against a baseline, per group.
 
     python bench/report.py bench.json
 
-A ratio above 1 means nbyoc is faster than NumPy in that group (medians).
+The baseline of a group is its "numpy" case, or its "bare" case. The ratio is
+baseline median / case median (above 1: faster than the baseline); the
+difference is case median - baseline median.
 """
 
 from __future__ import annotations
@@ -11,21 +13,24 @@ import json
 import sys
 from collections import defaultdict
 
+BASELINES = ("numpy", "bare")
 
-def ratios(doc: dict) -> list[tuple[str, str, float, float]]:
-    """(group, case, median seconds, NumPy median / case median) for every non-NumPy case."""
+
+def ratios(doc: dict) -> list[tuple[str, str, float, float, float]]:
+    """(group, case, median seconds, baseline median / case median, difference in
+    seconds) for every case that is not its group's baseline."""
     groups: dict[str, dict[str, float]] = defaultdict(dict)
     for bench in doc["benchmarks"]:
         case = bench["name"].split("[")[0].removeprefix("test_")
-        params = bench.get("params") or {}
-        label = "/".join([case, *(str(v) for k, v in params.items() if k != "reference_inputs")])
+        params = bench.get("params") or {}  # parametrised cases carry a "case" id
+        label = params.get("case", case)
         groups[bench["group"]][label] = bench["stats"]["median"]
     rows = []
     for group, cases in sorted(groups.items()):
-        baseline = cases.get("numpy")
+        base = next((b for b in BASELINES if b in cases), None)
         for label, median in sorted(cases.items()):
-            if label != "numpy" and baseline:
-                rows.append((group, label, median, baseline / median))
+            if base and label != base:
+                rows.append((group, label, median, cases[base] / median, median - cases[base]))
     return rows
 
 
@@ -34,9 +39,11 @@ def main(path: str) -> None:
         doc = json.load(f)
     machine = doc.get("machine_info", {})
     print(f"machine: {machine.get('cpu', {}).get('brand_raw', '?')}, {machine.get('system', '')}")
-    print(f"{'group':<24} {'case':<20} {'median':>10} {'numpy/case':>11}")
-    for group, label, median, ratio in ratios(doc):
-        print(f"{group:<24} {label:<20} {median * 1e6:>8.1f}us {ratio:>10.2f}x")
+    print(f"{'group':<24} {'case':<26} {'median':>11} {'base/case':>10} {'case-base':>11}")
+    for group, label, median, ratio, diff in ratios(doc):
+        print(
+            f"{group:<24} {label:<26} {median * 1e6:>9.1f}us {ratio:>9.2f}x {diff * 1e6:>+9.2f}us"
+        )
 
 
 if __name__ == "__main__":

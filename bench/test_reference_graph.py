@@ -10,6 +10,10 @@ import pytest
 import nbyoc
 from nbyoc.demo import numpy_reference, reference_graph
 
+# (case id, backend, codegen options): every registered backend, plus variants.
+CASES = [(name, name, None) for name in nbyoc.codegen.registered_backends()]
+CASES.append(("csource-fused", "csource", {"csource": {"fused": True}}))
+
 
 def test_numpy(benchmark, reference_inputs):
     n, args = reference_inputs
@@ -17,10 +21,10 @@ def test_numpy(benchmark, reference_inputs):
     benchmark(numpy_reference, *args)
 
 
-@pytest.mark.parametrize("backend", nbyoc.codegen.registered_backends())
-def test_nbyoc(benchmark, reference_inputs, backend):
+@pytest.mark.parametrize("case,backend,options", CASES, ids=[c[0] for c in CASES])
+def test_nbyoc(benchmark, reference_inputs, case, backend, options):
     n, args = reference_inputs
     benchmark.group = f"reference {n}x{n}"
-    fn = nbyoc.compile(reference_graph((n, n)), backend=backend)
+    fn = nbyoc.compile(reference_graph((n, n)), backend=backend, options=options)
     out = benchmark(fn, *args)
     np.testing.assert_allclose(out, numpy_reference(*args), rtol=1e-6)

@@ -44,8 +44,22 @@ class ArgumentSpec:
     def signature(self) -> str:
         return ", ".join(f"{n}: {t!r}" for n, t in zip(self.names, self.types))
 
-    def check(self, args: Sequence) -> list[np.ndarray]:
+    def check(self, args: Sequence) -> Sequence[np.ndarray]:
         """Return ``args`` as arrays if they match, else raise an ``ArgumentError``."""
+        if len(args) == len(self.types):
+            # The common case, kept cheap: exact ndarrays of the right dtype and shape.
+            for a, shape, dtype in zip(args, self.shapes, self.dtypes):
+                if (
+                    type(a) is not np.ndarray
+                    or a.shape != shape
+                    or (a.dtype is not dtype and a.dtype != dtype)
+                ):
+                    break
+            else:
+                return args
+        return self._check_slowly(args)
+
+    def _check_slowly(self, args: Sequence) -> list[np.ndarray]:
         if len(args) != len(self.types):
             raise ArgumentCountError(
                 f"{self.where} takes {len(self.types)} argument(s) ({self.signature()}), "

@@ -83,7 +83,8 @@ class CSourceModule(Module):
     # -- calling ---------------------------------------------------------------
 
     def _thread_tensors(self):
-        """This thread's DLTensors (shapes and dtypes filled in once): (pointers, tensors)."""
+        """This thread's DLTensors, shapes and dtypes filled in once: the pointer array,
+        and per argument (tensor, dtype, shape, is_output)."""
         state = self._per_thread.get(threading.get_ident())
         if state is None:
             ffi = self._ffi
@@ -99,26 +100,29 @@ class CSourceModule(Module):
                 tensors[i].shape = shapes[i]
                 pointers[i] = tensors + i
             self._keep_alive.append((tensors, shapes))  # the cdata objects own the memory
-            state = (pointers, [tensors[i] for i in range(n)])
+            rows = [
+                (tensors[i], np.dtype(t.dtype), t.shape, writable)
+                for i, (t, writable) in enumerate(zip(self._types, self._writable))
+            ]
+            state = (pointers, rows)
             self._per_thread[threading.get_ident()] = state
         return state
 
     def get_function(self, symbol: str):
         if symbol != self.symbol:
             raise NbyocError(f"this csource module provides {self.symbol!r}, not {symbol!r}")
-        expected = [(np.dtype(t.dtype), t.shape, w) for t, w in zip(self._types, self._writable)]
-        n_args = len(expected)
+        n_args = len(self._types)
         entry, ndarray = self._entry, np.ndarray
         from_buffer = self._ffi.from_buffer
         per_thread, get_ident = self._per_thread, threading.get_ident
 
         def run(*arrays):
-            pointers, slots = per_thread.get(get_ident()) or self._thread_tensors()
+            pointers, rows = per_thread.get(get_ident()) or self._thread_tensors()
             try:
                 if len(arrays) != n_args:
                     raise TypeError
                 # The fast path: exact types; from_buffer refuses strided or read-only buffers.
-                for slot, a, (dtype, shape, writable) in zip(slots, arrays, expected):
+                for (slot, dtype, shape, writable), a in zip(rows, arrays):
                     if (
                         type(a) is not ndarray
                         or a.shape != shape
@@ -128,7 +132,7 @@ class CSourceModule(Module):
                     slot.data = from_buffer(a, require_writable=writable)
             except (TypeError, ValueError, BufferError):
                 arrays = self._checked(arrays)  # the careful path: clear errors, contiguous copies
-                for slot, a, (_, _, writable) in zip(slots, arrays, expected):
+                for (slot, _, _, writable), a in zip(rows, arrays):
                     slot.data = from_buffer(a, require_writable=writable)
             rc = entry(pointers, n_args)
             if rc:
@@ -145,7 +149,7 @@ class CSourceModule(Module):
                 raise ArgumentError(
                     f"{self._outputs.where}: output {i} must be C-contiguous and writeable"
                 )
-        return [np.ascontiguousarray(a) for a in inputs] + outputs
+        return [np.ascontiguousarray(a) for a in inputs] + list(outputs)
 
     def _raise(self, rc: int):
         message = self._ffi.string(self._last_error()).decode(errors="replace")

@@ -47,9 +47,12 @@ class Executable:
             elif name != "main":
                 callees[name] = HostFunction(module[name], callees)
         self._main = HostFunction(main, callees)
+        self._direct = _direct_call(module, self.runtime_modules)
 
     def __call__(self, *args):
         arrays = self._spec.check(args)
+        if self._direct is not None:  # all of main is one external function: call it directly
+            return self._direct(*arrays)
         return _fresh(self._main(*arrays), {id(a) for a in arrays}, set())
 
     @property
@@ -63,6 +66,22 @@ class Executable:
 
     def __repr__(self) -> str:
         return f"<nbyoc.Executable backend={self.backend!r} main{self.signature}>"
+
+
+def _direct_call(module: IRModule, runtime_modules: dict):
+    """If ``main`` only passes its parameters, in order, to one external function
+    and returns its result, that function (allocating its outputs); else None."""
+    body, params = module["main"].body, module["main"].params
+    if (
+        isinstance(body, Call)
+        and isinstance(body.op, GlobalVar)
+        and body.op.name_hint in runtime_modules
+        and len(body.args) == len(params)
+        and all(a is p for a, p in zip(body.args, params))
+    ):
+        name = body.op.name_hint
+        return _allocating(runtime_modules[name].get_function(name), body.type)
+    return None
 
 
 def _allocating(run, ret_type):
