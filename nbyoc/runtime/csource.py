@@ -112,7 +112,7 @@ class CSourceModule(Module):
         if symbol != self.symbol:
             raise NbyocError(f"this csource module provides {self.symbol!r}, not {symbol!r}")
         n_args = len(self._types)
-        entry, ndarray = self._entry, np.ndarray
+        entry = self._entry
         from_buffer = self._ffi.from_buffer
         per_thread, get_ident = self._per_thread, threading.get_ident
 
@@ -121,16 +121,13 @@ class CSourceModule(Module):
             try:
                 if len(arrays) != n_args:
                     raise TypeError
-                # The fast path: exact types; from_buffer refuses strided or read-only buffers.
+                # The fast path. Anything without the right shape and dtype goes to the
+                # careful path; from_buffer refuses strided or (for outputs) read-only buffers.
                 for (slot, dtype, shape, writable), a in zip(rows, arrays):
-                    if (
-                        type(a) is not ndarray
-                        or a.shape != shape
-                        or (a.dtype is not dtype and a.dtype != dtype)
-                    ):
+                    if a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
                         raise TypeError
                     slot.data = from_buffer(a, require_writable=writable)
-            except (TypeError, ValueError, BufferError):
+            except (TypeError, ValueError, BufferError, AttributeError):
                 arrays = self._checked(arrays)  # the careful path: clear errors, contiguous copies
                 for (slot, _, _, writable), a in zip(rows, arrays):
                     slot.data = from_buffer(a, require_writable=writable)
