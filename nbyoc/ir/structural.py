@@ -36,8 +36,13 @@ def structural_hash(node) -> int:
 
     Stable across processes and machines, so it can key on-disk caches.
     """
-    digest = hashlib.blake2b(repr(_encode(node)).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little")
+    return int(structural_digest(node)[:16], 16)
+
+
+def structural_digest(node) -> str:
+    """A 128-bit hex digest of the structure: wide enough to key caches without
+    ever mistaking one graph for another."""
+    return hashlib.blake2b(repr(_encode(node)).encode(), digest_size=16).hexdigest()
 
 
 def _encode(node):

@@ -47,12 +47,13 @@ class Executable:
             elif name != "main":
                 callees[name] = HostFunction(module[name], callees)
         self._main = HostFunction(main, callees)
-        self._direct = _direct_call(module, self.runtime_modules)
+        self._direct = _direct_call(module, self.runtime_modules, self._spec)
 
     def __call__(self, *args):
+        direct = self._direct
+        if direct is not None:  # all of main is one external function: call it directly
+            return direct(*args) if direct.checks_arguments else direct(*self._spec.check(args))
         arrays = self._spec.check(args)
-        if self._direct is not None:  # all of main is one external function: call it directly
-            return self._direct(*arrays)
         return _fresh(self._main(*arrays), {id(a) for a in arrays}, set())
 
     @property
@@ -68,9 +69,11 @@ class Executable:
         return f"<nbyoc.Executable backend={self.backend!r} main{self.signature}>"
 
 
-def _direct_call(module: IRModule, runtime_modules: dict):
+def _direct_call(module: IRModule, runtime_modules: dict, spec: ArgumentSpec):
     """If ``main`` only passes its parameters, in order, to one external function
-    and returns its result, that function (allocating its outputs); else None."""
+    and returns its result, that function (allocating its outputs); else None.
+    A module may offer ``allocating_function(symbol, spec)`` that checks its own
+    arguments more cheaply than a separate check would."""
     body, params = module["main"].body, module["main"].params
     if (
         isinstance(body, Call)
@@ -80,7 +83,10 @@ def _direct_call(module: IRModule, runtime_modules: dict):
         and all(a is p for a, p in zip(body.args, params))
     ):
         name = body.op.name_hint
-        return _allocating(runtime_modules[name].get_function(name), body.type)
+        runtime = runtime_modules[name]
+        if hasattr(runtime, "allocating_function"):
+            return runtime.allocating_function(name, spec)
+        return _allocating(runtime.get_function(name), body.type)
     return None
 
 
@@ -93,6 +99,7 @@ def _allocating(run, ret_type):
         run(*inputs, *outputs)
         return _nest(ret_type, iter(outputs))
 
+    call.checks_arguments = False
     return call
 
 

@@ -1,0 +1,45 @@
+"""The ``llvm`` backend (the default): each external function becomes one fused
+Numba ``@njit`` kernel (see ``llvm_lower`` for the lowering, ``nbyoc.runtime.llvm``
+for calling and caching).
+
+It takes every elementwise op, the reductions, reshape, transpose,
+concatenate, and matmul when it is small enough that a loop beats a call to
+NumPy's BLAS (at most ``MATMUL_MAX_WORK`` multiply-adds).
+
+Codegen options: ``fuse`` (default True; False gives one loop per node) and
+``parallel_threshold`` (elements from which a stage runs in parallel).
+
+>>> import nbyoc
+>>> a = nbyoc.var("a", (2, 2))
+>>> nbyoc.codegen.supports("llvm", a @ a), nbyoc.codegen.supports("llvm", nbyoc.exp(a))
+(True, True)
+"""
+
+from __future__ import annotations
+
+
+from ..ir.nodes import Call, Function
+from ..ir.op import list_ops
+from .registry import register_codegen, register_op_support
+
+BACKEND = "llvm"
+#: matmul is offloaded only up to this many multiply-adds; beyond, NumPy's BLAS wins.
+MATMUL_MAX_WORK = 1 << 16
+
+
+def _small_matmul(call: Call) -> bool:
+    k = call.args[0].type.shape[-1]
+    return call.type.size * k <= MATMUL_MAX_WORK
+
+
+@register_codegen(BACKEND)
+def llvm_codegen(func: Function, fuse: bool = True, parallel_threshold: int | None = None):
+    """The llvm codegen: a fused Numba kernel, compiled (or loaded from the cache)."""
+    from ..runtime.llvm import PARALLEL_THRESHOLD, LLVMModule
+
+    threshold = PARALLEL_THRESHOLD if parallel_threshold is None else parallel_threshold
+    return LLVMModule(func, fuse=fuse, parallel_threshold=threshold)
+
+
+for _op in list_ops():
+    register_op_support(BACKEND, _op, _small_matmul if _op == "matmul" else None)

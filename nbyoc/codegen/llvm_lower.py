@@ -1,0 +1,395 @@
+"""Lowering an external function to the Python source of one Numba ``@njit`` kernel.
+
+The kernel is a sequence of *stages* in evaluation order:
+
+- a **loop nest** computes elementwise ops of one shape together: each node is
+  a local scalar, computed once per element; each input is read once per
+  element; only values needed outside the nest are stored;
+- every other op (reductions, matmul, concatenate) is a stage of its own with
+  explicit loops; reshape and transpose are views, not stages of work.
+
+Values that cross stages live in scratch buffers, planned by liveness (a
+buffer is reused once its value is dead) and passed in by the caller, so the
+kernel allocates nothing. Outputs are written in place; outputs that are
+inputs, constants or views are copied. With ``fuse=False`` every elementwise
+node gets its own loop nest, one loop per node as in the reference design.
+Stages at least ``parallel_threshold`` elements large run their outer loops
+with ``prange``.
+
+The kernel's arguments are: inputs, constant arrays (read-only), outputs,
+scratch buffers (flat, one per dtype and lifetime). It checks every shape
+first and raises ``ValueError`` rather than index out of bounds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._version import __version__
+from ..errors import CompileError
+from ..ir.nodes import Call, Constant, Expr, Function, Tuple, Var
+from ..ir.op import Op
+from ..ir.traversal import post_order
+from ..ir.types import TensorType
+from . import llvm_ops
+from .llvm_reduce import concatenate_stage, matmul_stage, reduce_stage
+
+NUMBA_TYPES = {
+    "float32": "nbt.float32",
+    "float64": "nbt.float64",
+    "int32": "nbt.int32",
+    "int64": "nbt.int64",
+}
+
+
+@dataclass
+class ArrayValue:
+    """An array in the kernel: a parameter, an output, a scratch view or a view of those."""
+
+    name: str
+    type: TensorType
+    contiguous: bool = True
+    base: Expr | None = None  # the value whose buffer this one views
+
+
+@dataclass
+class Stage:
+    nodes: list[Call]
+    shape: tuple[int, ...]
+    nest: bool  # elementwise loop nest, or a single other op
+
+
+@dataclass
+class Lowered:
+    """The kernel module's source and what its caller must pass."""
+
+    source: str
+    kernel: str
+    inputs: list[TensorType]
+    constants: list[np.ndarray]
+    outputs: list[TensorType]
+    scratch: list[tuple[str, int]]  # (dtype, elements) of each scratch buffer
+    parallel: bool = False
+    helpers: set[str] = field(default_factory=set)
+
+
+def lower(func: Function, fuse: bool = True, parallel_threshold: int = 1 << 18) -> Lowered:
+    """The kernel source for external function ``func`` (see the module docstring)."""
+    return _Lowering(func, fuse, parallel_threshold).run()
+
+
+class _Lowering:
+    def __init__(self, func: Function, fuse: bool, parallel_threshold: int):
+        self.func = func
+        self.fuse = fuse
+        self.threshold = parallel_threshold
+        self.symbol = func.attrs.get("global_symbol", "kernel")
+        self.outputs = list(func.body.fields) if isinstance(func.body, Tuple) else [func.body]
+        self.nodes = post_order(self.outputs)
+        for node in self.nodes:
+            ok = isinstance(node, (Var, Constant)) or (
+                isinstance(node, Call) and isinstance(node.op, Op)
+            )
+            if not ok:
+                raise CompileError(f"the llvm backend cannot compile {node!r} in @{self.symbol}")
+        self.arrays: dict[Expr, ArrayValue] = {}
+        self.literals: dict[Expr, str] = {}
+        self.constants: list[np.ndarray] = []
+        for k, p in enumerate(func.params):
+            self.arrays[p] = ArrayValue(f"in{k}", p.type)
+        for node in self.nodes:
+            if isinstance(node, Constant):
+                if node.type.shape == ():
+                    self.literals[node] = llvm_ops.literal(node.data[()], node.type.dtype)
+                else:
+                    self.arrays[node] = ArrayValue(f"c{len(self.constants)}", node.type)
+                    self.constants.append(node.data)
+        self.helpers: set[str] = set()
+        self.parallel = False
+        self.lines: list[str] = []
+
+    # -- planning ---------------------------------------------------------------
+
+    def plan_stages(self) -> tuple[list[Stage], dict[Call, int]]:
+        stages: list[Stage] = []
+        stage_of: dict[Call, int] = {}
+        for node in self.nodes:
+            if not isinstance(node, Call):
+                continue
+            if node.op.kind == "elementwise":
+                shape = node.type.shape
+                candidates = [
+                    stage_of[a]
+                    for a in node.args
+                    if a in stage_of
+                    and stages[stage_of[a]].nest
+                    and stages[stage_of[a]].shape == shape
+                ]
+                if self.fuse and candidates:
+                    s = max(candidates)
+                    if all(stage_of.get(a, -1) <= s for a in node.args):
+                        stages[s].nodes.append(node)
+                        stage_of[node] = s
+                        continue
+                stages.append(Stage([node], shape, True))
+            else:
+                stages.append(Stage([node], node.type.shape, False))
+            stage_of[node] = len(stages) - 1
+        return stages, stage_of
+
+    def run(self) -> Lowered:
+        stages, stage_of = self.plan_stages()
+        users: dict[Expr, set[int]] = {}
+        for node in self.nodes:
+            if isinstance(node, Call):
+                for a in node.args:
+                    users.setdefault(a, set()).add(stage_of[node])
+        is_output = set(self.outputs)
+        end = len(stages)
+        # A value must be an array if it leaves its nest, or is an output.
+        stored = {
+            n
+            for n in stage_of
+            if not stages[stage_of[n]].nest
+            or n in is_output
+            or any(u != stage_of[n] for u in users.get(n, ()))
+        }
+        views = {n for n in stored if n.op.name in ("reshape", "transpose")}
+        last_use = {n: max(users.get(n, {stage_of[n]})) for n in stored}
+        for n in self.nodes:  # a view keeps the buffer it looks into alive
+            if n in views:
+                base = n.args[0]
+                if base in last_use:
+                    last_use[base] = max(last_use[base], last_use[n])
+        for o in is_output:
+            if o in last_use:
+                last_use[o] = end
+        out_names = {}
+        for k, o in enumerate(self.outputs):
+            if isinstance(o, Call) and o not in views and o not in out_names:
+                out_names[o] = f"out{k}"
+        scratch, dest = self.plan_buffers(stages, stage_of, stored - views, out_names, last_use)
+        body = []
+        for index, stage in enumerate(stages):
+            body += self.emit_stage(stage, index, stage_of, stored, dest)
+        body += self.emit_output_copies(out_names)
+        return self.finish(body, scratch)
+
+    def plan_buffers(self, stages, stage_of, materialised, out_names, last_use):
+        """Scratch buffers by liveness: (dtype, elements) list and value -> (buffer, view name)."""
+        buffers: list[list] = []  # [dtype, elements, busy_until]
+        dest: dict[Call, tuple[int | None, str]] = {}
+        for index, stage in enumerate(stages):
+            for node in stage.nodes:
+                if node not in materialised:
+                    continue
+                if node in out_names:
+                    dest[node] = (None, out_names[node])
+                    continue
+                t = node.type
+                chosen = next(
+                    (b for b, buf in enumerate(buffers) if buf[0] == t.dtype and buf[2] < index),
+                    None,
+                )
+                if chosen is None:
+                    buffers.append([t.dtype, 0, 0])
+                    chosen = len(buffers) - 1
+                buffers[chosen][1] = max(buffers[chosen][1], t.size, 1)
+                buffers[chosen][2] = last_use[node]
+                dest[node] = (chosen, f"t{len(dest)}")
+        return [(dtype, n) for dtype, n, _ in buffers], dest
+
+    # -- emitting ---------------------------------------------------------------
+
+    def bind_destination(self, node: Call, dest) -> list[str]:
+        buffer, name = dest[node]
+        self.arrays[node] = ArrayValue(name, node.type)
+        if buffer is None:
+            return []
+        size = max(node.type.size, 1)
+        return [f"{name} = s{buffer}[:{size}].reshape({_shape_literal(node.type.shape)})"]
+
+    def emit_stage(self, stage: Stage, index: int, stage_of, stored, dest) -> list[str]:
+        lines = [f"# stage {index}: {', '.join(n.op.name for n in stage.nodes)}"]
+        if not stage.nest:
+            node = stage.nodes[0]
+            name = node.op.name
+            if name in ("reshape", "transpose"):
+                return lines + self.emit_view(node)
+            lines += self.bind_destination(node, dest)
+            out = self.arrays[node].name
+            parallel = self.use_parallel(node.type.size)
+            if name in ("sum", "mean", "max"):
+                body = reduce_stage(node, self.read_array(node.args[0]), out, parallel)
+            elif name == "matmul":
+                body = matmul_stage(node, *map(self.read_array, node.args), out, parallel)
+            else:
+                body = concatenate_stage(
+                    node, [self.read_array(a) for a in node.args], out, parallel
+                )
+            return lines + body
+        for node in stage.nodes:
+            if node in stored:
+                lines += self.bind_destination(node, dest)
+        values: dict[Expr, str] = {}
+        inner = []
+        for k, node in enumerate(stage.nodes):
+            dtype = node.type.dtype
+            args = [self.read(a, stage.shape, values, dtype) for a in node.args]
+            for helper in llvm_ops.helpers_for(node.op.name, dtype):
+                self.helpers.add(helper)
+            values[node] = f"v{k}"
+            inner.append(f"v{k} = {llvm_ops.scalar_expression(node.op.name, args, dtype)}")
+        for node in stage.nodes:
+            if node in stored:
+                inner.append(
+                    f"{self.arrays[node].name}[{_index(stage.shape, node.type.shape)}] = {values[node]}"
+                )
+        return lines + self.loops(stage.shape, inner)
+
+    def emit_view(self, node: Call) -> list[str]:
+        source = self.read_array(node.args[0])
+        name = f"w{len(self.arrays)}"
+        if node.op.name == "reshape":
+            contiguous = (
+                self.arrays[node.args[0]].contiguous if node.args[0] in self.arrays else True
+            )
+            base = source if contiguous else f"np.ascontiguousarray({source})"
+            line = f"{name} = {base}.reshape({_shape_literal(node.type.shape)})"
+            self.arrays[node] = ArrayValue(name, node.type, True)
+        else:
+            axes = node.attrs["axes"]
+            line = f"{name} = {source}.transpose({_shape_literal(axes)})"
+            identity = tuple(axes) == tuple(range(len(axes)))
+            self.arrays[node] = ArrayValue(name, node.type, identity)
+        return [line]
+
+    def emit_output_copies(self, out_names) -> list[str]:
+        lines = []
+        for k, o in enumerate(self.outputs):
+            if out_names.get(o) == f"out{k}":
+                continue
+            value = self.read(o, o.type.shape, {}, o.type.dtype)
+            idx = _index(o.type.shape, o.type.shape)
+            lines += [
+                f"# output {k} is a copy",
+                *self.loops(o.type.shape, [f"out{k}[{idx}] = {value}"]),
+            ]
+        return lines
+
+    def read_array(self, node: Expr) -> str:
+        if node in self.arrays:
+            return self.arrays[node].name
+        raise CompileError(f"internal: {node!r} was not stored before an op that needs its array")
+
+    def read(self, node: Expr, domain, values: dict, dtype: str) -> str:
+        """Source reading ``node`` at the current element of ``domain``, as ``dtype``."""
+        if node in values:
+            text = values[node]
+        elif node in self.literals:
+            text = self.literals[node]
+        else:
+            text = f"{self.read_array(node)}[{_index(domain, node.type.shape)}]"
+        return text if node.type.dtype == dtype else llvm_ops.cast(text, dtype)
+
+    def use_parallel(self, size: int) -> bool:
+        if size >= self.threshold:
+            self.parallel = True
+            return True
+        return False
+
+    def loops(self, shape: tuple[int, ...], inner: list[str]) -> list[str]:
+        return loop_nest(shape, inner, self.use_parallel(math.prod(shape)) and len(shape) > 0)
+
+    def finish(self, body: list[str], scratch) -> Lowered:
+        inputs = [p.type for p in self.func.params]
+        outputs = [o.type for o in self.outputs]
+        args, types, checks = [], [], []
+
+        def add(name, t_dtype, shape, readonly=False):
+            args.append(name)
+            ro = ", readonly=True" if readonly else ""
+            types.append(f'nbt.Array({NUMBA_TYPES[t_dtype]}, {len(shape)}, "C"{ro})')
+            if shape:
+                condition = " or ".join(f"{name}.shape[{d}] != {n}" for d, n in enumerate(shape))
+                checks.append(f"if {condition}:")
+                checks.append(f'    raise ValueError("nbyoc: {name} does not have shape {shape}")')
+
+        for k, t in enumerate(inputs):
+            add(f"in{k}", t.dtype, t.shape)
+        for k, c in enumerate(self.constants):
+            add(f"c{k}", c.dtype.name, c.shape, readonly=True)
+        for k, t in enumerate(outputs):
+            add(f"out{k}", t.dtype, t.shape)
+        for k, (dtype, n) in enumerate(scratch):
+            add(f"s{k}", dtype, (n,))
+        kernel = self.symbol
+        options = f'cache=True, nogil=True, error_model="numpy", boundscheck=False, parallel={self.parallel}'
+        source = [
+            f"# Generated by nbyoc {__version__}, llvm codegen: @{self.symbol}"
+            f"{'' if self.fuse else ' (fusion off)'}.",
+            "import numpy as np",
+            "from numba import njit, prange",
+            "from numba.core import types as nbt",
+            "",
+            *(llvm_ops.HELPERS[h] for h in sorted(self.helpers)),
+            f"SIGNATURE = nbt.void({', '.join(types)})",
+            "",
+            "",
+            f"@njit(SIGNATURE, {options})",
+            f"def {kernel}({', '.join(args)}):",
+            *("    " + line for line in checks + body),
+            "    return",
+            "",
+        ]
+        return Lowered(
+            "\n".join(source), kernel, inputs, self.constants, outputs, scratch, self.parallel
+        )
+
+
+def _shape_literal(shape) -> str:
+    items = ", ".join(str(d) for d in shape)
+    return f"({items},)" if len(shape) == 1 else f"({items})"
+
+
+def _index(domain: tuple[int, ...], shape: tuple[int, ...]) -> str:
+    """Index of an array of ``shape`` at the current element of ``domain`` (broadcasting)."""
+    pad = len(domain) - len(shape)
+    parts = [
+        "0" if shape[d] == 1 and domain[pad + d] != 1 else f"i{pad + d}" for d in range(len(shape))
+    ]
+    if not parts:
+        return "()"
+    return ", ".join(parts) + ("," if len(parts) == 1 else "")
+
+
+def loop_nest(shape: tuple[int, ...], inner: list[str], parallel: bool = False) -> list[str]:
+    """``for`` loops over ``shape`` around ``inner`` (indices ``i0``, ``i1``, ...). In
+    parallel, the outer ``prange`` runs over enough leading axes to give every
+    thread work."""
+    if not shape:
+        return list(inner)
+    lines, depth = [], 0
+    if parallel:
+        lead = 1
+        while lead < len(shape) and math.prod(shape[:lead]) < 256:
+            lead += 1
+        total = math.prod(shape[:lead])
+        lines.append(f"for flat in prange({total}):")
+        lines.append("    rest = flat")
+        for d in reversed(range(lead)):
+            if d == 0:
+                lines.append("    i0 = rest")
+            else:
+                lines.append(f"    i{d} = rest % {shape[d]}")
+                lines.append(f"    rest = rest // {shape[d]}")
+        depth = lead
+    for d in range(depth, len(shape)):
+        lines.append(
+            "    " * (d - depth + (1 if parallel else 0)) + f"for i{d} in range({shape[d]}):"
+        )
+    pad = "    " * (len(shape) - depth + (1 if parallel else 0))
+    return lines + [pad + line for line in inner]

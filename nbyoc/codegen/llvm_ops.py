@@ -1,0 +1,112 @@
+"""Scalar expressions of the elementwise ops, as Numba source, for the llvm codegen.
+
+Operands arrive already converted to the op's result dtype (so ``int32 +
+float32`` adds in float64, as NumPy does), and every result is converted to
+that dtype again, because Numba widens small integers (int32 + int32 is int64
+in Numba): converting back wraps exactly as NumPy's int32 arithmetic does.
+
+>>> scalar_expression("maximum", ["a", "b"], "float32")
+'(a if (a >= b or a != a) else b)'
+>>> scalar_expression("add", ["a", "np.int32(2)"], "int32")
+'np.int32(a + np.int32(2))'
+"""
+
+from __future__ import annotations
+
+#: The Numba spelling of each dtype's scalar constructor.
+NP_TYPES = {
+    "float32": "np.float32",
+    "float64": "np.float64",
+    "int32": "np.int32",
+    "int64": "np.int64",
+}
+
+#: Helper functions emitted into the kernel module when used: name -> source.
+HELPERS = {
+    "nbyoc_ipow": """\
+@njit(inline="always")
+def nbyoc_ipow(a, b):
+    # NumPy refuses negative integer exponents; square-and-multiply wraps like NumPy.
+    if b < 0:
+        raise ValueError("Integers to negative integer powers are not allowed.")
+    result = a - a + 1
+    while b:
+        if b & 1:
+            result = result * a
+        a = a * a
+        b >>= 1
+    return result
+""",
+    "nbyoc_sigmoid": """\
+@njit(inline="always")
+def nbyoc_sigmoid(x):
+    # exp of a non-positive number never overflows, so both branches are exact.
+    e = np.exp(-np.abs(x))
+    one = x - x + 1
+    return one / (one + e) if x >= 0 else e / (one + e)
+""",
+}
+
+_INFIX = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
+_UFUNCS = {"exp": "np.exp", "log": "np.log", "sqrt": "np.sqrt", "tanh": "np.tanh", "abs": "np.abs"}
+
+
+def helpers_for(op: str, dtype: str) -> list[str]:
+    """Names of the helpers an op needs."""
+    if op == "power" and dtype.startswith("int"):
+        return ["nbyoc_ipow"]
+    if op == "sigmoid":
+        return ["nbyoc_sigmoid"]
+    return []
+
+
+def cast(expression: str, dtype: str) -> str:
+    return f"{NP_TYPES[dtype]}({expression})"
+
+
+def scalar_expression(op: str, args: list[str], dtype: str) -> str:
+    """Numba source computing ``op`` on ``args`` (already of ``dtype``), of ``dtype``."""
+    is_int = dtype.startswith("int")
+    if op in _INFIX:
+        return cast(f"{args[0]} {_INFIX[op]} {args[1]}", dtype)
+    if op == "maximum":
+        a, b = args
+        return f"({a} if ({a} >= {b} or {a} != {a}) else {b})"
+    if op == "minimum":
+        a, b = args
+        return f"({a} if ({a} <= {b} or {a} != {a}) else {b})"
+    if op == "power":
+        return cast(
+            f"nbyoc_ipow({args[0]}, {args[1]})" if is_int else f"{args[0]} ** {args[1]}", dtype
+        )
+    if op == "negative":
+        return cast(f"-{args[0]}", dtype)
+    if op in _UFUNCS:
+        return cast(f"{_UFUNCS[op]}({args[0]})", dtype)
+    if op == "sigmoid":
+        return cast(f"nbyoc_sigmoid({args[0]})", dtype)
+    if op == "relu":
+        a = args[0]
+        zero = cast("0", dtype)
+        return f"({a} if ({a} >= {zero} or {a} != {a}) else {zero})"
+    raise KeyError(op)
+
+
+def literal(value, dtype: str) -> str:
+    """An exact Numba literal of ``dtype`` for one element.
+
+    >>> literal(0.1, "float32"), literal(float("nan"), "float64"), literal(-3, "int64")
+    ('np.float32(0.10000000149011612)', 'np.float64(np.nan)', 'np.int64(-3)')
+    """
+    if dtype.startswith("float"):
+        import numpy as np
+
+        v = float(np.dtype(dtype).type(value))
+        if v != v:
+            text = "np.nan"
+        elif v in (float("inf"), float("-inf")):
+            text = "np.inf" if v > 0 else "-np.inf"
+        else:
+            text = repr(v)
+        return cast(text, dtype)
+    return cast(str(int(value)), dtype)

@@ -1,0 +1,118 @@
+"""Loops for the llvm kernel's stages that are not elementwise: reductions,
+matmul and concatenate. Each writes its whole result into a destination array.
+
+Float32 sums accumulate in float64 (closer to NumPy's pairwise sums than a
+float32 running sum); ``max`` lets NaN win, as NumPy does.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..ir.nodes import Call
+from . import llvm_ops
+
+
+def _loops(shape, inner, parallel, names):
+    """Nested loops over ``shape`` with index names ``names`` (outermost may be a prange)."""
+    lines = []
+    for d, (n, name) in enumerate(zip(shape, names)):
+        loop = "prange" if parallel and d == 0 else "range"
+        lines.append("    " * d + f"for {name} in {loop}({n}):")
+    return lines + ["    " * len(shape) + line for line in inner]
+
+
+def _subscript(parts) -> str:
+    if not parts:
+        return "()"
+    return ", ".join(parts) + ("," if len(parts) == 1 else "")
+
+
+def reduce_stage(node: Call, source: str, dest: str, parallel: bool) -> list[str]:
+    """sum / mean / max of ``source`` over the node's axes into ``dest``."""
+    (x,) = node.args
+    shape = x.type.shape
+    axes = set(node.attrs["axis"])
+    kept = [d for d in range(len(shape)) if d not in axes]
+    reduced = [d for d in range(len(shape)) if d in axes]
+    op, out_dtype, in_dtype = node.op.name, node.type.dtype, x.type.dtype
+    value = f"{source}[{_subscript([f'i{d}' for d in range(len(shape))])}]"
+    if op == "max":
+        init = "-np.inf" if in_dtype.startswith("float") else str(-(2 ** (int(in_dtype[-2:]) - 1)))
+        start = llvm_ops.cast(init, in_dtype)
+        update = ["v = " + value, "if v > acc or v != v:", "    acc = v"]
+        result = "acc"
+    else:
+        acc_dtype = "int64" if in_dtype.startswith("int") and op == "sum" else "float64"
+        start = llvm_ops.cast("0", acc_dtype)
+        update = [f"acc += {llvm_ops.cast(value, acc_dtype)}"]
+        count = math.prod(shape[d] for d in reduced)
+        result = f"acc / {float(count)!r}" if op == "mean" else "acc"
+    if node.attrs["keepdims"]:
+        out_index = ["0" if d in axes else f"i{d}" for d in range(len(shape))]
+    else:
+        out_index = [f"i{d}" for d in kept]
+    inner = [
+        f"acc = {start}",
+        *_loops([shape[d] for d in reduced], update, False, [f"i{d}" for d in reduced]),
+        f"{dest}[{_subscript(out_index)}] = {llvm_ops.cast(result, out_dtype)}",
+    ]
+    return _loops([shape[d] for d in kept], inner, parallel and bool(kept), [f"i{d}" for d in kept])
+
+
+def matmul_stage(node: Call, a_name: str, b_name: str, dest: str, parallel: bool) -> list[str]:
+    """NumPy's matmul (batched, broadcasting, 1-D operands) as loops into ``dest``."""
+    a, b = node.args
+    out = node.type
+    dtype = out.dtype
+    acc_dtype = "float64" if dtype.startswith("float") else dtype
+    a_shape = (1, *a.type.shape) if a.type.ndim == 1 else a.type.shape
+    b_shape = (*b.type.shape, 1) if b.type.ndim == 1 else b.type.shape
+    k = a_shape[-1]
+    batch = out.shape[: len(out.shape) - (a.type.ndim > 1) - (b.type.ndim > 1)]
+    names = [f"i{d}" for d in range(len(batch))]
+
+    def batch_index(shape):
+        lead = shape[:-2]
+        pad = len(batch) - len(lead)
+        return [
+            "0" if n == 1 and batch[pad + d] != 1 else names[pad + d] for d, n in enumerate(lead)
+        ]
+
+    a_index = batch_index(a_shape) + (["m"] if a.type.ndim > 1 else []) + ["kk"]
+    b_index = batch_index(b_shape) + ["kk"] + (["n"] if b.type.ndim > 1 else [])
+    out_index = names + (["m"] if a.type.ndim > 1 else []) + (["n"] if b.type.ndim > 1 else [])
+    update = (
+        f"acc += {llvm_ops.cast(f'{a_name}[{_subscript(a_index)}]', acc_dtype)} * "
+        f"{llvm_ops.cast(f'{b_name}[{_subscript(b_index)}]', acc_dtype)}"
+    )
+    inner = [
+        f"acc = {llvm_ops.cast('0', acc_dtype)}",
+        f"for kk in range({k}):",
+        f"    {update}",
+        f"{dest}[{_subscript(out_index)}] = {llvm_ops.cast('acc', dtype)}",
+    ]
+    shape = [
+        *batch,
+        *([a_shape[-2]] if a.type.ndim > 1 else []),
+        *([b_shape[-1]] if b.type.ndim > 1 else []),
+    ]
+    loop_names = [*names, *(["m"] if a.type.ndim > 1 else []), *(["n"] if b.type.ndim > 1 else [])]
+    return _loops(shape, inner, parallel and bool(shape), loop_names)
+
+
+def concatenate_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:
+    """Copy each operand into its slice of ``dest`` along the node's axis."""
+    axis = node.attrs["axis"]
+    dtype = node.type.dtype
+    lines, offset = [], 0
+    for arg, source in zip(node.args, sources):
+        shape = arg.type.shape
+        names = [f"i{d}" for d in range(len(shape))]
+        out_index = [
+            f"i{d} + {offset}" if d == axis and offset else f"i{d}" for d in range(len(shape))
+        ]
+        value = llvm_ops.cast(f"{source}[{_subscript(names)}]", dtype)
+        lines += _loops(shape, [f"{dest}[{_subscript(out_index)}] = {value}"], parallel, names)
+        offset += shape[axis]
+    return lines

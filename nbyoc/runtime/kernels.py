@@ -1,0 +1,77 @@
+"""The JIT kernel cache: generated Numba source -> compiled kernel, in memory and on disk.
+
+Each source is content-addressed: its file under ``<cache>/kernels`` is named
+by a hash of the source and the versions of nbyoc, Numba, llvmlite, NumPy and
+Python. It is imported as a module and compiled with ``cache=True``, so
+Numba keeps the machine code beside it (``__pycache__``) and a later process
+loads it instead of compiling. Within a process, a kernel is compiled once:
+later requests for the same source get the same dispatcher without touching
+Numba.
+
+Only source that nbyoc generated in this process is ever imported: a cache
+file whose text differs from the source it should hold is rewritten first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import platform
+import sys
+import threading
+
+from .. import cache
+from .._version import __version__
+
+_KERNELS: dict[str, object] = {}
+_LOCK = threading.RLock()
+
+
+def _versions() -> str:
+    import llvmlite
+    import numba
+    import numpy
+
+    return "|".join(
+        [__version__, numba.__version__, llvmlite.__version__, numpy.__version__,
+         platform.python_version(), platform.machine()]
+    )  # fmt: skip
+
+
+def source_key(source: str) -> str:
+    """The content address of a kernel source."""
+    return hashlib.blake2b((_versions() + "\n" + source).encode(), digest_size=16).hexdigest()
+
+
+def load_kernel(source: str, name: str):
+    """The compiled function ``name`` defined by ``source`` (compiled at most once per process)."""
+    key = source_key(source)
+    with _LOCK:
+        kernel = _KERNELS.get(key)
+        if kernel is not None:
+            return kernel
+        path = cache.entry_path("kernels", f"k{key}", ".py")
+        try:
+            current = path.read_text()
+        except OSError:
+            current = None
+        if current != source:
+            cache.atomic_write(path, source.encode())
+        module_name = f"nbyoc_kernel_{key}"
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        # Numba's cache re-imports the module by name when it loads machine code.
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(module_name, None)
+            raise
+        kernel = getattr(module, name)
+        _KERNELS[key] = kernel
+        return kernel
+
+
+def loaded_count() -> int:
+    """How many kernels this process holds (for tests and diagnostics)."""
+    return len(_KERNELS)

@@ -1,0 +1,201 @@
+"""The llvm runtime: one fused Numba kernel per external function.
+
+Checks are split so the common call stays short: Numba's dispatcher refuses
+wrong dtypes, ranks and layouts (the kernel has one explicit signature, so
+it never compiles a new one), and the kernel checks every shape before its
+first read. Anything refused there is retried on a careful path that raises
+nbyoc's own clear errors, or copies strided and read-only inputs to
+contiguous ones and runs again. Scratch buffers are allocated once per
+thread and kept.
+
+Compiled kernels are cached in memory (by the function's structural digest
+and the options: a second identical compile does not touch Numba) and on
+disk (see ``nbyoc.runtime.kernels``). The saved form is the function's JSON
+and the options; loading regenerates the kernel source from the graph.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+
+from ..codegen.llvm_lower import Lowered, lower
+from ..errors import ArgumentError, ExecutionError, LoadError, NbyocError
+from ..ir.nodes import Function
+from ..ir.serialize import from_json, to_json
+from ..ir.structural import structural_digest
+from ..ir.types import tensor_types
+from .arguments import ArgumentSpec
+from .kernels import load_kernel
+from .module import Module, register_loader
+
+TYPE_KEY = "llvm"
+SAVE_FORMAT = "nbyoc-llvm"
+SAVE_VERSION = 1
+#: Stages with at least this many elements run their outer loop with prange.
+PARALLEL_THRESHOLD = 1 << 18
+
+_COMPILED: dict[tuple, tuple[Lowered, object]] = {}
+_LOCK = threading.RLock()
+
+
+def compiled_kernel(func: Function, fuse: bool, parallel_threshold: int) -> tuple[Lowered, object]:
+    """(lowering, kernel) for ``func``, from the in-memory cache when possible."""
+    key = (structural_digest(func), fuse, parallel_threshold)
+    with _LOCK:
+        entry = _COMPILED.get(key)
+        if entry is None:
+            lowered = lower(func, fuse=fuse, parallel_threshold=parallel_threshold)
+            entry = (lowered, load_kernel(lowered.source, lowered.kernel))
+            _COMPILED[key] = entry
+    return entry
+
+
+@register_loader(TYPE_KEY)
+class LLVMModule(Module):
+    """One external function as a fused Numba kernel."""
+
+    type_key = TYPE_KEY
+
+    def __init__(
+        self, func: Function, fuse: bool = True, parallel_threshold: int = PARALLEL_THRESHOLD
+    ):
+        if not isinstance(fuse, bool):
+            raise NbyocError(f"llvm option fuse must be True or False, got {fuse!r}")
+        if not isinstance(parallel_threshold, int) or parallel_threshold < 1:
+            raise NbyocError(
+                f"llvm option parallel_threshold must be a positive int, got {parallel_threshold!r}"
+            )
+        self.func, self.fuse, self.parallel_threshold = func, fuse, parallel_threshold
+        self.symbol = func.attrs.get("global_symbol", "")
+        self.lowered, self.kernel = compiled_kernel(func, fuse, parallel_threshold)
+        self._constants = tuple(self.lowered.constants)
+        params = [(p.name_hint, p.type) for p in func.params]
+        self._inputs = ArgumentSpec.of(params, f"{self.symbol} inputs")
+        outs = tensor_types(func.ret_type)
+        self._outputs = ArgumentSpec.of(
+            [(f"out{k}", t) for k, t in enumerate(outs)], f"{self.symbol} outputs"
+        )
+        self._out_specs = [(t.shape, np.dtype(t.dtype)) for t in outs]
+        self._scratch: dict[int, tuple] = {}
+
+    def _scratch_buffers(self) -> tuple:
+        """This thread's scratch buffers (allocated on its first call, then kept)."""
+        ident = threading.get_ident()
+        buffers = self._scratch.get(ident)
+        if buffers is None:
+            buffers = tuple(np.empty(n, dtype) for dtype, n in self.lowered.scratch)
+            self._scratch[ident] = buffers
+        return buffers
+
+    def _run_carefully(self, inputs, outputs, spec: ArgumentSpec | None = None) -> None:
+        """Check everything with clear errors, make inputs contiguous, run the kernel."""
+        inputs = (spec or self._inputs).check(inputs)
+        outputs = self._outputs.check(outputs)
+        for k, out in enumerate(outputs):
+            if not (out.flags.c_contiguous and out.flags.writeable):
+                raise ArgumentError(
+                    f"{self._outputs.where}: out{k} must be C-contiguous and writeable"
+                )
+        inputs = [
+            a if a.flags.c_contiguous and a.flags.writeable else np.array(a, order="C")
+            for a in inputs
+        ]
+        try:
+            self.kernel(*inputs, *self._constants, *outputs, *self._scratch_buffers())
+        except Exception as e:
+            raise ExecutionError(f"{self.symbol} failed: {type(e).__name__}: {e}") from e
+
+    def get_function(self, symbol: str):
+        """The checked destination-passing function: inputs, then outputs."""
+        self._check_symbol(symbol)
+        n_in = len(self.func.params)
+
+        def run(*arrays):
+            inputs, outputs = arrays[:n_in], arrays[n_in:]
+            if len(arrays) != n_in + len(self._out_specs):
+                self._outputs.check(outputs)  # raises the count error
+            for k, out in enumerate(outputs):
+                others = [*inputs, *outputs[:k]]
+                if any(np.may_share_memory(out, other) for other in others):
+                    raise ArgumentError(f"{self.symbol}: out{k} overlaps another argument")
+            try:
+                self.kernel(*inputs, *self._constants, *outputs, *self._scratch_buffers())
+            except Exception:
+                self._run_carefully(inputs, outputs)
+
+        run.__name__ = symbol
+        return run
+
+    def allocating_function(self, symbol: str, spec: ArgumentSpec | None = None):
+        """A function of the inputs that allocates and returns the outputs; it checks
+        its own arguments (errors name ``spec``'s parameters when given)."""
+        self._check_symbol(symbol)
+        kernel, empty = self.kernel, np.empty
+        constants, out_specs = self._constants, self._out_specs
+        careful = self._run_carefully
+        if len(out_specs) == 1 and not constants and not self.lowered.scratch:
+            ((shape, dtype),) = out_specs
+
+            def call(*inputs):  # the common case, kept short
+                out = empty(shape, dtype)
+                try:
+                    kernel(*inputs, out)
+                except Exception:
+                    careful(inputs, (out,), spec)
+                return out
+
+        else:
+            scratch = self._scratch_buffers
+
+            def call(*inputs):
+                outs = [empty(s, d) for s, d in out_specs]
+                try:
+                    kernel(*inputs, *constants, *outs, *scratch())
+                except Exception:
+                    careful(inputs, outs, spec)
+                return outs[0] if len(outs) == 1 else tuple(outs)
+
+        call.checks_arguments = True
+        return call
+
+    def _check_symbol(self, symbol: str) -> None:
+        if symbol != self.symbol:
+            raise NbyocError(f"this llvm module provides {self.symbol!r}, not {symbol!r}")
+
+    def get_source(self) -> str:
+        return self.lowered.source
+
+    def save_to_bytes(self) -> bytes:
+        doc = {
+            "format": SAVE_FORMAT,
+            "version": SAVE_VERSION,
+            "fuse": self.fuse,
+            "parallel_threshold": self.parallel_threshold,
+            "function": json.loads(to_json(self.func)),
+        }
+        return json.dumps(doc).encode()
+
+    @classmethod
+    def load_from_bytes(cls, data: bytes) -> LLVMModule:
+        try:
+            doc = json.loads(data)
+        except (ValueError, TypeError, RecursionError) as e:
+            raise LoadError(f"not a saved llvm module: {e}") from None
+        if not isinstance(doc, dict) or doc.get("format") != SAVE_FORMAT:
+            raise LoadError("not a saved llvm module (format tag missing)")
+        if not isinstance(doc.get("version"), int) or doc["version"] > SAVE_VERSION:
+            raise LoadError(
+                f"saved llvm module version {doc.get('version')!r} is not readable here"
+            )
+        if not isinstance(doc.get("fuse"), bool):
+            raise LoadError("saved llvm module: 'fuse' must be true or false")
+        threshold = doc.get("parallel_threshold")
+        if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 1:
+            raise LoadError("saved llvm module: 'parallel_threshold' must be a positive integer")
+        func = from_json(json.dumps(doc.get("function")))
+        if not isinstance(func, Function):
+            raise LoadError("saved llvm module: 'function' must hold one function")
+        return cls(func, fuse=doc["fuse"], parallel_threshold=threshold)
