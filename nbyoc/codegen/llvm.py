@@ -17,7 +17,6 @@ Codegen options: ``fuse`` (default True; False gives one loop per node) and
 
 from __future__ import annotations
 
-
 from ..ir.nodes import Call, Function
 from ..ir.op import list_ops
 from .registry import register_codegen, register_op_support

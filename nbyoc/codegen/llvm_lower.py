@@ -234,21 +234,37 @@ class _Lowering:
         for node in stage.nodes:
             if node in stored:
                 lines += self.bind_destination(node, dest)
+        members = set(stage.nodes)
+        touched = [
+            a for n in stage.nodes for a in n.args if a not in members and a not in self.literals
+        ] + [n for n in stage.nodes if n in stored]
+        flat = None
+        if stage.shape and all(
+            self.arrays[a].type.shape == stage.shape and self.arrays[a].contiguous for a in touched
+        ):
+            # Every array has the nest's shape and is contiguous: walk them as flat vectors.
+            flat = {a: f"{self.arrays[a].name}_flat" for a in touched}
+            size = math.prod(stage.shape)
+            views = {name: self.arrays[a].name for a, name in flat.items()}
+            lines += [f"{name} = {array}.reshape({size})" for name, array in views.items()]
         values: dict[Expr, str] = {}
         inner = []
         for k, node in enumerate(stage.nodes):
             dtype = node.type.dtype
-            args = [self.read(a, stage.shape, values, dtype) for a in node.args]
+            args = [self.read(a, stage.shape, values, dtype, flat) for a in node.args]
             for helper in llvm_ops.helpers_for(node.op.name, dtype):
                 self.helpers.add(helper)
             values[node] = f"v{k}"
             inner.append(f"v{k} = {llvm_ops.scalar_expression(node.op.name, args, dtype)}")
         for node in stage.nodes:
             if node in stored:
-                inner.append(
-                    f"{self.arrays[node].name}[{_index(stage.shape, node.type.shape)}] = {values[node]}"
-                )
-        return lines + self.loops(stage.shape, inner)
+                if flat:
+                    target = f"{flat[node]}[i0]"
+                else:
+                    target = f"{self.arrays[node].name}[{_index(stage.shape, node.type.shape)}]"
+                inner.append(f"{target} = {values[node]}")
+        domain = (math.prod(stage.shape),) if flat else stage.shape
+        return lines + self.loops(domain, inner)
 
     def emit_view(self, node: Call) -> list[str]:
         source = self.read_array(node.args[0])
@@ -285,12 +301,15 @@ class _Lowering:
             return self.arrays[node].name
         raise CompileError(f"internal: {node!r} was not stored before an op that needs its array")
 
-    def read(self, node: Expr, domain, values: dict, dtype: str) -> str:
-        """Source reading ``node`` at the current element of ``domain``, as ``dtype``."""
+    def read(self, node: Expr, domain, values: dict, dtype: str, flat: dict | None = None) -> str:
+        """Source reading ``node`` at the current element of ``domain``, as ``dtype``
+        (through its flat view at ``i0`` when ``flat`` names one)."""
         if node in values:
             text = values[node]
         elif node in self.literals:
             text = self.literals[node]
+        elif flat and node in flat:
+            text = f"{flat[node]}[i0]"
         else:
             text = f"{self.read_array(node)}[{_index(domain, node.type.shape)}]"
         return text if node.type.dtype == dtype else llvm_ops.cast(text, dtype)

@@ -24,6 +24,7 @@ from ..ir.traversal import post_order
 from ..ir.types import TupleType, tensor_types
 from .arguments import ArgumentSpec
 from .host import HostFunction
+from .outputs import allocator, is_pooled
 
 
 class Executable:
@@ -92,10 +93,10 @@ def _direct_call(module: IRModule, runtime_modules: dict, spec: ArgumentSpec):
 
 def _allocating(run, ret_type):
     """Wrap a destination-passing function so it allocates its outputs and returns them."""
-    leaves = [(t.shape, np.dtype(t.dtype)) for t in tensor_types(ret_type)]
+    allocators = [allocator(t.shape, np.dtype(t.dtype)) for t in tensor_types(ret_type)]
 
     def call(*inputs):
-        outputs = [np.empty(shape, dtype) for shape, dtype in leaves]
+        outputs = [new() for new in allocators]
         run(*inputs, *outputs)
         return _nest(ret_type, iter(outputs))
 
@@ -134,7 +135,7 @@ def _fresh(value, inputs: set[int], seen: set[int]):
         return tuple(_fresh(v, inputs, seen) for v in value)
     flags = value.flags
     private = (
-        flags.owndata
+        (flags.owndata or is_pooled(value))
         and flags.writeable
         and flags.c_contiguous
         and id(value) not in inputs

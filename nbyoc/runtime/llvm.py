@@ -30,6 +30,7 @@ from ..ir.types import tensor_types
 from .arguments import ArgumentSpec
 from .kernels import load_kernel
 from .module import Module, register_loader
+from .outputs import allocator
 
 TYPE_KEY = "llvm"
 SAVE_FORMAT = "nbyoc-llvm"
@@ -133,14 +134,14 @@ class LLVMModule(Module):
         """A function of the inputs that allocates and returns the outputs; it checks
         its own arguments (errors name ``spec``'s parameters when given)."""
         self._check_symbol(symbol)
-        kernel, empty = self.kernel, np.empty
-        constants, out_specs = self._constants, self._out_specs
+        kernel, constants = self.kernel, self._constants
+        allocators = [allocator(shape, dtype) for shape, dtype in self._out_specs]
         careful = self._run_carefully
-        if len(out_specs) == 1 and not constants and not self.lowered.scratch:
-            ((shape, dtype),) = out_specs
+        if len(allocators) == 1 and not constants and not self.lowered.scratch:
+            (new,) = allocators
 
             def call(*inputs):  # the common case, kept short
-                out = empty(shape, dtype)
+                out = new()
                 try:
                     kernel(*inputs, out)
                 except Exception:
@@ -151,7 +152,7 @@ class LLVMModule(Module):
             scratch = self._scratch_buffers
 
             def call(*inputs):
-                outs = [empty(s, d) for s, d in out_specs]
+                outs = [new() for new in allocators]
                 try:
                     kernel(*inputs, *constants, *outs, *scratch())
                 except Exception:
