@@ -24,14 +24,15 @@ from .transform.pipeline import partition
 
 def compile(
     func: Function | IRModule,
-    backend: str | Sequence[str] = HOST,
+    backend: str | Sequence[str] = "llvm",
     *,
     merge: bool = True,
     min_size: int = 1,
     bind_constants: bool = True,
     options: Mapping[str, Mapping] | None = None,
 ) -> Executable:
-    """Compile ``func`` for ``backend`` (a registered name, or several in priority order).
+    """Compile ``func`` for ``backend`` (a registered name, or several in priority order;
+    the default, ``"llvm"``, fuses what it can into Numba kernels).
 
     The function is partitioned (see ``nbyoc.partition`` for the options),
     every external function is built by its backend's codegen, and ``main``

@@ -41,7 +41,9 @@ def test_random_graphs_round_trip(f):
     g = round_trip(f)
     args = random_inputs(f)
     with np.errstate(all="ignore"):
-        assert_same_results(nbyoc.compile(g)(*args), nbyoc.compile(f)(*args))
+        assert_same_results(
+            nbyoc.compile(g, backend="host")(*args), nbyoc.compile(f, backend="host")(*args)
+        )
 
 
 def test_every_attribute_kind_round_trips():
@@ -110,7 +112,7 @@ def test_module_functions_without_a_backend_run_on_the_host():
     mod = nbyoc.parse(
         str(IRModule({"main": nbyoc.function([a], call[0] + call[1]), "inner": inner}))
     )
-    out = nbyoc.compile(mod)(np.ones(4, np.float32))
+    out = nbyoc.compile(mod, backend="host")(np.ones(4, np.float32))
     np.testing.assert_allclose(out, np.e * 2 - np.e, rtol=1e-6)
 
 
@@ -124,7 +126,7 @@ def test_hand_written_text_with_nested_calls_and_comments():
         }
         """
     )
-    out = nbyoc.compile(f)(np.array([1, 2], np.int32), np.array([5, 6], np.int32))
+    out = nbyoc.compile(f, backend="host")(np.array([1, 2], np.int32), np.array([5, 6], np.int32))
     np.testing.assert_array_equal(out, [1 + 5 - 3, 2 + 6 - 8])
 
 

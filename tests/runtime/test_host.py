@@ -41,7 +41,7 @@ def test_multi_output_graph_with_nested_tuples_and_repeats():
     inner = nbyoc.tuple([s, x * 2.0])
     f = nbyoc.function([x], [inner, s, s, inner[1]])
     data = np.arange(6, dtype=np.float32).reshape(2, 3)
-    (s1, twice), s2, s3, twice2 = nbyoc.compile(f)(data)
+    (s1, twice), s2, s3, twice2 = nbyoc.compile(f, backend="host")(data)
     np.testing.assert_array_equal(s1, [3, 12])
     np.testing.assert_array_equal(twice, data * 2)
     for arr in (s2, s3):
@@ -56,11 +56,11 @@ def test_outputs_never_alias_inputs_constants_or_views():
     k = nbyoc.const(np.ones((2, 3), np.float32))
     f = nbyoc.function([x], [x, k, nbyoc.transpose(x), nbyoc.reshape(x, (6,))])
     data = np.arange(6, dtype=np.float32).reshape(2, 3)
-    same, const, t, r = nbyoc.compile(f)(data)
+    same, const, t, r = nbyoc.compile(f, backend="host")(data)
     for out in (same, const, t, r):
         assert not np.shares_memory(out, data) and out.flags.c_contiguous and out.flags.writeable
     const[0, 0] = 5  # must not change the graph's constant
-    np.testing.assert_array_equal(nbyoc.compile(f)(data)[1], np.ones((2, 3)))
+    np.testing.assert_array_equal(nbyoc.compile(f, backend="host")(data)[1], np.ones((2, 3)))
     np.testing.assert_array_equal(t, data.T)
 
 
@@ -68,7 +68,7 @@ def test_outputs_never_alias_inputs_constants_or_views():
 @given(graphs())
 def test_results_have_the_declared_types(f):
     with np.errstate(all="ignore"):
-        out = nbyoc.compile(f)(*random_inputs(f))
+        out = nbyoc.compile(f, backend="host")(*random_inputs(f))
     types = f.ret_type.fields if isinstance(out, tuple) else [f.ret_type]
     outs = out if isinstance(out, tuple) else [out]
     for arr, t in zip(outs, types):
@@ -90,14 +90,14 @@ def test_results_have_the_declared_types(f):
 )  # fmt: skip
 def test_bad_arguments_are_refused_with_a_clear_message(args, error, needle):
     with pytest.raises(error) as info:
-        nbyoc.compile(reference())(*args)
+        nbyoc.compile(reference(), backend="host")(*args)
     assert needle in str(info.value)
 
 
 def test_numpy_scalars_and_non_contiguous_arrays_are_accepted():
     s = nbyoc.var("s", (), "float64")
     x = nbyoc.var("x", (3, 2), "float64")
-    fn = nbyoc.compile(nbyoc.function([s, x], x * s))
+    fn = nbyoc.compile(nbyoc.function([s, x], x * s), backend="host")
     strided = np.arange(6.0).reshape(2, 3).T
     np.testing.assert_array_equal(fn(np.float64(2), strided), strided * 2)
 
@@ -108,7 +108,7 @@ def test_runtime_failures_name_the_node():
     f = nbyoc.function([x, y], (x + 1) ** y + 1)
     assert "%2 = power(%1, %y)" in str(f)  # the error's label points at this line
     with pytest.raises(ExecutionError, match=r"%2 = power\(...\) failed: ValueError"):
-        nbyoc.compile(f)(np.array([1, 2], np.int32), np.array([1, -1], np.int32))
+        nbyoc.compile(f, backend="host")(np.array([1, 2], np.int32), np.array([1, -1], np.int32))
 
 
 def test_module_functions_call_each_other_on_the_host():
@@ -121,7 +121,7 @@ def test_module_functions_call_each_other_on_the_host():
     gv_quad = GlobalVar("quad", quad.type)
     main = nbyoc.function([a], Call(gv_quad, [a])[0] + 1.0)
     mod = IRModule({"main": main, "quad": quad, "double": double})
-    out = nbyoc.compile(mod)(np.ones(3, np.float32))
+    out = nbyoc.compile(mod, backend="host")(np.ones(3, np.float32))
     np.testing.assert_array_equal(out, [5, 5, 5])
 
 
@@ -161,7 +161,7 @@ def test_temporaries_seen_through_views_or_tuples_are_not_overwritten():
     pair = nbyoc.tuple([u, x])
     f = nbyoc.function([x], [view, t + 1.0, pair, u * 2.0, x * 3.0])
     data = np.arange(6, dtype=np.float32).reshape(2, 3)
-    v, t1, (u0, x0), u2, x3 = nbyoc.compile(f)(data)
+    v, t1, (u0, x0), u2, x3 = nbyoc.compile(f, backend="host")(data)
     np.testing.assert_allclose(v, np.exp(data), rtol=1e-6)
     np.testing.assert_allclose(t1, np.exp(data) + 1, rtol=1e-6)
     np.testing.assert_allclose(u0, np.exp(-data), rtol=1e-6)
@@ -182,7 +182,7 @@ def test_compile_refuses_other_objects():
 
 
 def test_executable_describes_itself():
-    fn = nbyoc.compile(reference())
+    fn = nbyoc.compile(reference(), backend="host")
     assert "a: Tensor[(10, 10), float32]" in fn.signature
     assert fn.backend == "host" and fn.get_source() == {}
     assert nbyoc.structural_equal(fn.module["main"], reference())

@@ -1,0 +1,405 @@
+"""The llvm backend: numbers equal to NumPy's for every op, dtype, rank and
+broadcast; fusion (no intermediate arrays); buffer scheduling; caching in
+memory and on disk; the checked call paths. Every module is saved and loaded
+before its numbers are checked."""
+
+import os
+import subprocess
+import sys
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import mutually_broadcastable_shapes
+
+import nbyoc
+from nbyoc.errors import (
+    ArgumentError,
+    DTypeMismatchError,
+    ExecutionError,
+    LoadError,
+    ShapeMismatchError,
+)
+from nbyoc.runtime import HostFunction
+from nbyoc.runtime.llvm import LLVMModule
+
+from ..helpers import external, reload
+from ..strategies import random_inputs
+
+DTYPES = nbyoc.DTYPES
+BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power"]
+UNARY = ["negative", "abs", "exp", "log", "sqrt", "tanh", "sigmoid", "relu"]
+EXACT = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "negative", "abs", "relu",
+         "reshape", "transpose", "concatenate"}  # fmt: skip
+
+
+def reloaded(func, **options) -> LLVMModule:
+    return LLVMModule.load_from_bytes(LLVMModule(func, **options).save_to_bytes())
+
+
+def run_module(func, inputs, **options):
+    module = reloaded(func, **options)
+    outs = [np.empty(t.shape, t.dtype) for t in nbyoc.ir.types.tensor_types(func.ret_type)]
+    module.get_function(func.attrs["global_symbol"])(*inputs, *outs)
+    return outs
+
+
+def check_against_numpy(func, inputs, exact_ops=EXACT, **options):
+    """Bitwise equal where only exactly rounded ops are involved, else close."""
+    expected = HostFunction(func)(*inputs)
+    expected = list(expected) if isinstance(expected, tuple) else [expected]
+    outputs = func.body.fields if isinstance(func.body, nbyoc.ir.Tuple) else [func.body]
+    for got, want, node in zip(run_module(func, inputs, **options), expected, outputs):
+        ops = {n.op.name for n in nbyoc.ir.post_order([node]) if isinstance(n, nbyoc.ir.Call)}
+        assert got.dtype == want.dtype and got.shape == want.shape, ops
+        if ops <= exact_ops:
+            np.testing.assert_array_equal(got, want, err_msg=str(ops))
+        else:
+            rtol = 1e-5 if want.dtype == np.float32 else 1e-12
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-30, err_msg=str(ops))
+
+
+def values(shape, dtype, low=1, high=5, seed=0):
+    rng = np.random.default_rng(seed)
+    if dtype.startswith("int"):
+        return rng.integers(low, high, size=shape).astype(dtype)
+    return rng.uniform(low, high, shape).astype(dtype)
+
+
+# -- numbers ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+@pytest.mark.parametrize("da", DTYPES)
+@pytest.mark.parametrize("db", DTYPES)
+def test_binary_ops_every_dtype_pair_with_broadcasting(da, db, fuse):
+    a, b = nbyoc.var("in0", (3, 4), da), nbyoc.var("in1", (4,), db)
+    f = external([a, b], [nbyoc.call_op(op, a, b) for op in BINARY], "llvm_0", "llvm")
+    check_against_numpy(f, [values((3, 4), da), values((4,), db, seed=1)], fuse=fuse)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_unary_ops_every_dtype(dtype):
+    x = nbyoc.var("in0", (2, 5), dtype)
+    f = external([x], [nbyoc.call_op(op, x) for op in UNARY], "llvm_0", "llvm")
+    data = np.array([[-3, -1, 0, 2, 7], [1, 4, 9, -30, 30]], dtype)
+    with np.errstate(all="ignore"):
+        check_against_numpy(f, [data])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_special_values_follow_numpy(dtype):
+    x, y = nbyoc.var("in0", (6,), dtype), nbyoc.var("in1", (6,), dtype)
+    ops = [
+        nbyoc.maximum(x, y),
+        nbyoc.minimum(x, y),
+        nbyoc.relu(x),
+        x / y,
+        nbyoc.abs(x),
+        nbyoc.max(x),
+    ]
+    f = external([x, y], ops, "llvm_0", "llvm")
+    data = np.array([np.nan, 1, -0.0, np.inf, -np.inf, 0.0], dtype)
+    other = np.array([1, np.nan, 0.0, -1, 0.0, -0.0], dtype)
+    with np.errstate(all="ignore"):
+        check_against_numpy(f, [data, other], exact_ops=EXACT | {"max"})
+
+
+def test_integer_overflow_wraps_like_numpy():
+    x = nbyoc.var("in0", (4,), "int32")
+    f = external([x], [x * x, x + x, -x, nbyoc.abs(x), x**3], "llvm_0", "llvm")
+    check_against_numpy(f, [np.array([2**31 - 1, -(2**31), 123456789, -7], np.int32)])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reductions(dtype):
+    x = nbyoc.var("in0", (3, 4, 5), dtype)
+    outs = [
+        nbyoc.call_op(op, x, axis=axis, keepdims=keep)
+        for op in ("sum", "mean", "max")
+        for axis, keep in [(None, False), (1, False), ((0, 2), True), (-1, True)]
+    ]
+    f = external([x], outs, "llvm_0", "llvm")
+    check_against_numpy(f, [values((3, 4, 5), dtype, low=-9, high=9)], exact_ops=EXACT | {"max"})
+
+
+@pytest.mark.parametrize(
+    "dtypes", [("float32", "float32"), ("float64", "int32"), ("int64", "int64")]
+)
+def test_matmul_shapes(dtypes):
+    da, db = dtypes
+    cases = [
+        ((3, 4), (4, 5)),
+        ((2, 3, 4), (4, 2)),
+        ((1, 3, 4), (2, 4, 2)),
+        ((4,), (4, 3)),
+        ((3, 4), (4,)),
+        ((4,), (4,)),
+    ]
+    for k, (sa, sb) in enumerate(cases):
+        a, b = nbyoc.var("in0", sa, da), nbyoc.var("in1", sb, db)
+        f = external([a, b], [a @ b], f"llvm_mm{k}", "llvm")
+        check_against_numpy(f, [values(sa, da, -3, 3), values(sb, db, -3, 3, seed=1)])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_layout_ops_and_stage_boundaries(dtype):
+    x = nbyoc.var("in0", (2, 3, 4), dtype)
+    t = x * 2
+    r = nbyoc.reshape(nbyoc.transpose(t, (2, 0, 1)), (4, 6))  # reshape of a strided view
+    outs = [r + 1, nbyoc.concatenate([t, x, t], axis=1), nbyoc.transpose(x), nbyoc.reshape(x, (24,)),
+            nbyoc.sum(nbyoc.exp(t * 0) + t, axis=2)]  # fmt: skip
+    f = external([x], outs, "llvm_0", "llvm")
+    check_against_numpy(f, [values((2, 3, 4), dtype, -5, 5)])
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, max_side=3),
+    dtypes=st.tuples(st.sampled_from(DTYPES), st.sampled_from(DTYPES)),
+)
+def test_ranks_zero_to_four_with_broadcasting(shapes, dtypes):
+    a = nbyoc.var("in0", shapes.input_shapes[0], dtypes[0])
+    b = nbyoc.var("in1", shapes.input_shapes[1], dtypes[1])
+    t = a * b
+    f = external([a, b], [(t - a) * 2, nbyoc.maximum(t, b), -b, nbyoc.sum(t)], "llvm_0", "llvm")
+    check_against_numpy(f, random_inputs(nbyoc.function([a, b], t)))
+
+
+def test_constants_several_outputs_and_outputs_that_are_inputs():
+    x, s = nbyoc.var("in0", (2, 3), "float64"), nbyoc.var("in1", (), "float32")
+    k = nbyoc.const(np.array([1.5, np.nan, -np.inf], np.float64))
+    i = nbyoc.const(np.array([-(2**62), 2**62 - 1, 0], np.int64))
+    t = x * k
+    f = external(
+        [x, s], [t, x, k, t + i, nbyoc.const(np.float32(0.1)) * s, t, -x], "llvm_0", "llvm"
+    )
+    check_against_numpy(f, [np.arange(6.0).reshape(2, 3), np.asarray(3, np.float32)])
+
+
+def test_parallel_kernels_give_the_same_numbers():
+    x, y = nbyoc.var("in0", (64, 33)), nbyoc.var("in1", (33,))
+    t = x * y
+    f = external(
+        [x, y],
+        [(t + x) * (t - y), nbyoc.sum(t, axis=1), nbyoc.concatenate([t, x])],
+        "llvm_par",
+        "llvm",
+    )
+    module = LLVMModule(f, parallel_threshold=16)
+    assert module.lowered.parallel and "prange" in module.get_source()
+    check_against_numpy(
+        f, [values((64, 33), "float32"), values((33,), "float32", seed=2)], parallel_threshold=16
+    )
+
+
+# -- fusion and scheduling -------------------------------------------------------
+
+
+def diamond(shape=(256, 256)):
+    a, b, c, d = (nbyoc.var(f"in{k}", shape) for k in range(4))
+    t = a * b
+    return external([a, b, c, d], [(t + c) * (t - d)], "llvm_0", "llvm")
+
+
+def test_a_fusable_region_is_one_loop_reading_each_input_once():
+    source = LLVMModule(diamond()).get_source()
+    assert source.count("for ") == 1 and source.count("v0 = ") == 1  # t is computed once
+    for k in range(4):
+        assert source.count(f"in{k}_flat[i0]") == 1
+    assert "np.empty" not in source
+    unfused = LLVMModule(diamond(), fuse=False).get_source()
+    assert unfused.count("for ") == 4
+
+
+def peak_bytes_of_first_call(module, args) -> int:
+    run = module.allocating_function("llvm_0")
+    tracemalloc.start()
+    try:
+        run(*args)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_fusion_allocates_nothing_but_the_output():
+    args = [values((256, 256), "float32", seed=k) for k in range(4)]
+    out_bytes = 256 * 256 * 4
+    fused = peak_bytes_of_first_call(reloaded(diamond()), args)
+    unfused = peak_bytes_of_first_call(reloaded(diamond(), fuse=False), args)
+    assert out_bytes <= fused < out_bytes * 1.1
+    assert unfused >= out_bytes * 3  # the output, and scratch for the intermediates
+
+
+def test_a_chain_reuses_two_scratch_buffers():
+    x = nbyoc.var("in0", (1000,))
+    y = x
+    for op in ["exp", "negative", "tanh", "abs", "sqrt", "sigmoid"]:
+        y = nbyoc.call_op(op, y)
+    f = external([x], [y], "llvm_0", "llvm")
+    module = LLVMModule(f, fuse=False)
+    assert module.lowered.scratch == [("float32", 1000), ("float32", 1000)]
+    check_against_numpy(f, [values((1000,), "float32")], fuse=False)
+
+
+# -- through nbyoc.compile ---------------------------------------------------------
+
+
+def test_reference_graph_through_compile():
+    from nbyoc.demo import numpy_reference, reference_graph
+
+    fn = reload(nbyoc.compile(reference_graph((10, 10)), backend="llvm"))
+    args = random_inputs(reference_graph((10, 10)))
+    np.testing.assert_array_equal(fn(*args), numpy_reference(*args))
+    assert "@njit" in fn.get_source()["llvm_0"]
+
+
+def test_llvm_is_the_default_backend():
+    a = nbyoc.var("a", (3,))
+    assert nbyoc.compile(nbyoc.function([a], a * 2.0)).backend == "llvm"
+
+
+def test_large_matmul_stays_on_numpys_blas():
+    a, b = nbyoc.var("a", (128, 128)), nbyoc.var("b", (128, 128))
+    mod = nbyoc.partition(nbyoc.function([a, b], nbyoc.relu(a @ b)), "llvm")
+    assert [
+        n.op.name
+        for n in nbyoc.ir.post_order([mod["main"].body])
+        if isinstance(n, nbyoc.ir.Call) and isinstance(n.op, nbyoc.ir.Op)
+    ] == ["matmul"]
+
+
+# -- checking arguments ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def reference_fn():
+    from nbyoc.demo import reference_graph
+
+    return reload(nbyoc.compile(reference_graph((10, 10)), backend="llvm"))
+
+
+def good():
+    return [values((10, 10), "float32", seed=k) for k in range(4)]
+
+
+@pytest.mark.parametrize(
+    "mutate,error,needle",
+    [
+        (lambda a: a[:3], ArgumentError, "main takes 4 argument(s)"),
+        (lambda a: [a[0].astype(np.float64), *a[1:]], DTypeMismatchError, "argument 0 (a)"),
+        (lambda a: [a[0][:, :5], *a[1:]], ShapeMismatchError, "got shape (10, 5)"),
+        (lambda a: [a[0].tolist(), *a[1:]], ArgumentError, "should be a numpy.ndarray"),
+    ],
+)
+def test_bad_arguments_get_clear_errors(reference_fn, mutate, error, needle):
+    with pytest.raises(error) as info:
+        reference_fn(*mutate(good()))
+    assert needle in str(info.value)
+
+
+def test_strided_read_only_and_scalar_inputs_work(reference_fn):
+    args = good()
+    expected = ((args[0] + args[1]) - args[2]) * args[3]
+    args[0] = np.asfortranarray(args[0])
+    args[1] = args[1].copy()
+    args[1].flags.writeable = False
+    np.testing.assert_array_equal(reference_fn(*args), expected)
+    s = nbyoc.var("s", (), "float64")
+    fn = nbyoc.compile(nbyoc.function([s], s * 2.0 + 1.0), backend="llvm")
+    assert fn(np.float64(3.0)) == 7.0
+
+
+def test_destination_passing_refuses_overlapping_outputs():
+    x = nbyoc.var("in0", (4,))
+    run = reloaded(external([x], [x * 2.0], "llvm_0", "llvm")).get_function("llvm_0")
+    a = np.ones(4, np.float32)
+    with pytest.raises(ArgumentError, match="overlaps"):
+        run(a, a)
+    with pytest.raises(ArgumentError, match="C-contiguous and writeable"):
+        run(a, np.empty(8, np.float32)[::2])
+
+
+def test_negative_integer_power_raises_like_numpy():
+    x, y = nbyoc.var("in0", (2,), "int64"), nbyoc.var("in1", (2,), "int64")
+    fn = nbyoc.compile(nbyoc.function([x, y], x**y), backend="llvm")
+    with pytest.raises(ExecutionError, match="Integers to negative integer powers are not allowed"):
+        fn(np.array([2, 3]), np.array([1, -1]))
+
+
+def test_zero_size_arrays():
+    x = nbyoc.var("in0", (0, 3))
+    check_against_numpy(external([x], [x * 2.0, nbyoc.exp(x), nbyoc.sum(x, axis=0)], "llvm_0", "llvm"),
+                        [np.zeros((0, 3), np.float32)])  # fmt: skip
+
+
+# -- caching ---------------------------------------------------------------------
+
+
+def test_an_identical_compile_reuses_the_kernel_without_numba(monkeypatch):
+    from nbyoc.codegen import llvm_lower
+    from nbyoc.runtime import kernels
+
+    x = nbyoc.var("x", (5,))
+    f = nbyoc.function([x], nbyoc.exp(x) * 3.0 - x)
+    first = nbyoc.compile(f, backend="llvm")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the second compile should not lower or load a kernel")
+
+    monkeypatch.setattr(llvm_lower, "lower", refuse)
+    monkeypatch.setattr(kernels, "load_kernel", refuse)
+    second = nbyoc.compile(nbyoc.function([x], nbyoc.exp(x) * 3.0 - x), backend="llvm")
+    assert second.runtime_modules["llvm_0"].kernel is first.runtime_modules["llvm_0"].kernel
+
+
+def test_a_fresh_process_loads_kernels_from_the_disk_cache():
+    code = (
+        "import numpy as np, nbyoc\n"
+        "from nbyoc.demo import reference_graph\n"
+        "fn = nbyoc.compile(reference_graph((7, 7)), backend='llvm')\n"
+        "fn(*[np.ones((7, 7), np.float32)] * 4)\n"
+        "stats = fn.runtime_modules['llvm_0'].kernel.stats\n"
+        "print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))\n"
+    )
+    env = dict(os.environ)
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert second.stdout.split() == ["1", "0"], "the second process should hit Numba's disk cache"
+
+
+def test_a_tampered_cache_file_is_rewritten_not_imported(tmp_path, monkeypatch):
+    from nbyoc.runtime import kernels
+
+    monkeypatch.setenv("NBYOC_CACHE_DIR", str(tmp_path))
+    x = nbyoc.var("in0", (3,))
+    f = external([x], [x + 7.0], "llvm_tamper", "llvm")
+    lowered = nbyoc.codegen.llvm_lower.lower(f)
+    path = tmp_path / "kernels" / f"k{kernels.source_key(lowered.source)}.py"
+    path.parent.mkdir(parents=True)
+    path.write_text("raise SystemExit('tampered cache code ran')\n")
+    module = LLVMModule(f)
+    assert path.read_text() == lowered.source
+    out = np.empty(3, np.float32)
+    module.get_function("llvm_tamper")(np.zeros(3, np.float32), out)
+    np.testing.assert_array_equal(out, [7, 7, 7])
+
+
+@pytest.mark.parametrize(
+    "data,needle",
+    [
+        (b"[", "not a saved llvm module"),
+        (b'{"format": "nbyoc-llvm", "version": 7, "fuse": true}', "not readable here"),
+        (b'{"format": "nbyoc-llvm", "version": 1, "fuse": 1}', "'fuse' must be"),
+        (
+            b'{"format": "nbyoc-llvm", "version": 1, "fuse": true, "parallel_threshold": 0}',
+            "positive integer",
+        ),
+    ],
+)
+def test_loading_malformed_bytes_raises_load_error(data, needle):
+    with pytest.raises(LoadError, match=needle):
+        LLVMModule.load_from_bytes(data)
