@@ -14,6 +14,9 @@ import sys
 from collections import defaultdict
 
 BASELINES = ("numpy", "bare")
+#: A group with a "copy" case (np.copyto: 2 arrays moved) also gets the memory-bandwidth
+#: bound of a kernel moving this many arrays.
+BOUND_ARRAYS = {"llvm reference 4096x4096": 5}
 
 
 def ratios(doc: dict) -> list[tuple[str, str, float, float, float]]:
@@ -29,8 +32,25 @@ def ratios(doc: dict) -> list[tuple[str, str, float, float, float]]:
     for group, cases in sorted(groups.items()):
         base = next((b for b in BASELINES if b in cases), None)
         for label, median in sorted(cases.items()):
-            if base and label != base:
+            if base is None:  # nothing to compare with: the time alone
+                rows.append((group, label, median, float("nan"), float("nan")))
+            elif label != base:
                 rows.append((group, label, median, cases[base] / median, median - cases[base]))
+    return rows
+
+
+def bounds(doc: dict) -> list[tuple[str, str, float, float]]:
+    """(group, case, bound seconds, case median) for groups listed in BOUND_ARRAYS."""
+    medians: dict[str, dict[str, float]] = defaultdict(dict)
+    for bench in doc["benchmarks"]:
+        name = bench["name"].split("[")[0].removeprefix("test_")
+        medians[bench["group"]][name] = bench["stats"]["median"]
+    rows = []
+    for group, arrays in BOUND_ARRAYS.items():
+        cases = medians.get(group, {})
+        if "copy" in cases:
+            bound = cases["copy"] * arrays / 2
+            rows += [(group, c, bound, m) for c, m in cases.items() if c not in ("copy", "numpy")]
     return rows
 
 
@@ -43,6 +63,14 @@ def main(path: str) -> None:
     for group, label, median, ratio, diff in ratios(doc):
         print(
             f"{group:<24} {label:<26} {median * 1e6:>9.1f}us {ratio:>9.2f}x {diff * 1e6:>+9.2f}us"
+        )
+    for bench in doc["benchmarks"]:
+        for key, value in (bench.get("extra_info") or {}).items():
+            print(f"{bench['group']}: {bench['name']}: {key} = {value:.3f}")
+    for group, label, bound, median in bounds(doc):
+        print(
+            f"{group}: bound {bound * 1e3:.2f} ms, {label} {median * 1e3:.2f} ms, "
+            f"bound/{label} = {bound / median:.2f} (at least 0.8: within 1.25x of the bound)"
         )
 
 

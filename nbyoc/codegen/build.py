@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 
 from ..errors import CompileError, NbyocError
@@ -34,10 +33,13 @@ def build(module: IRModule, options: Mapping[str, Mapping] | None = None) -> dic
             raise CompileError(f"@{name} has global_symbol {func.attrs['global_symbol']!r}")
         codegen = get_codegen(compiler)
         kwargs = dict(options.get(compiler, {}))
-        try:
-            inspect.signature(codegen).bind(func, **kwargs)
-        except TypeError as e:
-            raise CompileError(f"unknown option for the {compiler!r} codegen: {e}") from None
+        if kwargs:
+            import inspect  # only when options are given: it costs 10 ms of start-up
+
+            try:
+                inspect.signature(codegen).bind(func, **kwargs)
+            except TypeError as e:
+                raise CompileError(f"unknown option for the {compiler!r} codegen: {e}") from None
         try:
             runtime_module = codegen(func, **kwargs)
         except NbyocError:

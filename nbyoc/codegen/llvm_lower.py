@@ -76,7 +76,7 @@ class Lowered:
     helpers: set[str] = field(default_factory=set)
 
 
-def lower(func: Function, fuse: bool = True, parallel_threshold: int = 1 << 18) -> Lowered:
+def lower(func: Function, fuse: bool = True, parallel_threshold: int = 1 << 15) -> Lowered:
     """The kernel source for external function ``func`` (see the module docstring)."""
     return _Lowering(func, fuse, parallel_threshold).run()
 
