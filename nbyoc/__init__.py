@@ -16,6 +16,7 @@ This module only re-exports the public API.
 from . import codegen, errors, ir, runtime, transform
 from ._version import __version__
 from .codegen import csource as _csource_backend  # noqa: F401 - registers the backend
+from .codegen import examplejson as _examplejson_backend  # noqa: F401 - registers the backend
 from .codegen import llvm as _llvm_backend  # noqa: F401 - registers the backend
 from .codegen.registry import register_codegen, register_op_support
 from .compiler import compile

@@ -47,7 +47,12 @@ class ParseError(NbyocError, ValueError):
     def __init__(self, message: str, line: int | None = None, column: int | None = None):
         self.line = line
         self.column = column
-        where = f"line {line}, column {column}: " if line is not None else ""
+        if line is None:
+            where = ""
+        elif column is None:
+            where = f"line {line}: "
+        else:
+            where = f"line {line}, column {column}: "
         super().__init__(where + message)
 
 

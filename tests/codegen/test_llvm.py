@@ -217,7 +217,9 @@ def test_a_fusable_region_is_one_loop_reading_each_input_once():
 @pytest.mark.parametrize("fuse", [True, False])
 def test_the_diamond_matches_numpy(fuse):
     f = diamond((33, 17))
-    check_against_numpy(f, [values((33, 17), "float32", -3, 3, seed=k) for k in range(4)], fuse=fuse)
+    check_against_numpy(
+        f, [values((33, 17), "float32", -3, 3, seed=k) for k in range(4)], fuse=fuse
+    )
 
 
 def peak_bytes_of_first_call(module, args) -> int:

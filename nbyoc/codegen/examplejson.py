@@ -1,0 +1,121 @@
+"""The ``examplejson`` backend's codegen: ExampleJSON text, the BYOC guide's graph format.
+
+The guide's form, which stays valid and means the same::
+
+    subgraph_0
+      input 0 10 10
+      add 4 inputs: 0 1 shape: 10 10
+
+A line holding one name starts a subgraph; ``input <id> <dims>`` declares an
+input; ``<op> <id> inputs: <ids> shape: <dims>`` a computation. The guide's op
+names ``add``, ``sub``, ``mul`` are used for those three; every other op uses
+its nbyoc name. Extensions, all optional keywords after the guide's fields:
+
+- ``dtype: <dtype>`` on inputs and ops (default float32, the guide's type);
+- op attributes as ``<name>: <values>`` (``axis: 1 keepdims: 0``,
+  ``newshape: 4 25``, ``axes: 1 0``, a lone ``axis: 0`` for concatenate);
+- ``const <id> shape: <dims> dtype: <dtype> data: <base64>`` (little-endian);
+- ``output <ids>``: the subgraph's results, when they are not just its last node.
+
+>>> import nbyoc
+>>> a, b = nbyoc.var("a", (2, 2)), nbyoc.var("b", (2, 2))
+>>> ext = nbyoc.function([a, b], a - b).with_attrs(global_symbol="examplejson_0")
+>>> print(to_examplejson(ext))
+examplejson_0
+  input 0 2 2
+  input 1 2 2
+  sub 2 inputs: 0 1 shape: 2 2
+"""
+
+from __future__ import annotations
+
+import base64
+
+from ..errors import CompileError
+from ..ir.nodes import IDENTIFIER, Call, Constant, Expr, Function, Tuple, Var
+from ..ir.op import Op
+from ..ir.traversal import post_order
+from .registry import register_codegen, register_op_support
+
+BACKEND = "examplejson"
+#: The guide's names for three ops; the others keep their nbyoc names.
+GUIDE_NAMES = {"add": "add", "subtract": "sub", "multiply": "mul"}
+FROM_GUIDE = {v: k for k, v in GUIDE_NAMES.items()}
+
+
+def _dims(shape) -> str:
+    """`` 10 10`` for (10, 10), nothing for a 0-d shape."""
+    return "".join(f" {d}" for d in shape)
+
+
+def _attrs(call: Call) -> str:
+    parts = []
+    for key, value in call.attrs.items():
+        if isinstance(value, bool):
+            value = int(value)
+        items = value if isinstance(value, tuple) else (value,)
+        parts.append(f"{key}: {' '.join(str(int(v)) for v in items)}".rstrip())
+    return (" " + " ".join(parts)) if parts else ""
+
+
+def to_examplejson(func: Function) -> str:
+    """The ExampleJSON text of one external function (its ``global_symbol`` names it)."""
+    name = func.attrs.get("global_symbol", "subgraph_0")
+    if not isinstance(name, str) or not IDENTIFIER.match(name):
+        raise CompileError(f"ExampleJSON needs an identifier as the subgraph name, got {name!r}")
+    outputs = list(func.body.fields) if isinstance(func.body, Tuple) else [func.body]
+    ids: dict[Expr, int] = {}
+    lines = [name]
+    for p in func.params:
+        ids[p] = len(ids)
+        dtype = "" if p.type.dtype == "float32" else f" dtype: {p.type.dtype}"
+        lines.append(f"  input {ids[p]}{_dims(p.type.shape)}{dtype}")
+    for node in post_order(outputs):
+        if node in ids:
+            continue
+        if isinstance(node, Var):
+            raise CompileError(f"free variable %{node.name_hint} in @{name}")
+        ids[node] = len(ids)
+        t = node.type
+        if isinstance(node, Constant):
+            data = base64.b64encode(node.data.astype(node.data.dtype.newbyteorder("<")).tobytes())
+            lines.append(
+                f"  const {ids[node]} shape:{_dims(t.shape)} dtype: {t.dtype} data: {data.decode()}"
+            )
+            continue
+        if not isinstance(node, Call) or not isinstance(node.op, Op):
+            raise CompileError(f"ExampleJSON cannot express {node!r} in @{name}")
+        op = GUIDE_NAMES.get(node.op.name, node.op.name)
+        dtype = "" if t.dtype == "float32" else f" dtype: {t.dtype}"
+        inputs = " ".join(str(ids[a]) for a in node.args)
+        lines.append(
+            f"  {op} {ids[node]} inputs: {inputs} shape:{_dims(t.shape)}{dtype}{_attrs(node)}"
+        )
+    last = max(ids.values())
+    if [ids[o] for o in outputs] != [last]:
+        lines.append(f"  output {' '.join(str(ids[o]) for o in outputs)}")
+    return "\n".join(lines)
+
+
+@register_codegen(BACKEND)
+def examplejson_codegen(func: Function):
+    """The examplejson codegen: ExampleJSON text, run by the interpreter runtime."""
+    from ..runtime.examplejson import ExampleJSONModule
+
+    return ExampleJSONModule(to_examplejson(func))
+
+
+def _small_matmul(call: Call) -> bool:
+    from .llvm import MATMUL_MAX_WORK
+
+    return call.type.size * call.args[0].type.shape[-1] <= MATMUL_MAX_WORK
+
+
+def _register() -> None:
+    from ..ir.op import list_ops
+
+    for op in list_ops():
+        register_op_support(BACKEND, op, _small_matmul if op == "matmul" else None)
+
+
+_register()

@@ -1,0 +1,171 @@
+"""The examplejson runtime: an interpreter that walks a subgraph's nodes and calls
+one JIT kernel per node.
+
+Each node's kernel is the llvm backend's Numba kernel for that single op on
+those exact types, taken from the shared kernel cache (compiled once per
+process, on disk across processes). Unlike the guide's example runtime:
+
+- each subgraph keeps its own plan and tensors, and a function fetched for a
+  subgraph always runs that subgraph;
+- nodes form any DAG, with several outputs, and element counts follow every
+  shape and dtype;
+- intermediate tensors are planned by liveness (a buffer is reused once its
+  value is dead) and kept per thread, so concurrent calls never share them.
+
+>>> import numpy as np
+>>> module = ExampleJSONModule('''subgraph_0
+...   input 0 2
+...   input 1 2
+...   add 2 inputs: 0 1 shape: 2
+...   mul 3 inputs: 2 2 shape: 2''')
+>>> out = np.empty(2, np.float32)
+>>> module.get_function("subgraph_0")(np.ones(2, np.float32), np.ones(2, np.float32), out)
+>>> out
+array([4., 4.], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..errors import LoadError, NbyocError
+from ..ir.nodes import Call, Constant, Expr, Function, Tuple, Var
+from ..ir.traversal import post_order
+from .examplejson_parse import parse_examplejson
+from .llvm import PARALLEL_THRESHOLD, compiled_kernel
+from .module import Module, destination_passing, register_loader
+
+TYPE_KEY = "examplejson"
+
+
+def op_kernel(call: Call, parallel_threshold: int = PARALLEL_THRESHOLD):
+    """The cached Numba kernel computing ``call``'s op on its operand types:
+    ``kernel(*operands, out)``."""
+    params = [Var(f"in{k}", a.type) for k, a in enumerate(call.args)]
+    symbol = f"ej_{call.op.name}"
+    single = Function(params, Call(call.op, params, call.attrs), {"global_symbol": symbol})
+    lowered, kernel = compiled_kernel(single, True, parallel_threshold)
+    if lowered.constants or lowered.scratch:  # one op on parameters never needs either
+        raise NbyocError(f"internal: the {call.op.name} kernel needs extra arguments")
+    return kernel
+
+
+class _Program:
+    """One subgraph, planned: kernels, where each value lives, what dies when."""
+
+    def __init__(self, func: Function, parallel_threshold: int):
+        outputs = list(func.body.fields) if isinstance(func.body, Tuple) else [func.body]
+        nodes = post_order(outputs)
+        slot: dict[Expr, int] = {p: k for k, p in enumerate(func.params)}
+        n_in = len(func.params)
+        self.constants: list[tuple[int, np.ndarray]] = []
+        for node in nodes:
+            if isinstance(node, Constant):
+                slot[node] = len(slot)
+                # A private writeable copy: the kernels' signatures take writeable arrays.
+                self.constants.append((slot[node], np.array(node.data)))
+        calls = [n for n in nodes if isinstance(n, Call)]
+        last_use = {}
+        for position, call in enumerate(calls):
+            for a in call.args:
+                last_use[a] = position
+        out_of = {}
+        for k, o in enumerate(outputs):
+            out_of.setdefault(o, k)
+        # Intermediates: buffers by (shape, dtype), reused once their value is dead.
+        self.buffers: list[tuple[tuple[int, ...], np.dtype]] = []
+        free: list[int] = []
+        holder: dict[Expr, int] = {}
+        self.steps = []
+        for position, call in enumerate(calls):
+            args = tuple(slot[a] for a in call.args)
+            if call in out_of:
+                dest = ("out", out_of[call])
+            else:
+                key = (call.type.shape, np.dtype(call.type.dtype))
+                reuse = next((b for b in free if self.buffers[b] == key), None)
+                if reuse is None:
+                    self.buffers.append(key)
+                    reuse = len(self.buffers) - 1
+                else:
+                    free.remove(reuse)
+                holder[call] = reuse
+                dest = ("buf", reuse)
+            slot[call] = len(slot)
+            self.steps.append((op_kernel(call, parallel_threshold), args, dest, slot[call]))
+            for a in set(call.args):
+                if last_use[a] == position and a in holder and a not in out_of:
+                    free.append(holder[a])
+        self.n_slots = len(slot)
+        self.n_in = n_in
+        # Outputs not written by their own node: inputs, constants, repeats.
+        self.copies = [
+            (k, slot[o])
+            for k, o in enumerate(outputs)
+            if not (o in out_of and out_of[o] == k and isinstance(o, Call))
+        ]
+        self._per_thread: dict[int, list[np.ndarray]] = {}
+
+    def run(self, inputs, outputs) -> None:
+        buffers = self._per_thread.get(threading.get_ident())
+        if buffers is None:
+            buffers = [np.empty(shape, dtype) for shape, dtype in self.buffers]
+            self._per_thread[threading.get_ident()] = buffers
+        values = [None] * self.n_slots
+        values[: self.n_in] = inputs
+        for index, data in self.constants:
+            values[index] = data
+        for kernel, args, (where, k), into in self.steps:
+            dest = outputs[k] if where == "out" else buffers[k]
+            operands = [values[a] for a in args]
+            try:
+                kernel(*operands, dest)
+            except TypeError:  # a read-only input: the kernels take writeable arrays
+                kernel(*[x if x.flags.writeable else x.copy() for x in operands], dest)
+            values[into] = dest
+        for k, source in self.copies:
+            np.copyto(outputs[k], values[source])
+
+
+@register_loader(TYPE_KEY)
+class ExampleJSONModule(Module):
+    """Subgraphs in ExampleJSON text, run by the interpreter above."""
+
+    type_key = TYPE_KEY
+
+    def __init__(self, text: str, parallel_threshold: int = PARALLEL_THRESHOLD):
+        self.text = text
+        self.subgraphs = parse_examplejson(text)
+        self.parallel_threshold = parallel_threshold
+        self._programs: dict[str, _Program] = {}
+        self._lock = threading.Lock()
+
+    def get_function(self, symbol: str):
+        """The destination-passing function of subgraph ``symbol`` (inputs, then outputs)."""
+        if symbol not in self.subgraphs:
+            raise NbyocError(
+                f"no subgraph {symbol!r} in this ExampleJSON module; "
+                f"it has {', '.join(self.subgraphs)}"
+            )
+        with self._lock:
+            program = self._programs.get(symbol)
+            if program is None:
+                program = _Program(self.subgraphs[symbol], self.parallel_threshold)
+                self._programs[symbol] = program
+        return destination_passing(self.subgraphs[symbol], program.run)
+
+    def get_source(self) -> str:
+        return self.text
+
+    def save_to_bytes(self) -> bytes:
+        return self.text.encode()
+
+    @classmethod
+    def load_from_bytes(cls, data: bytes) -> ExampleJSONModule:
+        try:
+            text = data.decode("utf-8")
+        except (UnicodeDecodeError, AttributeError) as e:
+            raise LoadError(f"ExampleJSON must be UTF-8 text: {e}") from None
+        return cls(text)
