@@ -54,6 +54,23 @@ def bounds(doc: dict) -> list[tuple[str, str, float, float]]:
     return rows
 
 
+def slopes(doc: dict) -> list[tuple[str, float, float]]:
+    """(group, seconds per node, fixed seconds) fitted over benchmarks with a "nodes" param."""
+    points: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for bench in doc["benchmarks"]:
+        nodes = (bench.get("params") or {}).get("nodes")
+        if nodes is not None:
+            points[bench["group"]].append((nodes, bench["stats"]["median"]))
+    rows = []
+    for group, pts in points.items():
+        n = len(pts)
+        mx = sum(x for x, _ in pts) / n
+        my = sum(y for _, y in pts) / n
+        slope = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
+        rows.append((group, slope, my - slope * mx))
+    return rows
+
+
 def main(path: str) -> None:
     with open(path) as f:
         doc = json.load(f)
@@ -67,6 +84,8 @@ def main(path: str) -> None:
     for bench in doc["benchmarks"]:
         for key, value in (bench.get("extra_info") or {}).items():
             print(f"{bench['group']}: {bench['name']}: {key} = {value:.3f}")
+    for group, per_node, fixed in slopes(doc):
+        print(f"{group}: {per_node * 1e6:.2f} us per node, {fixed * 1e6:.2f} us per call")
     for group, label, bound, median in bounds(doc):
         print(
             f"{group}: bound {bound * 1e3:.2f} ms, {label} {median * 1e3:.2f} ms, "
