@@ -20,3 +20,24 @@ def external(params, outputs, symbol: str, compiler: str) -> nbyoc.ir.Function:
     """An external function, as the partitioner would make it."""
     body = outputs[0] if len(outputs) == 1 else outputs
     return nbyoc.function(params, body).with_attrs(Compiler=compiler, global_symbol=symbol)
+
+
+def assert_matches_host(func, outputs, inputs, exact_ops, rtol) -> None:
+    """``outputs`` (a list) equal the host's results for ``func`` on ``inputs``: bit
+    for bit where only ``exact_ops`` are involved, else within ``rtol[dtype]``."""
+    import numpy as np
+
+    from nbyoc.runtime import HostFunction
+
+    expected = HostFunction(func)(*inputs)
+    expected = list(expected) if isinstance(expected, tuple) else [expected]
+    nodes = func.body.fields if isinstance(func.body, nbyoc.ir.Tuple) else [func.body]
+    for got, want, node in zip(outputs, expected, nodes):
+        ops = {n.op.name for n in nbyoc.ir.post_order([node]) if isinstance(n, nbyoc.ir.Call)}
+        name = ",".join(sorted(ops))
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        if ops <= set(exact_ops):
+            np.testing.assert_array_equal(got, want, err_msg=name)
+        else:
+            tolerance = rtol.get(want.dtype.name, 0)
+            np.testing.assert_allclose(got, want, rtol=tolerance, atol=1e-30, err_msg=name)

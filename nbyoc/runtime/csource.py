@@ -15,7 +15,6 @@ nothing stored in the file is ever executed.
 
 from __future__ import annotations
 
-import json
 import threading
 
 import numpy as np
@@ -24,13 +23,11 @@ from ..codegen.c_ops import DLPACK_DTYPES
 from ..codegen.csource import Subgraph, emit_c
 from ..errors import ArgumentError, ExecutionError, LoadError, NbyocError
 from ..ir.nodes import Function
-from ..ir.serialize import from_json, to_json
 from .arguments import ArgumentSpec
 from .cc import build_shared_library
-from .module import Module, register_loader
+from .module import Module, load_function, register_loader, save_function
 
 TYPE_KEY = "csource"
-SAVE_FORMAT = "nbyoc-csource"
 SAVE_VERSION = 1
 
 _STRUCTS = """
@@ -160,29 +157,11 @@ class CSourceModule(Module):
         return self.source
 
     def save_to_bytes(self) -> bytes:
-        doc = {
-            "format": SAVE_FORMAT,
-            "version": SAVE_VERSION,
-            "fused": self.fused,
-            "function": json.loads(to_json(self.func)),
-        }
-        return json.dumps(doc).encode()
+        return save_function(TYPE_KEY, SAVE_VERSION, self.func, {"fused": self.fused})
 
     @classmethod
     def load_from_bytes(cls, data: bytes) -> CSourceModule:
-        try:
-            doc = json.loads(data)
-        except (ValueError, TypeError, RecursionError) as e:
-            raise LoadError(f"not a saved csource module: {e}") from None
-        if not isinstance(doc, dict) or doc.get("format") != SAVE_FORMAT:
-            raise LoadError("not a saved csource module (format tag missing)")
-        if not isinstance(doc.get("version"), int) or doc["version"] > SAVE_VERSION:
-            raise LoadError(
-                f"saved csource module version {doc.get('version')!r} is not readable here"
-            )
-        if not isinstance(doc.get("fused"), bool):
-            raise LoadError("saved csource module: 'fused' must be true or false")
-        func = from_json(json.dumps(doc.get("function")))
-        if not isinstance(func, Function):
-            raise LoadError("saved csource module: 'function' must hold one function")
-        return cls(func, fused=doc["fused"])
+        func, options = load_function(TYPE_KEY, SAVE_VERSION, data)
+        if not isinstance(options.get("fused"), bool):
+            raise LoadError("saved csource module: option 'fused' must be true or false")
+        return cls(func, fused=options["fused"])

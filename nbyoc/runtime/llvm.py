@@ -16,7 +16,6 @@ and the options; loading regenerates the kernel source from the graph.
 
 from __future__ import annotations
 
-import json
 import threading
 
 import numpy as np
@@ -24,16 +23,14 @@ import numpy as np
 from ..codegen.llvm_lower import Lowered, lower
 from ..errors import ArgumentError, ExecutionError, LoadError, NbyocError
 from ..ir.nodes import Function
-from ..ir.serialize import from_json, to_json
 from ..ir.structural import structural_digest
 from ..ir.types import tensor_types
 from .arguments import ArgumentSpec
 from .kernels import load_kernel
-from .module import Module, register_loader
+from .module import Module, load_function, register_loader, save_function
 from .outputs import allocator
 
 TYPE_KEY = "llvm"
-SAVE_FORMAT = "nbyoc-llvm"
 SAVE_VERSION = 1
 #: Stages with at least this many elements run their outer loop with prange. Measured
 #: (bench/test_llvm_parallel.py, 2 cores): parallel breaks even at 2**14 elements and is
@@ -172,33 +169,17 @@ class LLVMModule(Module):
         return self.lowered.source
 
     def save_to_bytes(self) -> bytes:
-        doc = {
-            "format": SAVE_FORMAT,
-            "version": SAVE_VERSION,
-            "fuse": self.fuse,
-            "parallel_threshold": self.parallel_threshold,
-            "function": json.loads(to_json(self.func)),
-        }
-        return json.dumps(doc).encode()
+        options = {"fuse": self.fuse, "parallel_threshold": self.parallel_threshold}
+        return save_function(TYPE_KEY, SAVE_VERSION, self.func, options)
 
     @classmethod
     def load_from_bytes(cls, data: bytes) -> LLVMModule:
-        try:
-            doc = json.loads(data)
-        except (ValueError, TypeError, RecursionError) as e:
-            raise LoadError(f"not a saved llvm module: {e}") from None
-        if not isinstance(doc, dict) or doc.get("format") != SAVE_FORMAT:
-            raise LoadError("not a saved llvm module (format tag missing)")
-        if not isinstance(doc.get("version"), int) or doc["version"] > SAVE_VERSION:
-            raise LoadError(
-                f"saved llvm module version {doc.get('version')!r} is not readable here"
-            )
-        if not isinstance(doc.get("fuse"), bool):
-            raise LoadError("saved llvm module: 'fuse' must be true or false")
-        threshold = doc.get("parallel_threshold")
+        func, options = load_function(TYPE_KEY, SAVE_VERSION, data)
+        fuse, threshold = options.get("fuse"), options.get("parallel_threshold")
+        if not isinstance(fuse, bool):
+            raise LoadError("saved llvm module: option 'fuse' must be true or false")
         if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 1:
-            raise LoadError("saved llvm module: 'parallel_threshold' must be a positive integer")
-        func = from_json(json.dumps(doc.get("function")))
-        if not isinstance(func, Function):
-            raise LoadError("saved llvm module: 'function' must hold one function")
-        return cls(func, fuse=doc["fuse"], parallel_threshold=threshold)
+            raise LoadError(
+                "saved llvm module: option 'parallel_threshold' must be a positive integer"
+            )
+        return cls(func, fuse=fuse, parallel_threshold=threshold)

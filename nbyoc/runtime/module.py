@@ -22,6 +22,7 @@ array([2., 2., 2.], dtype=float32)
 from __future__ import annotations
 
 import abc
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -101,6 +102,38 @@ def load_module(path, type_key: str) -> Module:
     if not isinstance(module, Module):
         raise LoadError(f"the {type_key!r} loader returned {module!r}, not a Module")
     return module
+
+
+def save_function(type_key: str, version: int, func: Function, options: dict) -> bytes:
+    """The saved form of a module built from one function: JSON holding a format
+    tag, a version, the codegen options and the function (never code)."""
+    from ..ir.serialize import to_json
+
+    doc = {"format": f"nbyoc-{type_key}", "version": version, "options": options,
+           "function": json.loads(to_json(func))}  # fmt: skip
+    return json.dumps(doc).encode()
+
+
+def load_function(type_key: str, version: int, data: bytes) -> tuple[Function, dict]:
+    """(function, options) from ``save_function`` output; ``LoadError`` if malformed."""
+    from ..ir.serialize import from_json
+
+    what = f"a saved {type_key} module"
+    try:
+        doc = json.loads(data)
+    except (ValueError, TypeError, RecursionError) as e:
+        raise LoadError(f"not {what}: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != f"nbyoc-{type_key}":
+        raise LoadError(f"not {what} (format tag missing)")
+    saved = doc.get("version")
+    if not isinstance(saved, int) or isinstance(saved, bool) or not 1 <= saved <= version:
+        raise LoadError(f"{what} of version {saved!r} is not readable here (this reads {version})")
+    if not isinstance(doc.get("options"), dict):
+        raise LoadError(f"{what}: 'options' must be an object")
+    func = from_json(json.dumps(doc.get("function")))
+    if not isinstance(func, Function):
+        raise LoadError(f"{what}: 'function' must hold one function")
+    return func, doc["options"]
 
 
 def destination_passing(func: Function, impl: Callable[[list, list], None]) -> Callable:

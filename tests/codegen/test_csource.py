@@ -14,10 +14,9 @@ from hypothesis.extra.numpy import mutually_broadcastable_shapes
 import nbyoc
 from nbyoc.codegen.csource import emit_c
 from nbyoc.errors import ArgumentError, CompileError, ExecutionError, LoadError
-from nbyoc.runtime import HostFunction
 from nbyoc.runtime.csource import CSourceModule
 
-from ..helpers import external, reload
+from ..helpers import assert_matches_host, external, reload
 from ..strategies import random_inputs
 
 DTYPES = nbyoc.DTYPES
@@ -46,18 +45,8 @@ def run_module(func, inputs, fused=False):
 
 def check_against_numpy(func, inputs, fused=False, exact_ops=EXACT):
     """Bitwise equal where only exactly rounded ops are involved, else within 2 ulp-ish."""
-    expected = HostFunction(func)(*inputs)
-    expected = list(expected) if isinstance(expected, tuple) else [expected]
-    outputs = func.body.fields if isinstance(func.body, nbyoc.ir.Tuple) else [func.body]
-    for got, want, node in zip(run_module(func, inputs, fused), expected, outputs):
-        ops = {n.op.name for n in nbyoc.ir.post_order([node]) if isinstance(n, nbyoc.ir.Call)}
-        name = ",".join(sorted(ops))
-        assert got.dtype == want.dtype and got.shape == want.shape, name
-        if ops <= exact_ops:
-            np.testing.assert_array_equal(got, want, err_msg=name)
-        else:
-            rtol = 2e-6 if want.dtype == np.float32 else 1e-14
-            np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-30, err_msg=name)
+    outputs = run_module(func, inputs, fused)
+    assert_matches_host(func, outputs, inputs, exact_ops, {"float32": 2e-6, "float64": 1e-14})
 
 
 # -- the reference design's text ------------------------------------------------
@@ -374,17 +363,22 @@ def test_unsupported_nodes_are_refused_by_the_codegen():
     [
         (b"not json", "not a saved csource module"),
         (b'{"format": "other"}', "format tag missing"),
-        (b'{"format": "nbyoc-csource", "version": 99, "fused": false}', "not readable here"),
-        (b'{"format": "nbyoc-csource", "version": 1, "fused": "yes"}', "'fused' must be"),
-        (
-            b'{"format": "nbyoc-csource", "version": 1, "fused": false, "function": 3}',
-            "expected an object",
-        ),
+        (b'{"format": "nbyoc-csource", "version": 99, "options": {}}', "not readable here"),
+        (b'{"format": "nbyoc-csource", "version": 1, "options": []}', "'options' must be"),
+        (b'{"format": "nbyoc-csource", "version": 1, "options": {}, "function": 3}', "an object"),
     ],
 )
 def test_loading_malformed_bytes_raises_load_error(data, needle):
     with pytest.raises(LoadError, match=needle):
         CSourceModule.load_from_bytes(data)
+
+
+def test_loading_bad_options_raises_load_error():
+    x = nbyoc.var("in0", (2,))
+    saved = CSourceModule(external([x], [x + 1.0], "csource_opt", "csource")).save_to_bytes()
+    assert b'"fused": false' in saved
+    with pytest.raises(LoadError, match="option 'fused' must be"):
+        CSourceModule.load_from_bytes(saved.replace(b'"fused": false', b'"fused": "yes"'))
 
 
 def test_codegen_options_reach_the_codegen():

@@ -22,10 +22,9 @@ from nbyoc.errors import (
     LoadError,
     ShapeMismatchError,
 )
-from nbyoc.runtime import HostFunction
 from nbyoc.runtime.llvm import LLVMModule
 
-from ..helpers import external, reload
+from ..helpers import assert_matches_host, external, reload
 from ..strategies import random_inputs
 
 DTYPES = nbyoc.DTYPES
@@ -48,17 +47,8 @@ def run_module(func, inputs, **options):
 
 def check_against_numpy(func, inputs, exact_ops=EXACT, **options):
     """Bitwise equal where only exactly rounded ops are involved, else close."""
-    expected = HostFunction(func)(*inputs)
-    expected = list(expected) if isinstance(expected, tuple) else [expected]
-    outputs = func.body.fields if isinstance(func.body, nbyoc.ir.Tuple) else [func.body]
-    for got, want, node in zip(run_module(func, inputs, **options), expected, outputs):
-        ops = {n.op.name for n in nbyoc.ir.post_order([node]) if isinstance(n, nbyoc.ir.Call)}
-        assert got.dtype == want.dtype and got.shape == want.shape, ops
-        if ops <= exact_ops:
-            np.testing.assert_array_equal(got, want, err_msg=str(ops))
-        else:
-            rtol = 1e-5 if want.dtype == np.float32 else 1e-12
-            np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-30, err_msg=str(ops))
+    outputs = run_module(func, inputs, **options)
+    assert_matches_host(func, outputs, inputs, exact_ops, {"float32": 1e-5, "float64": 1e-12})
 
 
 def values(shape, dtype, low=1, high=5, seed=0):
@@ -400,14 +390,25 @@ def test_a_tampered_cache_file_is_rewritten_not_imported(tmp_path, monkeypatch):
     "data,needle",
     [
         (b"[", "not a saved llvm module"),
-        (b'{"format": "nbyoc-llvm", "version": 7, "fuse": true}', "not readable here"),
-        (b'{"format": "nbyoc-llvm", "version": 1, "fuse": 1}', "'fuse' must be"),
-        (
-            b'{"format": "nbyoc-llvm", "version": 1, "fuse": true, "parallel_threshold": 0}',
-            "positive integer",
-        ),
+        (b'{"format": "nbyoc-llvm", "version": 7, "options": {}}', "not readable here"),
+        (b'{"format": "nbyoc-llvm", "version": true, "options": {}}', "not readable here"),
     ],
 )
 def test_loading_malformed_bytes_raises_load_error(data, needle):
     with pytest.raises(LoadError, match=needle):
         LLVMModule.load_from_bytes(data)
+
+
+@pytest.mark.parametrize(
+    "old,new,needle",
+    [
+        (b'"fuse": true', b'"fuse": 1', "option 'fuse' must be"),
+        (b'"parallel_threshold": 32768', b'"parallel_threshold": 0', "positive integer"),
+    ],
+)
+def test_loading_bad_options_raises_load_error(old, new, needle):
+    x = nbyoc.var("in0", (2,))
+    saved = LLVMModule(external([x], [x + 1.0], "llvm_opt", "llvm")).save_to_bytes()
+    assert old in saved
+    with pytest.raises(LoadError, match=needle):
+        LLVMModule.load_from_bytes(saved.replace(old, new))
