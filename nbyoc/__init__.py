@@ -13,7 +13,7 @@ Build a typed tensor graph, compile it, call it with NumPy arrays:
 This module only re-exports the public API.
 """
 
-from . import codegen, errors, ir, runtime, transform
+from . import cache, codegen, errors, ir, runtime, transform
 from ._version import __version__
 from .codegen import csource as _csource_backend  # noqa: F401 - registers the backend
 from .codegen import examplejson as _examplejson_backend  # noqa: F401 - registers the backend
@@ -51,15 +51,60 @@ from .ir.parser import parse
 from .ir.serialize import from_json, to_json
 from .ir.structural import structural_equal, structural_hash
 from .ir.verify import verify
+from .runtime.archive import load_executable as load
 from .runtime.executable import Executable
 from .runtime.module import load_module, register_loader
 from .transform.pipeline import partition
 
 __all__ = [
-    "DTYPES", "Executable", "NbyocError", "__version__", "abs", "add", "call_op", "codegen",
-    "compile", "concatenate", "const", "divide", "errors", "exp", "from_json", "function", "ir",
-    "load_module", "log", "matmul", "max", "maximum", "mean", "minimum", "multiply", "negative",
-    "parse", "partition", "power", "register_codegen", "register_loader", "register_op_support",
-    "relu", "reshape", "runtime", "sigmoid", "sqrt", "structural_equal", "structural_hash",
-    "subtract", "sum", "tanh", "to_json", "transform", "transpose", "tuple", "var", "verify",
+    "DTYPES",
+    "Executable",
+    "NbyocError",
+    "__version__",
+    "abs",
+    "add",
+    "cache",
+    "call_op",
+    "codegen",
+    "compile",
+    "concatenate",
+    "const",
+    "divide",
+    "errors",
+    "exp",
+    "from_json",
+    "function",
+    "ir",
+    "load",
+    "load_module",
+    "log",
+    "matmul",
+    "max",
+    "maximum",
+    "mean",
+    "minimum",
+    "multiply",
+    "negative",
+    "parse",
+    "partition",
+    "power",
+    "register_codegen",
+    "register_loader",
+    "register_op_support",
+    "relu",
+    "reshape",
+    "runtime",
+    "sigmoid",
+    "sqrt",
+    "structural_equal",
+    "structural_hash",
+    "subtract",
+    "sum",
+    "tanh",
+    "to_json",
+    "transform",
+    "transpose",
+    "tuple",
+    "var",
+    "verify",
 ]  # fmt: skip

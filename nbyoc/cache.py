@@ -6,9 +6,10 @@ temporary directory removed when the process exits. Entries are keyed by
 content and versions, and written atomically (a temporary file, then
 ``os.replace``), so concurrent writers never expose a half-written file.
 
->>> import os
 >>> entry_path("csource", "abc", ".so").name
 'abc.so'
+>>> sorted(info())
+['bytes', 'directory', 'enabled', 'entries']
 """
 
 from __future__ import annotations
@@ -52,6 +53,38 @@ def entry_path(kind: str, key: str, suffix: str) -> Path:
     folder = cache_dir() / kind
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{key}{suffix}"
+
+
+#: What counts as one cache entry, per kind of artefact (other files are its companions:
+#: the C source beside a library, Numba's machine code beside a kernel module).
+_ENTRY_SUFFIX = {"kernels": ".py", "csource": ".so"}
+
+
+def info() -> dict:
+    """The cache directory, whether caching is on, its entry count and its size in bytes."""
+    root = cache_dir()
+    entries = sum(
+        1 for kind, suffix in _ENTRY_SUFFIX.items() for _ in (root / kind).glob(f"*{suffix}")
+    )
+    size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    return {"directory": str(root), "enabled": enabled(), "entries": entries, "bytes": size}
+
+
+def clear() -> int:
+    """Delete every cached artefact; return the bytes freed. Kernels already loaded in
+    this process keep working (they are in memory); the next process recompiles.
+
+    >>> clear() >= 0
+    True
+    """
+    root = cache_dir()
+    freed = 0
+    for kind in _ENTRY_SUFFIX:
+        folder = root / kind
+        if folder.exists():
+            freed += sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+            shutil.rmtree(folder, ignore_errors=True)
+    return freed
 
 
 def atomic_write(path: Path, data: bytes) -> None:

@@ -62,6 +62,21 @@ class Executable:
         """Parameters and result type of ``main``, as text."""
         return f"({self._spec.signature()}) -> {self.module['main'].ret_type!r}"
 
+    def save(self, path) -> None:
+        """Write this executable to one file (see ``nbyoc.runtime.archive``).
+
+        >>> import nbyoc, numpy as np, tempfile, os
+        >>> x = nbyoc.var("x", (3,))
+        >>> fn = nbyoc.compile(nbyoc.function([x], x * 2.0), backend="host")
+        >>> path = os.path.join(tempfile.mkdtemp(), "double.nbyoc")
+        >>> fn.save(path)
+        >>> nbyoc.load(path)(np.ones(3, np.float32))
+        array([2., 2., 2.], dtype=float32)
+        """
+        from .archive import save_executable
+
+        save_executable(self, path)
+
     def get_source(self) -> dict[str, str]:
         """Generated code of every external function, by global symbol."""
         return {name: m.get_source() for name, m in self.runtime_modules.items()}
