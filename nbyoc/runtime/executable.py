@@ -77,6 +77,14 @@ class Executable:
 
         save_executable(self, path)
 
+    def export_library(self, path) -> None:
+        """Write the external functions as a library that runs without nbyoc's JIT: a C
+        shared library and header for csource, a ``numba.pycc`` extension module for
+        llvm (see ``nbyoc.runtime.export``)."""
+        from .export import export_library
+
+        export_library(self, path)
+
     def get_source(self) -> dict[str, str]:
         """Generated code of every external function, by global symbol."""
         return {name: m.get_source() for name, m in self.runtime_modules.items()}
