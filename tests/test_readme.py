@@ -16,7 +16,8 @@ def fenced(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
 
 
-def test_python_examples_run():
+def test_python_examples_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the examples write files (archives, libraries)
     blocks = fenced("python")
     assert blocks, "the README should show Python examples"
     namespace: dict = {}

@@ -102,3 +102,12 @@ def test_export_refuses_what_it_cannot_do(tmp_path):
     ej = nbyoc.compile(nbyoc.function([x], x * 2.0), backend="examplejson")
     with pytest.raises(CompileError, match="no ahead-of-time export for 'examplejson'"):
         ej.export_library(tmp_path / "c.so")
+
+
+def test_a_numba_without_pycc_gets_a_clear_error(tmp_path, monkeypatch):
+    fn = nbyoc.compile(reference_graph((4, 4)), backend="llvm")
+    monkeypatch.setitem(sys.modules, "numba.pycc", None)  # as if this Numba had no pycc
+    with pytest.raises(
+        CompileError, match=r"numba\.pycc is not available in Numba .*Executable\.save"
+    ):
+        fn.export_library(tmp_path / "model_aot.so")
