@@ -33,8 +33,9 @@ import base64
 
 from ..errors import CompileError
 from ..ir.nodes import IDENTIFIER, Call, Constant, Expr, Function, Tuple, Var
-from ..ir.op import Op
+from ..ir.op import Op, list_ops
 from ..ir.traversal import post_order
+from .llvm import small_matmul
 from .registry import register_codegen, register_op_support
 
 BACKEND = "examplejson"
@@ -105,17 +106,6 @@ def examplejson_codegen(func: Function):
     return ExampleJSONModule(to_examplejson(func))
 
 
-def _small_matmul(call: Call) -> bool:
-    from .llvm import MATMUL_MAX_WORK
-
-    return call.type.size * call.args[0].type.shape[-1] <= MATMUL_MAX_WORK
-
-
-def _register() -> None:
-    from ..ir.op import list_ops
-
-    for op in list_ops():
-        register_op_support(BACKEND, op, _small_matmul if op == "matmul" else None)
-
-
-_register()
+# The per-node kernels are the llvm backend's, so it takes the same ops on the same terms.
+for _op in list_ops():
+    register_op_support(BACKEND, _op, small_matmul if _op == "matmul" else None)

@@ -26,7 +26,8 @@ BACKEND = "llvm"
 MATMUL_MAX_WORK = 1 << 16
 
 
-def _small_matmul(call: Call) -> bool:
+def small_matmul(call: Call) -> bool:
+    """True if a loop beats NumPy's BLAS for this matmul (at most MATMUL_MAX_WORK multiply-adds)."""
     k = call.args[0].type.shape[-1]
     return call.type.size * k <= MATMUL_MAX_WORK
 
@@ -41,4 +42,4 @@ def llvm_codegen(func: Function, fuse: bool = True, parallel_threshold: int | No
 
 
 for _op in list_ops():
-    register_op_support(BACKEND, _op, _small_matmul if _op == "matmul" else None)
+    register_op_support(BACKEND, _op, small_matmul if _op == "matmul" else None)

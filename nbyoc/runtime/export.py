@@ -30,6 +30,7 @@ from pathlib import Path
 
 from .._version import __version__
 from ..errors import CompileError
+from ..ir.types import tensor_types
 from .cc import compile_flags, compiler_command
 
 
@@ -52,8 +53,6 @@ def export_library(executable, path) -> Path:
 
 def _describe(func) -> str:
     ins = ", ".join(f"{p.name_hint} {p.type!r}" for p in func.params)
-    from ..ir.types import tensor_types
-
     outs = ", ".join(repr(t) for t in tensor_types(func.ret_type))
     return f"inputs: {ins}; outputs: {outs}"
 

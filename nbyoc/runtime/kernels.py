@@ -70,8 +70,3 @@ def load_kernel(source: str, name: str):
         kernel = getattr(module, name)
         _KERNELS[key] = kernel
         return kernel
-
-
-def loaded_count() -> int:
-    """How many kernels this process holds (for tests and diagnostics)."""
-    return len(_KERNELS)
