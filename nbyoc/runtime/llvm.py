@@ -29,6 +29,7 @@ from .arguments import ArgumentSpec
 from .kernels import load_kernel
 from .module import Module, load_function, register_loader, save_function
 from .outputs import allocator
+from .threads import start_threads
 
 TYPE_KEY = "llvm"
 SAVE_VERSION = 1
@@ -48,6 +49,8 @@ def compiled_kernel(func: Function, fuse: bool, parallel_threshold: int) -> tupl
         entry = _COMPILED.get(key)
         if entry is None:
             lowered = lower(func, fuse=fuse, parallel_threshold=parallel_threshold)
+            if lowered.parallel:
+                start_threads()
             entry = (lowered, load_kernel(lowered.source, lowered.kernel))
             _COMPILED[key] = entry
     return entry

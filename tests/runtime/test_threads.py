@@ -1,0 +1,55 @@
+"""Numba's threads start with a short OpenMP spin, set only for that moment, and
+never over the user's own choice."""
+
+import os
+
+import numpy as np
+import pytest
+
+import nbyoc
+from nbyoc.runtime import threads
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """Pretend the threads are not running yet; record GOMP_SPINCOUNT at each launch."""
+    seen = []
+
+    def get_num_threads():
+        seen.append(os.environ.get("GOMP_SPINCOUNT"))
+        return 2
+
+    monkeypatch.setattr(threads, "_started", False)
+    monkeypatch.setattr(threads.numba, "get_num_threads", get_num_threads)
+    for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"):
+        monkeypatch.delenv(name, raising=False)
+    return seen
+
+
+def test_spin_count_is_set_while_the_threads_start_and_removed_after(launches):
+    assert threads.start_threads() == 2
+    assert launches == [threads.SPIN_COUNT]
+    assert "GOMP_SPINCOUNT" not in os.environ
+
+
+def test_a_second_start_does_not_touch_the_environment(launches):
+    threads.start_threads()
+    threads.start_threads()
+    assert launches == [threads.SPIN_COUNT, None]
+
+
+@pytest.mark.parametrize("name,value", [("GOMP_SPINCOUNT", "infinite"), ("OMP_WAIT_POLICY", "active")])
+def test_the_users_choice_wins(launches, monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    threads.start_threads()
+    assert os.environ[name] == value
+    assert launches == ([value] if name == "GOMP_SPINCOUNT" else [None])
+
+
+def test_compiling_a_parallel_kernel_starts_the_threads(launches):
+    x = nbyoc.var("x", (64,))
+    # A graph no other test compiles, so the kernel is not in the in-memory cache.
+    fn = nbyoc.compile(nbyoc.function([x], nbyoc.sqrt(x) * 3.25 + 0.125), backend="llvm",
+                       options={"llvm": {"parallel_threshold": 1}})  # fmt: skip
+    assert launches == [threads.SPIN_COUNT]
+    np.testing.assert_allclose(fn(np.full(64, 4, np.float32)), np.full(64, 6.625))
