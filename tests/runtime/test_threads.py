@@ -38,7 +38,9 @@ def test_a_second_start_does_not_touch_the_environment(launches):
     assert launches == [threads.SPIN_COUNT, None]
 
 
-@pytest.mark.parametrize("name,value", [("GOMP_SPINCOUNT", "infinite"), ("OMP_WAIT_POLICY", "active")])
+@pytest.mark.parametrize(
+    "name,value", [("GOMP_SPINCOUNT", "infinite"), ("OMP_WAIT_POLICY", "active")]
+)
 def test_the_users_choice_wins(launches, monkeypatch, name, value):
     monkeypatch.setenv(name, value)
     threads.start_threads()
