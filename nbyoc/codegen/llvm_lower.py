@@ -221,7 +221,7 @@ class _Lowering:
                 return lines + self.emit_view(node)
             lines += self.bind_destination(node, dest)
             out = self.arrays[node].name
-            parallel = self.use_parallel(node.type.size)
+            parallel = self.use_parallel(node.type.shape)
             if name in ("sum", "mean", "max"):
                 body = reduce_stage(node, self.read_array(node.args[0]), out, parallel)
             elif name == "matmul":
@@ -235,9 +235,19 @@ class _Lowering:
             if node in stored:
                 lines += self.bind_destination(node, dest)
         members = set(stage.nodes)
-        touched = [
-            a for n in stage.nodes for a in n.args if a not in members and a not in self.literals
-        ] + [n for n in stage.nodes if n in stored]
+        values: dict[Expr, str] = {}
+        touched = []
+        for a in dict.fromkeys(a for n in stage.nodes for a in n.args):
+            if a in members or a in self.literals:
+                continue
+            if a.type.shape == () and stage.shape:
+                # A 0-d array (a constant passed in, a full reduction) is read once, before
+                # the loop: Numba's parallel loops cannot index one inside a prange.
+                values[a] = f"{self.read_array(a)}_scalar"
+                lines.append(f"{values[a]} = {self.read_array(a)}[()]")
+            else:
+                touched.append(a)
+        touched += [n for n in stage.nodes if n in stored]
         flat = None
         if stage.shape and all(
             self.arrays[a].type.shape == stage.shape and self.arrays[a].contiguous for a in touched
@@ -247,7 +257,6 @@ class _Lowering:
             size = math.prod(stage.shape)
             views = {name: self.arrays[a].name for a, name in flat.items()}
             lines += [f"{name} = {array}.reshape({size})" for name, array in views.items()]
-        values: dict[Expr, str] = {}
         inner = []
         for k, node in enumerate(stage.nodes):
             dtype = node.type.dtype
@@ -270,18 +279,24 @@ class _Lowering:
         source = self.read_array(node.args[0])
         name = f"w{len(self.arrays)}"
         if node.op.name == "reshape":
-            contiguous = (
-                self.arrays[node.args[0]].contiguous if node.args[0] in self.arrays else True
-            )
+            contiguous = self._contiguous(node.args[0])
             base = source if contiguous else f"np.ascontiguousarray({source})"
             line = f"{name} = {base}.reshape({_shape_literal(node.type.shape)})"
             self.arrays[node] = ArrayValue(name, node.type, True)
         else:
             axes = node.attrs["axes"]
-            line = f"{name} = {source}.transpose({_shape_literal(axes)})"
-            identity = tuple(axes) == tuple(range(len(axes)))
-            self.arrays[node] = ArrayValue(name, node.type, identity)
+            if tuple(axes) == tuple(range(len(axes))):
+                # An identity transpose (any 1-d one) is the array itself: Numba's
+                # transpose would return it with layout "A", which cannot be reshaped.
+                line = f"{name} = {source}"
+                self.arrays[node] = ArrayValue(name, node.type, self._contiguous(node.args[0]))
+            else:
+                line = f"{name} = {source}.transpose({_shape_literal(axes)})"
+                self.arrays[node] = ArrayValue(name, node.type, False)
         return [line]
+
+    def _contiguous(self, node: Expr) -> bool:
+        return self.arrays[node].contiguous if node in self.arrays else True
 
     def emit_output_copies(self, out_names) -> list[str]:
         lines = []
@@ -314,14 +329,16 @@ class _Lowering:
             text = f"{self.read_array(node)}[{_index(domain, node.type.shape)}]"
         return text if node.type.dtype == dtype else llvm_ops.cast(text, dtype)
 
-    def use_parallel(self, size: int) -> bool:
-        if size >= self.threshold:
+    def use_parallel(self, shape: tuple[int, ...]) -> bool:
+        """Whether a loop nest over ``shape`` runs its outer loop with prange (a 0-d
+        result or a single element has no loop to share out)."""
+        if shape and math.prod(shape) >= max(self.threshold, 2):
             self.parallel = True
             return True
         return False
 
     def loops(self, shape: tuple[int, ...], inner: list[str]) -> list[str]:
-        return loop_nest(shape, inner, self.use_parallel(math.prod(shape)) and len(shape) > 0)
+        return loop_nest(shape, inner, self.use_parallel(shape))
 
     def finish(self, body: list[str], scratch) -> Lowered:
         inputs = [p.type for p in self.func.params]

@@ -25,7 +25,7 @@ from nbyoc.errors import (
 from nbyoc.runtime.llvm import LLVMModule
 
 from ..helpers import assert_matches_host, external, reload
-from ..strategies import random_inputs
+from ..strategies import graphs, random_inputs
 
 DTYPES = nbyoc.DTYPES
 BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power"]
@@ -182,6 +182,41 @@ def test_parallel_kernels_give_the_same_numbers():
     assert module.lowered.parallel and "prange" in module.get_source()
     check_against_numpy(
         f, [values((64, 33), "float32"), values((33,), "float32", seed=2)], parallel_threshold=16
+    )
+
+
+@settings(max_examples=15, deadline=None)
+@given(graphs())
+def test_random_graphs_in_parallel_kernels_match_the_host(f):
+    """Every loop a prange (threshold 1): parallel lowering meets 0-d parameters,
+    broadcasts, reductions and views of random graphs."""
+    options = {"llvm": {"parallel_threshold": 1}}
+    fn = reload(nbyoc.compile(f, backend="llvm", options=options))
+    args = random_inputs(f)
+    with np.errstate(all="ignore"):
+        expected = nbyoc.compile(f, backend="host")(*args)
+        got = fn(*args)
+    if not isinstance(expected, tuple):
+        got, expected = (got,), (expected,)
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+def test_an_identity_transpose_is_the_array_itself():
+    # Numba's transpose of a 1-d array has layout "A", which the flat loop cannot reshape.
+    x = nbyoc.var("in0", (5,))
+    f = external([x], [nbyoc.transpose(x) * x], "llvm_0", "llvm")
+    check_against_numpy(f, [values((5,), "float32")])
+
+
+def test_a_0d_parameter_is_read_once_outside_a_parallel_loop():
+    x, s = nbyoc.var("in0", (64, 64)), nbyoc.var("in1", ())
+    f = external([x, s], [x * s + s], "llvm_0", "llvm")
+    source = LLVMModule(f, parallel_threshold=16).get_source()
+    assert "in1_scalar = in1[()]" in source and "prange" in source
+    check_against_numpy(
+        f, [values((64, 64), "float32"), values((), "float32")], parallel_threshold=16
     )
 
 
