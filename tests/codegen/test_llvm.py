@@ -203,6 +203,37 @@ def test_random_graphs_in_parallel_kernels_match_the_host(f):
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
 
 
+FLOAT32_SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-30, 2**-12, -(2**-12),
+                    9.0, 9.5, -20.0, 88.72, 88.73, -87.3, -103.9, -104.0, -150.0, 1e6, -1e6]  # fmt: skip
+WIDE_OPS = {
+    "exp": np.exp,
+    "tanh": np.tanh,
+    "sigmoid": lambda v: np.where(
+        v >= 0, 1 / (1 + np.exp(-np.abs(v))), np.exp(-np.abs(v)) / (1 + np.exp(-np.abs(v)))
+    ),
+}
+
+
+@pytest.mark.parametrize("op", sorted(WIDE_OPS))
+def test_float32_exp_tanh_sigmoid_are_within_one_ulp_of_the_truth(op):
+    """These run in float64 arithmetic (see llvm_ops.HELPERS): check them against
+    float64 NumPy rounded to float32, over a dense range and the special values."""
+    x = nbyoc.var("in0", (8192,))
+    f = external([x], [nbyoc.call_op(op, x)], "llvm_0", "llvm")
+    data = np.concatenate([np.linspace(-30, 30, 8192 - 2 * len(FLOAT32_SPECIALS)),
+                           np.geomspace(1e-8, 1e-2, len(FLOAT32_SPECIALS)),
+                           FLOAT32_SPECIALS]).astype(np.float32)  # fmt: skip
+    got = run_module(f, [data])[0]
+    with np.errstate(all="ignore"):
+        truth = WIDE_OPS[op](data.astype(np.float64))
+        rounded = truth.astype(np.float32)
+    finite = np.isfinite(rounded)
+    ulp = np.spacing(np.abs(rounded[finite])).astype(np.float64)
+    assert np.all(np.abs(got[finite] - truth[finite]) <= ulp)
+    np.testing.assert_array_equal(got[~finite], rounded[~finite])  # NaN, inf, overflow
+    assert np.array_equal(np.signbit(got[rounded == 0]), np.signbit(rounded[rounded == 0]))
+
+
 def test_an_identity_transpose_is_the_array_itself():
     # Numba's transpose of a 1-d array has layout "A", which the flat loop cannot reshape.
     x = nbyoc.var("in0", (5,))
