@@ -92,6 +92,9 @@ def to_examplejson(func: Function) -> str:
         lines.append(
             f"  {op} {ids[node]} inputs: {inputs} shape:{_dims(t.shape)}{dtype}{_attrs(node)}"
         )
+    if len(ids) == len(func.params):
+        # The format names a subgraph's outputs among its nodes; inputs alone are none.
+        raise CompileError(f"@{name} computes nothing: ExampleJSON needs at least one node")
     last = max(ids.values())
     if [ids[o] for o in outputs] != [last]:
         lines.append(f"  output {' '.join(str(ids[o]) for o in outputs)}")

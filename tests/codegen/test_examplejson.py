@@ -63,6 +63,11 @@ def test_the_codegen_writes_the_guides_text_for_the_guides_graph():
 @given(graphs())
 def test_codegen_then_parse_gives_the_same_graph(f):
     ext = f.with_attrs(global_symbol="sub_0")
+    outputs = ext.body.fields if isinstance(ext.body, nbyoc.ir.Tuple) else [ext.body]
+    if all(isinstance(o, nbyoc.ir.Var) for o in outputs):  # the graph computes nothing
+        with pytest.raises(nbyoc.errors.CompileError, match="computes nothing"):
+            to_examplejson(ext)
+        return
     back = parse_examplejson(to_examplejson(ext))["sub_0"]
     assert nbyoc.structural_equal(back.body, ext.body) or nbyoc.structural_equal(
         nbyoc.ir.Function(back.params, back.body), nbyoc.ir.Function(ext.params, ext.body)
