@@ -1,13 +1,82 @@
-"""Shared pieces of the benchmarks: inputs of the reference graph at each size."""
+"""Options and machine facts shared by the benchmarks.
 
-import numpy as np
+    python -m pytest bench --benchmark-enable --benchmark-json=bench.json
+    python bench/report.py bench.json
+
+``--bench-sizes 10 256`` limits the square graphs to those n x n sizes (the
+peak-memory probe runs at the largest); ``--bench-quick`` runs each fresh-process
+measurement once (the smoke test in tests/test_bench.py uses both).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+
+import graphs
 import pytest
 
-SIZES = [10, 1024, 4096]
+
+def pytest_addoption(parser):
+    group = parser.getgroup("nbyoc benchmarks")
+    group.addoption(
+        "--bench-sizes", type=int, nargs="+", default=list(graphs.SIZES), metavar="N",
+        help=f"run the square graphs at these n x n sizes (default: {graphs.SIZES})",
+    )  # fmt: skip
+    group.addoption(
+        "--bench-quick", action="store_true",
+        help="one round of each fresh-process measurement (compile time, memory)",
+    )  # fmt: skip
 
 
-@pytest.fixture(params=SIZES, ids=lambda n: f"{n}x{n}")
-def reference_inputs(request):
-    rng = np.random.default_rng(0)
-    n = request.param
-    return n, [rng.standard_normal((n, n)).astype(np.float32) for _ in range(4)]
+def pytest_generate_tests(metafunc):
+    if "size" in metafunc.fixturenames:
+        sizes = metafunc.config.getoption("--bench-sizes")
+        metafunc.parametrize("size", sizes, ids=[f"{n}x{n}" for n in sizes])
+
+
+@pytest.fixture(scope="session")
+def process_rounds(request) -> int:
+    """How many fresh processes a compile-time or memory measurement takes the median of."""
+    return 1 if request.config.getoption("--bench-quick") else 5
+
+
+@pytest.fixture(scope="session")
+def largest_size(request) -> int:
+    return max(request.config.getoption("--bench-sizes"))
+
+
+def _versions() -> dict[str, str]:
+    import llvmlite
+    import numba
+    import numpy
+
+    versions = {"numpy": numpy.__version__, "numba": numba.__version__}
+    versions["llvmlite"] = llvmlite.__version__
+    if graphs.numexpr is not None:
+        versions["numexpr"] = graphs.numexpr.__version__
+    try:
+        cc = os.environ.get("CC", "cc")
+        first = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
+        versions["cc"] = first.splitlines()[0] if first else "?"
+    except OSError:
+        versions["cc"] = "none"
+    return versions
+
+
+def _memory_gib() -> float | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    """Add what the numbers depend on beyond the CPU: library versions, cores, memory."""
+    machine_info["nbyoc"] = {
+        **_versions(),
+        "cores": os.cpu_count(),
+        "memory_gib": _memory_gib(),
+        "platform": platform.platform(terse=True),
+    }

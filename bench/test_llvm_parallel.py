@@ -13,12 +13,12 @@ from nbyoc.demo import reference_graph
 SIZES = [1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20]
 
 
-@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("elements", SIZES)
 @pytest.mark.parametrize("mode", ["serial", "parallel"])
-def test_reference_graph(benchmark, size, mode):
-    benchmark.group = f"llvm {size} elements"
-    threshold = 1 if mode == "parallel" else size + 1
+def test_reference_graph(benchmark, elements, mode):
+    benchmark.group = f"llvm {elements} elements"
+    threshold = 1 if mode == "parallel" else elements + 1
     options = {"llvm": {"parallel_threshold": threshold}}
-    fn = nbyoc.compile(reference_graph((size,)), backend="llvm", options=options)
-    args = [np.random.default_rng(k).standard_normal(size).astype(np.float32) for k in range(4)]
+    fn = nbyoc.compile(reference_graph((elements,)), backend="llvm", options=options)
+    args = [np.random.default_rng(k).standard_normal(elements).astype(np.float32) for k in range(4)]
     benchmark(fn, *args)

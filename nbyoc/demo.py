@@ -63,14 +63,60 @@ def _format_seconds(seconds: float) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
+#: Where the interesting part of each backend's generated code starts (a line beginning
+#: with this text); other backends show their first lines.
+EXCERPT_STARTS = {"csource": "CSOURCE_BINARY_OP_2D(", "llvm": "    # stage"}
+EXCERPT_LINES = 18
+
+
+def code_excerpt(backend: str, source: str, lines: int = EXCERPT_LINES) -> list[str]:
+    r"""A few lines of generated code, from where the backend's own work starts.
+
+    >>> code_excerpt("other", "a\nb\nc", lines=2)
+    ['a', 'b', '(lines 1-2 of 3)']
+    """
+    all_lines = source.splitlines()
+    marker = EXCERPT_STARTS.get(backend)
+    first = next((i for i, line in enumerate(all_lines) if marker and line.startswith(marker)), 0)
+    shown = all_lines[first : first + lines]
+    return [*shown, f"(lines {first + 1}-{first + len(shown)} of {len(all_lines)})"]
+
+
+def _show_backend(backend: str, fn, out) -> None:
+    out(f"--- {backend}: the partitioned module ---")
+    out(str(fn.module))
+    sources = {name: text for name, text in fn.get_source().items() if text}
+    for name, text in sources.items():
+        out(f"--- {backend}: generated code of @{name} ---")
+        for line in code_excerpt(backend, text):
+            out("    " + line)
+    if not sources:
+        out(f"--- {backend}: no generated code (the NumPy host executor runs the graph) ---")
+    out("")
+
+
 def run_demo(
-    sizes: Sequence[int] = (10, 1024), backends: Sequence[str] | None = None, out=print
+    sizes: Sequence[int] = (10, 1024, 4096), backends: Sequence[str] | None = None, out=print
 ) -> int:
-    """Run the demo; return 0 if every backend matched NumPy, 1 otherwise."""
+    """Compile the reference graph on every backend (showing progress, the partitioned
+    module and some generated code), check each result against NumPy and time it;
+    return 0 if every backend matched NumPy, 1 otherwise."""
     backends = list(backends or registered_backends())
+    sizes = list(sizes)
     out(f"nbyoc {__version__} demo: the reference graph ((a + b) - c) * d, float32")
     out(str(reference_graph((sizes[0], sizes[0]))))
     out("")
+    compiled = {}
+    for step, backend in enumerate(backends, 1):
+        out(f"[{step}/{len(backends)}] compiling for {backend}:", end="", flush=True)
+        for n in sizes:
+            start = time.perf_counter()
+            compiled[backend, n] = compiler.compile(reference_graph((n, n)), backend=backend)
+            out(f" {n}x{n} {_format_seconds(time.perf_counter() - start)},", end="", flush=True)
+        out(" done")
+    out("")
+    for backend in backends:
+        _show_backend(backend, compiled[backend, sizes[0]], out)
     header = (
         f"{'shape':>12}  {'backend':<12} {'check':<8} {'nbyoc':>10} {'numpy':>10} "
         f"{'numpy/nbyoc':>12}"
@@ -84,7 +130,7 @@ def run_demo(
         expected = numpy_reference(*args)
         numpy_time = median_seconds(numpy_reference, args)
         for backend in backends:
-            fn = compiler.compile(reference_graph((n, n)), backend=backend)
+            fn = compiled[backend, n]
             ok = np.allclose(fn(*args), expected, rtol=1e-6, atol=1e-6)
             failures += not ok
             nbyoc_time = median_seconds(fn, args)
@@ -95,4 +141,5 @@ def run_demo(
             )
     out("")
     out("numpy/nbyoc above 1 means nbyoc is faster; medians of 7 timed batches.")
+    out("Full benchmarks, from the repository: python bench/report.py (see the README)")
     return 1 if failures else 0

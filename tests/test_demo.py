@@ -20,8 +20,14 @@ def test_demo_passes_and_reports_every_backend():
     backends = out.split("\n")[0].split()[1:]
     assert "host" in backends
     assert "((a + b) - c) * d" in out
-    for backend in backends:
+    for step, backend in enumerate(backends, 1):
         assert f"  {backend} " in out
+        assert f"[{step}/{len(backends)}] compiling for {backend}: 8x8 " in out
+        assert f"--- {backend}: the partitioned module ---" in out
+        if backend != "host":
+            assert f"runs on {backend}" in out
+            assert f"--- {backend}: generated code of @{backend}_0 ---" in out
+    assert "CSOURCE_BINARY_OP_2D(" in out  # the guide's macro, from csource's excerpt
     assert out.count(" ok ") == 2 * len(backends)
     assert "MISMATCH" not in out
 

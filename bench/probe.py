@@ -1,0 +1,81 @@
+"""Measurements that need a fresh process: compile time and peak memory. Prints JSON.
+
+    python bench/probe.py compile llvm 1024    # import, compile, first call: seconds
+    python bench/probe.py memory numpy 4096    # peak and held memory of one call: MiB
+
+Both run the reference graph at n x n. ``compile`` is run by
+test_compile_time.py with an empty or a warm ``NBYOC_CACHE_DIR``; ``memory`` by
+test_memory.py. Peak memory is the resident set's high-water mark, which Linux
+lets a process reset (``/proc/self/clear_refs``), so it counts memory that
+tracemalloc cannot see: C ``malloc`` in csource's buffers, Numba's allocations.
+"""
+
+from __future__ import annotations
+
+import time
+
+START = time.perf_counter()  # before the imports: they are part of a cold start
+
+import gc  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import graphs  # noqa: E402
+
+MIB = 1 << 20
+
+
+def compile_times(case: str, n: int) -> dict:
+    imported = time.perf_counter()
+    work = graphs.workload("reference", n)
+    args = work.inputs()
+    began = time.perf_counter()
+    fn = graphs.candidate(work, case)
+    compiled = time.perf_counter()
+    fn(*args)
+    done = time.perf_counter()
+    return {
+        "import_s": imported - START,
+        "compile_s": compiled - began,
+        "first_call_s": done - compiled,
+        "start_to_result_s": done - START,
+    }
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def peak_memory(case: str, n: int) -> dict:
+    """Memory of one call in steady state (after three calls, the last result dropped):
+    the peak above what the process held before it, and what earlier calls left held
+    (pools, scratch buffers, preallocated outputs)."""
+    work = graphs.workload("reference", n)
+    args = work.inputs()
+    fn = graphs.candidate(work, case)
+    gc.collect()
+    before_calls = _status_kib("VmRSS")
+    for _ in range(3):
+        out = fn(*args)
+    del out
+    gc.collect()
+    baseline = _status_kib("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+    out = fn(*args)
+    peak = _status_kib("VmHWM")
+    return {
+        "peak_mib": (peak - baseline) / 1024,
+        "held_mib": (baseline - before_calls) / 1024,
+        "result_mib": out.nbytes / MIB,
+    }
+
+
+PROBES = {"compile": compile_times, "memory": peak_memory}
+
+if __name__ == "__main__":
+    probe, case, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    print(json.dumps(PROBES[probe](case, n)))

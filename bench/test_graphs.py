@@ -1,0 +1,78 @@
+"""Run time of every graph in graphs.py, side by side in one process: NumPy (naive and
+with ``out=``), numexpr when installed, and nbyoc on every backend.
+
+Each benchmark's ``extra_info`` says what it measured (graph, shape, case, the memory
+traffic of an ideal pass, flops), so ``bench/report.py`` needs no name parsing. The copy
+benchmarks measure the memory bandwidth the large cases are compared with: one
+thread (``np.copyto``) and every core (a parallel Numba loop).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import graphs
+import numba
+import numpy as np
+import pytest
+
+CASES = [*graphs.COMPETITORS, *graphs.NBYOC_CASES]
+
+
+@functools.lru_cache(maxsize=1)  # one group's 64 MiB arrays at a time
+def prepared(graph: str, n: int | None):
+    work = graphs.workload(graph, n)
+    args = work.inputs()
+    return work, args, work.numpy(*args)
+
+
+def run_case(benchmark, graph: str, n: int | None, case: str) -> None:
+    work, args, expected = prepared(graph, n)
+    fn = graphs.candidate(work, case)
+    if fn is None:
+        pytest.skip(f"{case} is not installed (pip install '.[bench]')")
+    # Scaled: the MLP's sums cancel, and chain10 subtracts nearly equal values at a few points
+    # of 16M, where an ulp of difference in exp or tanh between libraries shows.
+    atol = 1e-4 * float(np.abs(expected).max())
+    np.testing.assert_allclose(fn(*args), expected, rtol=2e-5, atol=atol)
+    benchmark.group = f"{work.graph} {work.shape_label}"
+    benchmark.extra_info.update(
+        kind="run", graph=work.graph, shape=work.shape_label, case=case,
+        traffic=work.traffic, flops=work.flops,
+    )  # fmt: skip
+    benchmark(fn, *args)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("graph", list(graphs.SQUARE_GRAPHS))
+def test_graph(benchmark, size, graph, case):
+    run_case(benchmark, graph, size, case)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_mlp(benchmark, case):
+    run_case(benchmark, "mlp", None, case)
+
+
+@numba.njit(parallel=True)
+def parallel_copy(source, destination):
+    flat_source, flat_destination = source.reshape(-1), destination.reshape(-1)
+    for i in numba.prange(flat_source.size):
+        flat_destination[i] = flat_source[i]
+
+
+@pytest.mark.parametrize("method", ["np.copyto", "parallel copy"])
+def test_copy(benchmark, size, method):
+    """Copy one n x n float32 array into another (already touched) one."""
+    source = np.random.default_rng(0).standard_normal((size, size)).astype(np.float32)
+    destination = np.zeros_like(source)
+    copy = np.copyto if method == "np.copyto" else lambda s, d: parallel_copy(s, d)
+    args = (destination, source) if method == "np.copyto" else (source, destination)
+    copy(*args)
+    np.testing.assert_array_equal(destination, source)
+    benchmark.group = f"copy {size}x{size}"
+    # Traffic: the source read, the destination read (write-allocate) and written.
+    benchmark.extra_info.update(
+        kind="copy", shape=f"{size}x{size}", case=method, traffic=3 * source.nbytes
+    )  # fmt: skip
+    benchmark(copy, *args)

@@ -1,0 +1,93 @@
+"""The benchmark suite runs, and bench/report.py turns its JSON into the README's
+performance section. The suite runs small here (10x10, one round) in its own
+process with an empty cache: it checks every case against NumPy before timing it."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+
+
+def load_report():
+    spec = importlib.util.spec_from_file_location("bench_report", BENCH / "report.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("bench")
+    out = tmp / "bench.json"
+    env = dict(os.environ, NBYOC_CACHE_DIR=str(tmp / "cache"))
+    command = [
+        sys.executable, "-m", "pytest", "bench", "-q", "-p", "no:cacheprovider",
+        "--benchmark-enable", f"--benchmark-json={out}", "--bench-sizes", "10", "--bench-quick",
+        "--benchmark-min-rounds=1", "--benchmark-max-time=0", "--benchmark-warmup=off",
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+def test_every_graph_and_case_is_measured(smoke_run):
+    measured = {
+        (b["extra_info"]["graph"], b["extra_info"]["case"])
+        for b in smoke_run["benchmarks"]
+        if b["extra_info"].get("kind") == "run"
+    }
+    cases = ["numpy", "numpy-out", "host", "csource", "csource-fused", "llvm", "examplejson"]
+    if importlib.util.find_spec("numexpr"):
+        cases.append("numexpr")
+    graphs = ["reference", "diamond", "chain10", "fallback", "mlp"]
+    assert measured == {(g, c) for g in graphs for c in cases}
+
+
+def test_report_has_every_table(smoke_run):
+    text = load_report().markdown(smoke_run)
+    assert text.startswith("Machine: ")
+    for title in ("Run time", "Compute-bound: the MLP", "Compile time", "Peak memory per call"):
+        assert f"#### {title}" in text
+    run_table = text.split("#### Run time")[1].split("####")[0]
+    assert "| reference | 10x10 | " in run_table
+    for backend in ("llvm", "csource", "examplejson", "host"):
+        assert f"| {backend} | " in text.split("#### Compile time")[1]
+    assert run_table.count("x) |") >= 4 * 6  # a ratio to NumPy for each nbyoc case
+
+
+def test_report_rewrites_only_the_readme_section(smoke_run, tmp_path):
+    report = load_report()
+    readme = tmp_path / "README.md"
+    readme.write_text(f"before\n{report.README_START}\nstale report\n{report.README_END}\nafter\n")
+    json_path = tmp_path / "bench.json"
+    json_path.write_text(json.dumps(smoke_run))
+    assert report.main([str(json_path), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert text.startswith(f"before\n{report.README_START}\nMachine: ")
+    assert text.endswith(f"{report.README_END}\nafter\n")
+    assert "stale report" not in text
+
+
+def test_the_readme_performance_section_comes_from_the_report():
+    report = load_report()
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split(report.README_START)[1].split(report.README_END)[0]
+    assert section.lstrip().startswith("Machine: ")
+    assert "#### Run time" in section and "#### Compile time" in section
+
+
+def test_seconds_formats_with_a_unit():
+    seconds = load_report().seconds
+    assert [seconds(v) for v in (2.5, 0.00123, 4.2e-6, 3e-9)] == [
+        "2.5 s",
+        "1.23 ms",
+        "4.2 us",
+        "3 ns",
+    ]
