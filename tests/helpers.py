@@ -41,3 +41,19 @@ def assert_matches_host(func, outputs, inputs, exact_ops, rtol) -> None:
         else:
             tolerance = rtol.get(want.dtype.name, 0)
             np.testing.assert_allclose(got, want, rtol=tolerance, atol=1e-30, err_msg=name)
+
+
+def assert_close_to_host(fn: nbyoc.Executable, func, args, rtol=1e-5, atol=1e-6) -> None:
+    """``fn(*args)`` agrees with the host executor's result for ``func`` in structure,
+    dtype, shape, and value within the tolerances (floating-point warnings ignored)."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        expected = nbyoc.compile(func, backend="host")(*args)
+        got = fn(*args)
+    if not isinstance(expected, tuple):
+        got, expected = (got,), (expected,)
+    assert isinstance(got, tuple) and len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
