@@ -62,7 +62,7 @@ def normalize_dtype(dtype) -> str:
         return _BY_NUMPY_DTYPE[dtype]
     try:
         name = np.dtype(dtype).name
-    except TypeError:
+    except (TypeError, ValueError, SyntaxError):  # NumPy parses "f4,"-style strings with ast
         name = None
     if name not in DTYPES:
         raise UnsupportedDTypeError(

@@ -49,7 +49,9 @@ def test_out_of_range_python_int_is_refused_like_numpy():
         nbyoc.var("a", (3,), "int32") + 2**40
 
 
-@pytest.mark.parametrize("bad", ["float16", np.bool_, "complex64", "uint8", "banana"])
+@pytest.mark.parametrize(
+    "bad", ["float16", np.bool_, "complex64", "uint8", "banana", ",", "f4,", "(f4, 2", "f4, i4"]
+)
 def test_unsupported_dtypes_are_named_with_the_supported_ones(bad):
     with pytest.raises(UnsupportedDTypeError, match="float32, float64, int32, int64"):
         normalize_dtype(bad)
