@@ -40,10 +40,10 @@ def nbyoc_ipow(a, b):
     "nbyoc_sigmoid": """\
 @njit(inline="always")
 def nbyoc_sigmoid(x):
-    # exp of a non-positive number never overflows, so both branches are exact.
+    # exp of a non-positive number never overflows, so both branches are exact. (float32
+    # takes nbyoc_sigmoid_f32; the caller converts the result to the op's dtype.)
     e = np.exp(-np.abs(x))
-    one = x - x + 1
-    return one / (one + e) if x >= 0 else e / (one + e)
+    return 1.0 / (1.0 + e) if x >= 0 else e / (1.0 + e)
 """,
     # float32 exp, tanh and sigmoid in float64 arithmetic only, so that loops of them
     # vectorize: libm's expf and tanhf are one call per element (tanhf took 15 ms for
