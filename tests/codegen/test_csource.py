@@ -18,11 +18,10 @@ from nbyoc.runtime.csource import CSourceModule
 
 from ..helpers import assert_matches_host, external, reload
 from ..strategies import random_inputs
+from . import conformance
+from .conformance import EXACT
 
 DTYPES = nbyoc.DTYPES
-BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power"]
-UNARY = ["negative", "abs", "exp", "log", "sqrt", "tanh", "sigmoid", "relu"]
-EXACT = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "negative", "abs", "relu"}
 
 
 def reference_external():
@@ -107,51 +106,26 @@ def test_fused_option_emits_one_loop_nest_and_no_buffers():
 @pytest.mark.parametrize("da", DTYPES)
 @pytest.mark.parametrize("db", DTYPES)
 def test_binary_ops_every_dtype_pair_with_broadcasting(da, db, fused):
-    a, b = nbyoc.var("in0", (3, 4), da), nbyoc.var("in1", (4,), db)
-    f = external([a, b], [nbyoc.call_op(op, a, b) for op in BINARY], "csource_0", "csource")
-    rng = np.random.default_rng(0)
-    inputs = [
-        rng.integers(1, 5, size=s).astype(d)
-        if d.startswith("int")
-        else rng.uniform(0.5, 3, s).astype(d)
-        for s, d in [((3, 4), da), ((4,), db)]
-    ]
-    check_against_numpy(f, inputs, fused)
+    check_against_numpy(*conformance.binary_ops("csource", da, db), fused)
 
 
 @pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_unary_ops_every_dtype(dtype, fused):
-    x = nbyoc.var("in0", (2, 5), dtype)
-    f = external([x], [nbyoc.call_op(op, x) for op in UNARY], "csource_0", "csource")
-    values = np.array([[-3, -1, 0, 2, 7], [1, 4, 9, -30, 30]], dtype)
     with np.errstate(all="ignore"):  # log and sqrt of negatives give NaN on both sides
-        check_against_numpy(f, [values], fused)
+        check_against_numpy(*conformance.unary_ops("csource", dtype), fused)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_special_values_follow_numpy(dtype):
-    x, y = nbyoc.var("in0", (6,), dtype), nbyoc.var("in1", (6,), dtype)
-    ops = [
-        nbyoc.maximum(x, y),
-        nbyoc.minimum(x, y),
-        nbyoc.relu(x),
-        nbyoc.sigmoid(x),
-        x / y,
-        nbyoc.abs(x),
-    ]
-    f = external([x, y], ops, "csource_0", "csource")
-    values = np.array([np.nan, 1, -0.0, np.inf, -np.inf, 0.0], dtype)
-    other = np.array([1, np.nan, 0.0, -1, 0.0, -0.0], dtype)
     with np.errstate(all="ignore"):
-        check_against_numpy(f, [values, other], exact_ops=EXACT | {"sigmoid"})
+        check_against_numpy(
+            *conformance.special_values("csource", dtype), exact_ops=EXACT | {"sigmoid"}
+        )
 
 
 def test_integer_overflow_wraps_like_numpy():
-    x = nbyoc.var("in0", (4,), "int32")
-    f = external([x], [x * x, x + x, -x, nbyoc.abs(x), x**3], "csource_0", "csource")
-    big = np.array([2**31 - 1, -(2**31), 123456789, -7], np.int32)
-    check_against_numpy(f, [big])
+    check_against_numpy(*conformance.integer_overflow("csource"))
 
 
 @settings(max_examples=12, deadline=None)
@@ -161,11 +135,7 @@ def test_integer_overflow_wraps_like_numpy():
     fused=st.booleans(),
 )
 def test_ranks_zero_to_four_with_broadcasting(shapes, dtypes, fused):
-    a = nbyoc.var("in0", shapes.input_shapes[0], dtypes[0])
-    b = nbyoc.var("in1", shapes.input_shapes[1], dtypes[1])
-    t = a * b
-    f = external([a, b], [(t - a) * 2, nbyoc.maximum(t, b), -b], "csource_0", "csource")
-    check_against_numpy(f, random_inputs(nbyoc.function([a, b], t)), fused)
+    check_against_numpy(*conformance.broadcast_ranks("csource", shapes.input_shapes, dtypes), fused)
 
 
 @pytest.mark.parametrize("fused", [False, True])
@@ -189,9 +159,7 @@ def test_negative_integer_power_raises_like_numpy():
 
 
 def test_zero_size_arrays():
-    x = nbyoc.var("in0", (0, 3))
-    f = external([x], [x * 2.0, nbyoc.exp(x)], "csource_0", "csource")
-    check_against_numpy(f, [np.zeros((0, 3), np.float32)])
+    check_against_numpy(*conformance.zero_size("csource"))
 
 
 # -- through nbyoc.compile -----------------------------------------------------

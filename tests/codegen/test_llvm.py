@@ -26,12 +26,10 @@ from nbyoc.runtime.llvm import LLVMModule
 
 from ..helpers import assert_close_to_host, assert_matches_host, external, reload
 from ..strategies import graphs, random_inputs
+from . import conformance
 
 DTYPES = nbyoc.DTYPES
-BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power"]
-UNARY = ["negative", "abs", "exp", "log", "sqrt", "tanh", "sigmoid", "relu"]
-EXACT = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "negative", "abs", "relu",
-         "reshape", "transpose", "concatenate"}  # fmt: skip
+EXACT = conformance.EXACT | {"reshape", "transpose", "concatenate"}
 
 
 def reloaded(func, **options) -> LLVMModule:
@@ -65,42 +63,24 @@ def values(shape, dtype, low=1, high=5, seed=0):
 @pytest.mark.parametrize("da", DTYPES)
 @pytest.mark.parametrize("db", DTYPES)
 def test_binary_ops_every_dtype_pair_with_broadcasting(da, db, fuse):
-    a, b = nbyoc.var("in0", (3, 4), da), nbyoc.var("in1", (4,), db)
-    f = external([a, b], [nbyoc.call_op(op, a, b) for op in BINARY], "llvm_0", "llvm")
-    check_against_numpy(f, [values((3, 4), da), values((4,), db, seed=1)], fuse=fuse)
+    check_against_numpy(*conformance.binary_ops("llvm", da, db), fuse=fuse)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_unary_ops_every_dtype(dtype):
-    x = nbyoc.var("in0", (2, 5), dtype)
-    f = external([x], [nbyoc.call_op(op, x) for op in UNARY], "llvm_0", "llvm")
-    data = np.array([[-3, -1, 0, 2, 7], [1, 4, 9, -30, 30]], dtype)
     with np.errstate(all="ignore"):
-        check_against_numpy(f, [data])
+        check_against_numpy(*conformance.unary_ops("llvm", dtype))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_special_values_follow_numpy(dtype):
-    x, y = nbyoc.var("in0", (6,), dtype), nbyoc.var("in1", (6,), dtype)
-    ops = [
-        nbyoc.maximum(x, y),
-        nbyoc.minimum(x, y),
-        nbyoc.relu(x),
-        x / y,
-        nbyoc.abs(x),
-        nbyoc.max(x),
-    ]
-    f = external([x, y], ops, "llvm_0", "llvm")
-    data = np.array([np.nan, 1, -0.0, np.inf, -np.inf, 0.0], dtype)
-    other = np.array([1, np.nan, 0.0, -1, 0.0, -0.0], dtype)
+    f, inputs = conformance.special_values("llvm", dtype, extra=lambda x, y: [nbyoc.max(x)])
     with np.errstate(all="ignore"):
-        check_against_numpy(f, [data, other], exact_ops=EXACT | {"max"})
+        check_against_numpy(f, inputs, exact_ops=EXACT | {"max"})
 
 
 def test_integer_overflow_wraps_like_numpy():
-    x = nbyoc.var("in0", (4,), "int32")
-    f = external([x], [x * x, x + x, -x, nbyoc.abs(x), x**3], "llvm_0", "llvm")
-    check_against_numpy(f, [np.array([2**31 - 1, -(2**31), 123456789, -7], np.int32)])
+    check_against_numpy(*conformance.integer_overflow("llvm"))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -151,11 +131,10 @@ def test_layout_ops_and_stage_boundaries(dtype):
     dtypes=st.tuples(st.sampled_from(DTYPES), st.sampled_from(DTYPES)),
 )
 def test_ranks_zero_to_four_with_broadcasting(shapes, dtypes):
-    a = nbyoc.var("in0", shapes.input_shapes[0], dtypes[0])
-    b = nbyoc.var("in1", shapes.input_shapes[1], dtypes[1])
-    t = a * b
-    f = external([a, b], [(t - a) * 2, nbyoc.maximum(t, b), -b, nbyoc.sum(t)], "llvm_0", "llvm")
-    check_against_numpy(f, random_inputs(nbyoc.function([a, b], t)))
+    f, inputs = conformance.broadcast_ranks(
+        "llvm", shapes.input_shapes, dtypes, extra=lambda t: [nbyoc.sum(t)]
+    )
+    check_against_numpy(f, inputs)
 
 
 def test_constants_several_outputs_and_outputs_that_are_inputs():
@@ -386,9 +365,7 @@ def test_negative_integer_power_raises_like_numpy():
 
 
 def test_zero_size_arrays():
-    x = nbyoc.var("in0", (0, 3))
-    check_against_numpy(external([x], [x * 2.0, nbyoc.exp(x), nbyoc.sum(x, axis=0)], "llvm_0", "llvm"),
-                        [np.zeros((0, 3), np.float32)])  # fmt: skip
+    check_against_numpy(*conformance.zero_size("llvm", extra=lambda x: [nbyoc.sum(x, axis=0)]))
 
 
 # -- caching ---------------------------------------------------------------------

@@ -1,0 +1,83 @@
+"""Cases every compiled backend's elementwise code must get right, shared by the
+backend tests: each builder returns ``(external function, inputs)`` for the named
+backend, and the backend's test checks the outputs against NumPy its own way.
+
+``extra`` hooks add the outputs only some backends compile (reductions on llvm).
+
+>>> f, inputs = integer_overflow("llvm")
+>>> f.attrs["global_symbol"], inputs[0].dtype.name
+('llvm_0', 'int32')
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import nbyoc
+
+from ..helpers import external
+from ..strategies import random_inputs
+
+BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power"]
+UNARY = ["negative", "abs", "exp", "log", "sqrt", "tanh", "sigmoid", "relu"]
+#: Ops that round exactly, so a backend must match NumPy bit for bit on them.
+EXACT = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "negative", "abs", "relu"}
+
+
+def _ext(backend, params, outputs):
+    return external(params, outputs, f"{backend}_0", backend)
+
+
+def _values(shape, dtype, seed=0):
+    """Positive values (1 to 5), so every binary op, power included, is defined."""
+    rng = np.random.default_rng(seed)
+    if dtype.startswith("int"):
+        return rng.integers(1, 5, size=shape).astype(dtype)
+    return rng.uniform(1, 5, shape).astype(dtype)
+
+
+def binary_ops(backend, da, db):
+    """Every binary op on a (3, 4) and a broadcast (4,) operand of dtypes da, db."""
+    a, b = nbyoc.var("in0", (3, 4), da), nbyoc.var("in1", (4,), db)
+    f = _ext(backend, [a, b], [nbyoc.call_op(op, a, b) for op in BINARY])
+    return f, [_values((3, 4), da), _values((4,), db, seed=1)]
+
+
+def unary_ops(backend, dtype):
+    """Every unary op on values with negatives (log and sqrt give NaN, as in NumPy)."""
+    x = nbyoc.var("in0", (2, 5), dtype)
+    f = _ext(backend, [x], [nbyoc.call_op(op, x) for op in UNARY])
+    return f, [np.array([[-3, -1, 0, 2, 7], [1, 4, 9, -30, 30]], dtype)]
+
+
+def special_values(backend, dtype, extra=lambda x, y: []):
+    """NaN, infinities and signed zeros through the ops that treat them specially."""
+    x, y = nbyoc.var("in0", (6,), dtype), nbyoc.var("in1", (6,), dtype)
+    ops = [nbyoc.maximum(x, y), nbyoc.minimum(x, y), nbyoc.relu(x), nbyoc.sigmoid(x), x / y,
+           nbyoc.abs(x), *extra(x, y)]  # fmt: skip
+    values = np.array([np.nan, 1, -0.0, np.inf, -np.inf, 0.0], dtype)
+    other = np.array([1, np.nan, 0.0, -1, 0.0, -0.0], dtype)
+    return _ext(backend, [x, y], ops), [values, other]
+
+
+def integer_overflow(backend):
+    """int32 arithmetic at the edges of the range, which NumPy wraps."""
+    x = nbyoc.var("in0", (4,), "int32")
+    f = _ext(backend, [x], [x * x, x + x, -x, nbyoc.abs(x), x**3])
+    return f, [np.array([2**31 - 1, -(2**31), 123456789, -7], np.int32)]
+
+
+def broadcast_ranks(backend, shapes, dtypes, extra=lambda t: []):
+    """Operands of ``shapes`` (mutually broadcastable, rank 0 to 4) and ``dtypes``."""
+    a = nbyoc.var("in0", shapes[0], dtypes[0])
+    b = nbyoc.var("in1", shapes[1], dtypes[1])
+    t = a * b
+    f = _ext(backend, [a, b], [(t - a) * 2, nbyoc.maximum(t, b), -b, *extra(t)])
+    return f, random_inputs(nbyoc.function([a, b], t))
+
+
+def zero_size(backend, extra=lambda x: []):
+    """Arrays with no elements."""
+    x = nbyoc.var("in0", (0, 3))
+    f = _ext(backend, [x], [x * 2.0, nbyoc.exp(x), *extra(x)])
+    return f, [np.zeros((0, 3), np.float32)]
