@@ -57,3 +57,14 @@ def assert_close_to_host(fn: nbyoc.Executable, func, args, rtol=1e-5, atol=1e-6)
     for g, e in zip(got, expected):
         assert g.dtype == e.dtype and g.shape == e.shape
         np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
+
+
+def run_in_threads(worker, count: int = 8) -> None:
+    """Call ``worker(k)`` for k in range(count), each in its own thread, all at once."""
+    import threading
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()

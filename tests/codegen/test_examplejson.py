@@ -2,8 +2,6 @@
 equal to NumPy's, subgraphs kept apart, threads, liveness, and malformed text
 that gives a clear error (never a crash or a wrong answer)."""
 
-import threading
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,7 +14,7 @@ from nbyoc.runtime import HostFunction
 from nbyoc.runtime.examplejson import ExampleJSONModule
 from nbyoc.runtime.examplejson_parse import parse_examplejson
 
-from ..helpers import assert_close_to_host, external, reload
+from ..helpers import assert_close_to_host, external, reload, run_in_threads
 from ..strategies import assert_same_results, graphs, random_inputs
 
 GUIDE_TEXT = """\
@@ -160,11 +158,7 @@ def test_concurrent_calls_from_eight_threads_are_correct():
             if not np.array_equal(out, ((a + b) - c) * d):
                 errors.append(seed)
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(worker)
     assert errors == []
 
 

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import zipfile
 
 import numpy as np
@@ -17,6 +16,8 @@ from hypothesis import strategies as st
 
 import nbyoc
 from nbyoc.errors import ArgumentError, LoadError
+
+from ..helpers import run_in_threads
 
 BACKENDS = ["host", "llvm", "csource", "examplejson"]
 
@@ -236,11 +237,7 @@ def test_eight_threads_share_an_executable(compiled):
             if not all(np.allclose(g, w, rtol=1e-5, atol=1e-6) for g, w in zip(got, want)):
                 failures.append(seed)
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(worker)
     assert failures == []
 
 
