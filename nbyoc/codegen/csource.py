@@ -29,7 +29,7 @@ from .._version import __version__
 from ..errors import CompileError, NbyocTypeError
 from ..ir.nodes import IDENTIFIER, Call, Constant, Expr, Function, Tuple, Var
 from ..ir.op import Op
-from ..ir.traversal import post_order
+from ..ir.traversal import last_reads, post_order
 from . import c_ops
 from .c_entry import entry_point_source
 from .c_loops import broadcast_strides, index_expression, loop_nest, macro_definition, macro_name
@@ -226,10 +226,7 @@ class _PerNode:
     def body(self) -> list[str]:
         graph = self.graph
         order = [n for n in graph.nodes if isinstance(n, Call)]
-        last_use = {}
-        for position, call in enumerate(order):
-            for arg in call.args:
-                last_use[arg] = position
+        last_use = last_reads(order)
         written: dict[Expr, str] = {}
         outputs = dict(zip(reversed(graph.outputs), reversed(graph.out_names)))  # first wins
         buffers: list[list] = []  # [name, dtype, elements, free]

@@ -53,3 +53,21 @@ def post_order(roots: Iterable[Expr]) -> list[Expr]:
                 stack.pop()
                 order.append(node)
     return order
+
+
+def last_reads(schedule: list[Expr]) -> dict[Expr, int]:
+    """For each node read in ``schedule`` (nodes in evaluation order), the position
+    of its last reader: after that step its buffer can be freed or reused.
+
+    >>> from nbyoc.ir.nodes import Var
+    >>> from nbyoc.ir.types import TensorType
+    >>> a = Var("a", TensorType((2,)))
+    >>> t = a + a
+    >>> last_reads([t, t * a]) == {a: 1, t: 1}
+    True
+    """
+    last: dict[Expr, int] = {}
+    for position, node in enumerate(schedule):
+        for operand in operands(node):
+            last[operand] = position
+    return last

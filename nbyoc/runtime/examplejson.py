@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import LoadError, NbyocError
 from ..ir.nodes import Call, Constant, Expr, Function, Tuple, Var
-from ..ir.traversal import post_order
+from ..ir.traversal import last_reads, post_order
 from .examplejson_parse import parse_examplejson
 from .llvm import PARALLEL_THRESHOLD, compiled_kernel
 from .module import Module, destination_passing, register_loader
@@ -67,10 +67,7 @@ class _Program:
                 # A private writeable copy: the kernels' signatures take writeable arrays.
                 self.constants.append((slot[node], np.array(node.data)))
         calls = [n for n in nodes if isinstance(n, Call)]
-        last_use = {}
-        for position, call in enumerate(calls):
-            for a in call.args:
-                last_use[a] = position
+        last_use = last_reads(calls)
         out_of = {}
         for k, o in enumerate(outputs):
             out_of.setdefault(o, k)
