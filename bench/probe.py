@@ -3,11 +3,12 @@
     python bench/probe.py compile llvm 1024    # import, compile, first call: seconds
     python bench/probe.py memory numpy 4096    # peak and held memory of one call: MiB
 
-Both run the reference graph at n x n. ``compile`` is run by
-test_compile_time.py with an empty or a warm ``NBYOC_CACHE_DIR``; ``memory`` by
-test_memory.py. Peak memory is the resident set's high-water mark, which Linux
-lets a process reset (``/proc/self/clear_refs``), so it counts memory that
-tracemalloc cannot see: C ``malloc`` in csource's buffers, Numba's allocations.
+Both run the reference graph at n x n; the benchmarks call them through
+``run_probe``: ``compile`` from test_compile_time.py with an empty or a warm
+``NBYOC_CACHE_DIR``, ``memory`` from test_memory.py. Peak memory is the
+resident set's high-water mark, which Linux lets a process reset
+(``/proc/self/clear_refs``), so it counts memory that tracemalloc cannot see:
+C ``malloc`` in csource's buffers, Numba's allocations.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ START = time.perf_counter()  # before the imports: they are part of a cold start
 
 import gc  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -75,6 +78,23 @@ def peak_memory(case: str, n: int) -> dict:
 
 
 PROBES = {"compile": compile_times, "memory": peak_memory}
+#: The nbyoc the benchmarks import, so that the probe's process imports it too.
+NBYOC_ROOT = str(Path(graphs.nbyoc.__file__).resolve().parents[1])
+
+
+def run_probe(probe: str, case: str, n: int, cache_dir: Path | None = None) -> dict:
+    """Run this script in a fresh interpreter (the benchmarks' side) and return its report."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [NBYOC_ROOT, env.get("PYTHONPATH")]))
+    if cache_dir is not None:
+        env["NBYOC_CACHE_DIR"] = str(cache_dir)
+    done = subprocess.run(
+        [sys.executable, __file__, probe, case, str(n)], env=env, capture_output=True, text=True
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise AssertionError(f"probe {probe} {case} failed:\n{done.stderr}")
+    return json.loads(done.stdout)
+
 
 if __name__ == "__main__":
     probe, case, n = sys.argv[1], sys.argv[2], int(sys.argv[3])

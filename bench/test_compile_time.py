@@ -12,37 +12,16 @@ benchmark's own time is the whole process, launch to exit.
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import subprocess
-import sys
-from pathlib import Path
 
 import graphs
 import pytest
+from probe import run_probe
 
 import nbyoc
 
 N = 1024
-PROBE = Path(__file__).with_name("probe.py")
 BACKENDS = list(nbyoc.codegen.registered_backends())
-#: The nbyoc the benchmarks import, so that the probe's process imports it too.
-NBYOC_ROOT = str(Path(nbyoc.__file__).resolve().parents[1])
-
-
-def run_probe(probe: str, case: str, n: int, cache_dir: Path | None = None) -> dict:
-    """Run ``bench/probe.py`` in a fresh interpreter and return what it reports."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [NBYOC_ROOT, env.get("PYTHONPATH")]))
-    if cache_dir is not None:
-        env["NBYOC_CACHE_DIR"] = str(cache_dir)
-    done = subprocess.run(
-        [sys.executable, str(PROBE), probe, case, str(n)], env=env, capture_output=True, text=True
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise AssertionError(f"probe {probe} {case} failed:\n{done.stderr}")
-    return json.loads(done.stdout)
 
 
 def record(benchmark, reports: list[dict], **info) -> None:

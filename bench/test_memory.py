@@ -11,7 +11,7 @@ import sys
 
 import graphs
 import pytest
-from test_compile_time import run_probe
+from probe import run_probe
 
 CASES = [*graphs.COMPETITORS, *graphs.NBYOC_CASES]
 
