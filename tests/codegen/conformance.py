@@ -81,3 +81,18 @@ def zero_size(backend, extra=lambda x: []):
     x = nbyoc.var("in0", (0, 3))
     f = _ext(backend, [x], [x * 2.0, nbyoc.exp(x), *extra(x)])
     return f, [np.zeros((0, 3), np.float32)]
+
+
+def malformed_saved_modules(type_key):
+    """(bytes, message fragment) pairs that loading a saved ``type_key`` module must refuse
+    with a LoadError (the format of ``runtime.module.save_function``)."""
+    tag = f'"format": "nbyoc-{type_key}"'
+    return [
+        (b"not json", f"not a saved {type_key} module"),
+        (b"[", f"not a saved {type_key} module"),
+        (b'{"format": "other"}', "format tag missing"),
+        (f'{{{tag}, "version": 99, "options": {{}}}}'.encode(), "not readable here"),
+        (f'{{{tag}, "version": true, "options": {{}}}}'.encode(), "not readable here"),
+        (f'{{{tag}, "version": 1, "options": []}}'.encode(), "'options' must be"),
+        (f'{{{tag}, "version": 1, "options": {{}}, "function": 3}}'.encode(), "an object"),
+    ]

@@ -326,16 +326,7 @@ def test_unsupported_nodes_are_refused_by_the_codegen():
         emit_c(external([x], [x @ x], "csource_0", "csource"))
 
 
-@pytest.mark.parametrize(
-    "data,needle",
-    [
-        (b"not json", "not a saved csource module"),
-        (b'{"format": "other"}', "format tag missing"),
-        (b'{"format": "nbyoc-csource", "version": 99, "options": {}}', "not readable here"),
-        (b'{"format": "nbyoc-csource", "version": 1, "options": []}', "'options' must be"),
-        (b'{"format": "nbyoc-csource", "version": 1, "options": {}, "function": 3}', "an object"),
-    ],
-)
+@pytest.mark.parametrize("data,needle", conformance.malformed_saved_modules("csource"))
 def test_loading_malformed_bytes_raises_load_error(data, needle):
     with pytest.raises(LoadError, match=needle):
         CSourceModule.load_from_bytes(data)

@@ -421,14 +421,7 @@ def test_a_tampered_cache_file_is_rewritten_not_imported(tmp_path, monkeypatch):
     np.testing.assert_array_equal(out, [7, 7, 7])
 
 
-@pytest.mark.parametrize(
-    "data,needle",
-    [
-        (b"[", "not a saved llvm module"),
-        (b'{"format": "nbyoc-llvm", "version": 7, "options": {}}', "not readable here"),
-        (b'{"format": "nbyoc-llvm", "version": true, "options": {}}', "not readable here"),
-    ],
-)
+@pytest.mark.parametrize("data,needle", conformance.malformed_saved_modules("llvm"))
 def test_loading_malformed_bytes_raises_load_error(data, needle):
     with pytest.raises(LoadError, match=needle):
         LLVMModule.load_from_bytes(data)
