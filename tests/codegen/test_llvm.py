@@ -164,6 +164,17 @@ def test_parallel_kernels_give_the_same_numbers():
     )
 
 
+def test_parallel_stage_reading_a_scratch_view_sees_what_the_stage_before_wrote():
+    """Found by the property test below in CI: Numba fused the multiply's prange
+    (writing scratch through a flat view) with the sum's (reading it through a 2-d
+    view) and the sum read the scratch before it was written."""
+    x = nbyoc.var("in0", (1, 3), "int64")
+    f = external([x], [nbyoc.sum(x * 2, axis=0, keepdims=True)], "llvm_0", "llvm")
+    module = LLVMModule(f, parallel_threshold=1)
+    assert module.get_source().count("in prange(") == 2
+    check_against_numpy(f, [np.array([[0, 1, 5]])], parallel_threshold=1)
+
+
 @settings(max_examples=15, deadline=None)
 @given(graphs())
 def test_random_graphs_in_parallel_kernels_match_the_host(f):
