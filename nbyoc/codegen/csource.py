@@ -40,6 +40,7 @@ BACKEND = "csource"
 PRELUDE = """\
 #define _DEFAULT_SOURCE /* for madvise */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,16 +66,59 @@ typedef struct {
    fresh 4 KiB pages one fault at a time would cost more than the arithmetic. */
 static void* nbyoc_alloc_large(size_t bytes) {
   void* p = NULL;
-  if (posix_memalign(&p, (size_t)1 << 21, bytes) != 0) return NULL;
+  size_t huge = (size_t)1 << 21;
+  if (posix_memalign(&p, bytes >= huge ? huge : 64, bytes) != 0) return NULL;
 #ifdef MADV_HUGEPAGE
-  madvise(p, bytes, MADV_HUGEPAGE);
+  if (bytes >= huge) madvise(p, bytes, MADV_HUGEPAGE);
 #endif
   return p;
 }
+
+/* Large buffers are kept for later calls, up to NBYOC_KEPT of them: a fresh one costs
+   page faults (and with huge pages, compaction) that take longer than the arithmetic,
+   and malloc's heuristics decide call by call whether to give memory back. The pool
+   holds at most as many buffers as calls ever ran at once. */
+#define NBYOC_KEPT 16
+static pthread_mutex_t nbyoc_kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static void* nbyoc_kept[NBYOC_KEPT];
+static size_t nbyoc_kept_bytes[NBYOC_KEPT];
+
+static void* nbyoc_take_large(size_t bytes) {
+  void* p = NULL;
+  pthread_mutex_lock(&nbyoc_kept_lock);
+  for (int i = 0; i < NBYOC_KEPT && p == NULL; ++i) {
+    if (nbyoc_kept[i] != NULL && nbyoc_kept_bytes[i] == bytes) {
+      p = nbyoc_kept[i];
+      nbyoc_kept[i] = NULL;
+    }
+  }
+  pthread_mutex_unlock(&nbyoc_kept_lock);
+  return p != NULL ? p : nbyoc_alloc_large(bytes);
+}
+
+static void nbyoc_give_back(void* p, size_t bytes) {
+  if (p == NULL) return;
+  pthread_mutex_lock(&nbyoc_kept_lock);
+  for (int i = 0; i < NBYOC_KEPT && p != NULL; ++i) {
+    if (nbyoc_kept[i] == NULL) {
+      nbyoc_kept[i] = p;
+      nbyoc_kept_bytes[i] = bytes;
+      p = NULL;
+    }
+  }
+  pthread_mutex_unlock(&nbyoc_kept_lock);
+  free(p);
+}
+
+/* Unloading the library (dlclose) frees what the pool keeps. */
+__attribute__((destructor)) static void nbyoc_free_kept(void) {
+  for (int i = 0; i < NBYOC_KEPT; ++i) free(nbyoc_kept[i]);
+}
 """
 
-#: Intermediate buffers of at least this many bytes use ``nbyoc_alloc_large``.
-LARGE_BUFFER_BYTES = 1 << 22
+#: Intermediate buffers of at least this many bytes come from the pool of kept buffers
+#: (glibc's malloc returns blocks this large to the system when they are freed).
+LARGE_BUFFER_BYTES = 1 << 17
 
 
 class Subgraph:
@@ -242,16 +286,19 @@ class _PerNode:
                         if buf[0] == written.get(arg):
                             buf[3] = True
         lines = [_signature(graph) + " {"]
+        releases = []
         for name, dtype, count, _ in buffers:
             t = c_ops.C_TYPES[dtype]
-            itemsize = int(dtype[-2:]) // 8
-            large = itemsize * count >= LARGE_BUFFER_BYTES
-            allocate = "nbyoc_alloc_large" if large else "malloc"
-            lines.append(f"  {t}* {name} = ({t}*){allocate}({itemsize} * {max(count, 1)});")
+            size = f"{int(dtype[-2:]) // 8} * {max(count, 1)}"
+            if int(dtype[-2:]) // 8 * count >= LARGE_BUFFER_BYTES:
+                lines.append(f"  {t}* {name} = ({t}*)nbyoc_take_large({size});")
+                releases.append(f"nbyoc_give_back({name}, {size});")
+            else:
+                lines.append(f"  {t}* {name} = ({t}*)malloc({size});")
+                releases.append(f"free({name});")
         if buffers:
-            names = [b[0] for b in buffers]
-            lines.append(f"  if ({' || '.join('!' + n for n in names)}) {{")
-            lines += [f"    free({n});" for n in names]
+            lines.append(f"  if ({' || '.join('!' + b[0] for b in buffers)}) {{")
+            lines += [f"    {r}" for r in releases]
             lines += [
                 '    nbyoc_error = "out of memory for intermediate buffers";',
                 "    return 4;",
@@ -259,7 +306,7 @@ class _PerNode:
             ]
         lines += calls
         lines += _copies(graph, written)
-        lines += [f"  free({b[0]});" for b in buffers]
+        lines += [f"  {r}" for r in releases]
         lines += [f"  return {c_ops.ERROR_FLAG} ? 3 : 0;", "}"]
         return lines
 

@@ -24,7 +24,9 @@ from .._version import __version__
 from ..errors import CompileError
 
 DEFAULT_CFLAGS = ("-O3",)
-REQUIRED_FLAGS = ("-std=c11", "-shared", "-fPIC", "-fwrapv", "-ffp-contract=off", "-fno-math-errno")
+REQUIRED_FLAGS = (
+    "-std=c11", "-shared", "-fPIC", "-pthread", "-fwrapv", "-ffp-contract=off", "-fno-math-errno"
+)  # fmt: skip
 
 
 def compiler_command() -> list[str]:

@@ -16,7 +16,7 @@ from nbyoc.codegen.csource import emit_c
 from nbyoc.errors import ArgumentError, CompileError, ExecutionError, LoadError
 from nbyoc.runtime.csource import CSourceModule
 
-from ..helpers import assert_matches_host, external, reload
+from ..helpers import assert_matches_host, external, reload, run_in_threads
 from ..strategies import random_inputs
 from . import conformance
 from .conformance import EXACT
@@ -89,6 +89,31 @@ def test_a_chain_needs_at_most_two_buffers():
     check_against_numpy(
         external([x], [y], "csource_0", "csource"), random_inputs(nbyoc.function([x], y))
     )
+
+
+def test_large_buffers_come_from_a_pool_no_two_concurrent_calls_share():
+    """Buffers of 128 KiB and more are kept between calls instead of malloc'd per
+    call; eight threads calling one kernel at once each get their own numbers."""
+    ins = [nbyoc.var(f"in{k}", (256, 256)) for k in range(4)]
+    f = external(ins, [((ins[0] + ins[1]) - ins[2]) * ins[3]], "csource_0", "csource")
+    body = emit_c(f).split("int csource_0_(")[1].split("\n}")[0]
+    assert body.count("= (float*)nbyoc_take_large(4 * 65536);") == 2 and "malloc" not in body
+    assert body.count("nbyoc_give_back(buf_") == 4  # on the out-of-memory path and at the end
+    kernel = reloaded(f).get_function("csource_0")
+    failures = []
+
+    def worker(seed):
+        a, b, c, d = (
+            np.random.default_rng([seed, k]).random((256, 256), np.float32) for k in range(4)
+        )
+        want, out = ((a + b) - c) * d, np.empty((256, 256), np.float32)
+        for _ in range(30):
+            kernel(a, b, c, d, out)
+            if not np.array_equal(out, want):
+                failures.append(seed)
+
+    run_in_threads(worker)
+    assert failures == []
 
 
 def test_fused_option_emits_one_loop_nest_and_no_buffers():
