@@ -62,8 +62,8 @@ typedef struct {
 
 #define NBYOC_EXPORT __attribute__((visibility("default")))
 
-/* Large buffers ask for transparent huge pages, as NumPy's allocator does: touching
-   fresh 4 KiB pages one fault at a time would cost more than the arithmetic. */
+/* Buffers of 2 MiB and more ask for transparent huge pages, as NumPy's allocator does:
+   touching fresh 4 KiB pages one fault at a time would cost more than the arithmetic. */
 static void* nbyoc_alloc_large(size_t bytes) {
   void* p = NULL;
   size_t huge = (size_t)1 << 21;
@@ -77,7 +77,7 @@ static void* nbyoc_alloc_large(size_t bytes) {
 /* Large buffers are kept for later calls, up to NBYOC_KEPT of them: a fresh one costs
    page faults (and with huge pages, compaction) that take longer than the arithmetic,
    and malloc's heuristics decide call by call whether to give memory back. The pool
-   holds at most as many buffers as calls ever ran at once. */
+   never holds more buffers than calls running at once have ever held. */
 #define NBYOC_KEPT 16
 static pthread_mutex_t nbyoc_kept_lock = PTHREAD_MUTEX_INITIALIZER;
 static void* nbyoc_kept[NBYOC_KEPT];
@@ -289,8 +289,9 @@ class _PerNode:
         releases = []
         for name, dtype, count, _ in buffers:
             t = c_ops.C_TYPES[dtype]
-            size = f"{int(dtype[-2:]) // 8} * {max(count, 1)}"
-            if int(dtype[-2:]) // 8 * count >= LARGE_BUFFER_BYTES:
+            itemsize = int(dtype[-2:]) // 8
+            size = f"{itemsize} * {max(count, 1)}"
+            if itemsize * count >= LARGE_BUFFER_BYTES:
                 lines.append(f"  {t}* {name} = ({t}*)nbyoc_take_large({size});")
                 releases.append(f"nbyoc_give_back({name}, {size});")
             else:

@@ -366,8 +366,7 @@ class _Lowering:
         for k, (dtype, n) in enumerate(scratch):
             add(f"s{k}", dtype, (n,))
         kernel = self.symbol
-        # fusion off: see the module docstring (Numba 0.68 fuses a scratch
-        # buffer's writer with its reader through a different view of it).
+        # Numba's parfor fusion off: see the module docstring.
         parallel = '{"fusion": False}' if self.parallel else "False"
         options = (
             f'cache=True, nogil=True, error_model="numpy", boundscheck=False, parallel={parallel}'

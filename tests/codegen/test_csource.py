@@ -29,6 +29,11 @@ def reference_external():
     return external(ins, [((ins[0] + ins[1]) - ins[2]) * ins[3]], "csource_0", "csource")
 
 
+def subgraph_body(source: str, symbol: str = "csource_0") -> str:
+    """The text of the subgraph function ``<symbol>_`` in ``source``."""
+    return source.split(f"int {symbol}_(")[1].split("\n}")[0]
+
+
 def reloaded(func, fused=False) -> CSourceModule:
     module = CSourceModule(func, fused=fused)
     return CSourceModule.load_from_bytes(module.save_to_bytes())
@@ -59,7 +64,7 @@ def test_the_guides_subgraph_gives_the_guides_c():
         "CSOURCE_BINARY_OP_2D(csource_0_1, -, 10, 10);",
         "CSOURCE_BINARY_OP_2D(csource_0_2, +, 10, 10);",
     ]
-    body = source.split("int csource_0_(")[1].split("\n}")[0]
+    body = subgraph_body(source)
     assert "float* buf_0 = (float*)malloc(4 * 100);" in body
     assert "float* buf_1 = (float*)malloc(4 * 100);" in body
     assert "buf_2" not in body
@@ -96,7 +101,7 @@ def test_large_buffers_come_from_a_pool_no_two_concurrent_calls_share():
     call; eight threads calling one kernel at once each get their own numbers."""
     ins = [nbyoc.var(f"in{k}", (256, 256)) for k in range(4)]
     f = external(ins, [((ins[0] + ins[1]) - ins[2]) * ins[3]], "csource_0", "csource")
-    body = emit_c(f).split("int csource_0_(")[1].split("\n}")[0]
+    body = subgraph_body(emit_c(f))
     assert body.count("= (float*)nbyoc_take_large(4 * 65536);") == 2 and "malloc" not in body
     assert body.count("nbyoc_give_back(buf_") == 4  # on the out-of-memory path and at the end
     kernel = reloaded(f).get_function("csource_0")
