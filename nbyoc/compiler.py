@@ -11,6 +11,7 @@ array([[4., 4.],
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 
 from .codegen.build import build
@@ -19,6 +20,7 @@ from .errors import NbyocError
 from .ir.nodes import Function, IRModule
 from .ir.verify import verify
 from .runtime.executable import Executable
+from .transform.partition import plain
 from .transform.pipeline import partition
 
 
@@ -49,7 +51,7 @@ def compile(
     if isinstance(func, IRModule):
         module = verify(func)
     elif isinstance(func, Function):
-        verify(func)
+        func = plain(verify(func))
         offload = [b for b in backends if b != HOST]
         if offload:
             module = partition(
@@ -61,5 +63,33 @@ def compile(
         raise NbyocError(
             f"compile() takes an nbyoc Function or IRModule, got {type(func).__name__}"
         )
-    runtime_modules = build(module, options)
+    runtime_modules = build(module, check_options(options, backends, module))
     return Executable(module, runtime_modules, backend if isinstance(backend, str) else backends)
+
+
+def check_options(options, backends: list[str], module: IRModule) -> dict:
+    """``options`` if every key names a backend of this compile and every value is a
+    mapping of keyword arguments; else an error saying which one is wrong."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise NbyocError(
+            f"options must map backend names to keyword arguments, e.g. "
+            f"{{'llvm': {{'fuse': False}}}}; got {options!r}"
+        )
+    used = {*backends, *(f.attrs["Compiler"] for f in module.functions.values()
+                         if "Compiler" in f.attrs)}  # fmt: skip
+    for name, kwargs in options.items():
+        if name not in used:
+            close = difflib.get_close_matches(str(name), sorted(used), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise NbyocError(
+                f"options name backend {name!r}, which this compile does not use "
+                f"(it uses {', '.join(sorted(used))}){hint}"
+            )
+        if not isinstance(kwargs, Mapping):
+            raise NbyocError(
+                f"options[{name!r}] must be a dict of keyword arguments for the {name} "
+                f"codegen, e.g. {{'fuse': False}} for llvm; got {kwargs!r}"
+            )
+    return dict(options)

@@ -85,7 +85,7 @@ def code_excerpt(backend: str, source: str, lines: int = EXCERPT_LINES) -> list[
 def _show_backend(backend: str, fn, out) -> None:
     out(f"--- {backend}: the partitioned module ---")
     out(str(fn.module))
-    sources = {name: text for name, text in fn.get_source().items() if text}
+    sources = {name: text for name, text in fn.sources.items() if text}
     for name, text in sources.items():
         out(f"--- {backend}: generated code of @{name} ---")
         for line in code_excerpt(backend, text):

@@ -68,3 +68,23 @@ def run_in_threads(worker, count: int = 8) -> None:
         t.start()
     for t in threads:
         t.join()
+
+
+def run_fresh(code: str, cwd, *args: str, env: dict | None = None, timeout: int = 300) -> dict:
+    """Run ``code`` in a new Python process (in ``cwd``, with ``env`` added to this
+    one's environment) and return the JSON object its last line of output prints."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, f"the fresh process failed:\n{done.stderr[-4000:]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -1,6 +1,9 @@
 """The README's promises: its examples run, and CI runs its test command verbatim."""
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,14 +19,25 @@ def fenced(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
 
 
-def test_python_examples_run(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the examples write files (archives, libraries)
-    blocks = fenced("python")
-    assert blocks, "the README should show Python examples"
-    namespace: dict = {}
-    exec("import numpy as np", namespace)
-    for block in blocks:
-        exec(compile(block, "README.md", "exec"), namespace)
+@pytest.mark.parametrize("number", range(len(fenced("python"))))
+def test_each_python_block_runs_as_written_in_a_fresh_process(number, tmp_path):
+    """Copied alone into a new interpreter, each block runs: it imports what it uses and
+    sets up what it needs. The cache is a private one, so nothing touches the user's."""
+    block = fenced("python")[number]
+    cache = tmp_path / "cache"
+    done = subprocess.run(
+        [sys.executable, "-c", block],
+        cwd=tmp_path,  # the examples write files (archives, libraries)
+        env={**os.environ, "NBYOC_CACHE_DIR": str(cache)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"README block {number} failed:\n{block}\n{done.stderr}"
+
+
+def test_no_readme_block_clears_the_cache():
+    assert not any("cache.clear(" in block for block in fenced("python"))
 
 
 def test_first_example_prints_what_the_readme_shows():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..errors import CompileError, NbyocError
+from ..errors import CompileError
 from ..ir.nodes import IRModule
 from ..runtime.module import Module
 from .registry import get_codegen
@@ -42,9 +42,7 @@ def build(module: IRModule, options: Mapping[str, Mapping] | None = None) -> dic
                 raise CompileError(f"unknown option for the {compiler!r} codegen: {e}") from None
         try:
             runtime_module = codegen(func, **kwargs)
-        except NbyocError:
-            raise
-        except Exception as e:
+        except Exception as e:  # the original stays chained as __cause__
             raise CompileError(
                 f"the {compiler!r} codegen failed on @{name}: {type(e).__name__}: {e}"
             ) from e

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from .._version import __version__
 from ..errors import CompileError, NbyocTypeError
-from ..ir.nodes import IDENTIFIER, Call, Constant, Expr, Function, Tuple, Var
+from ..ir.nodes import Call, Constant, Expr, Function, Tuple, Var
 from ..ir.op import Op
 from ..ir.traversal import last_reads, post_order
 from . import c_ops
@@ -126,11 +126,10 @@ class Subgraph:
 
     def __init__(self, func: Function):
         self.func = func
-        self.symbol = func.attrs.get("global_symbol", "")
-        if not isinstance(self.symbol, str) or not IDENTIFIER.match(self.symbol):
-            raise CompileError(
-                f"csource needs a C identifier as global_symbol, got {self.symbol!r}"
-            )
+        # Function() has checked the symbol's grammar (nbyoc.ir.names); it must be there.
+        self.symbol = func.attrs.get("global_symbol")
+        if self.symbol is None:
+            raise CompileError("csource needs a function with a global_symbol attribute")
         self.outputs = list(func.body.fields) if isinstance(func.body, Tuple) else [func.body]
         self.nodes = post_order(self.outputs)
         for node in self.nodes:

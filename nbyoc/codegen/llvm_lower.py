@@ -365,7 +365,7 @@ class _Lowering:
             add(f"out{k}", t.dtype, t.shape)
         for k, (dtype, n) in enumerate(scratch):
             add(f"s{k}", dtype, (n,))
-        kernel = self.symbol
+        kernel = "kernel"  # a name of our own: the symbol only appears in the header comment
         # Numba's parfor fusion off: see the module docstring.
         parallel = '{"fusion": False}' if self.parallel else "False"
         options = (

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..errors import DuplicateRegistrationError, NbyocError, UnknownBackendError
-from ..ir.nodes import Call, Function, check_function_name
+from ..errors import DuplicateRegistrationError, IRError, NbyocError, UnknownBackendError
+from ..ir.names import check_backend_name, check_symbol
+from ..ir.nodes import Call, Function
 from ..ir.op import Op, get_op
 
 #: The name of the NumPy host executor, which runs whatever no backend takes.
@@ -30,43 +31,49 @@ _CODEGENS: dict[str, Callable] = {}
 
 
 def _check_backend_name(compiler) -> str:
-    if not isinstance(compiler, str) or not compiler:
-        raise NbyocError(f"a backend name must be a non-empty string, got {compiler!r}")
+    check_backend_name(compiler)
     if compiler == HOST:
         raise DuplicateRegistrationError(f"{HOST!r} is the built-in NumPy executor's name")
     return compiler
 
 
-def register_op_support(compiler: str, op: str, predicate: Predicate | None = None) -> None:
+def register_op_support(
+    compiler: str, op: str, predicate: Predicate | None = None, replace: bool = False
+) -> None:
     """Declare that ``compiler`` runs ``op`` (only where ``predicate(call)`` is true, if given).
 
     The call handed to the predicate is typed, so it can look at
-    ``call.type``, ``call.args[i].type`` and ``call.attrs``.
+    ``call.type``, ``call.args[i].type`` and ``call.attrs``. A second
+    declaration for the same backend and op is refused unless ``replace=True``.
     """
     _check_backend_name(compiler)
     get_op(op)  # refuses unknown ops, suggesting close names
     if predicate is not None and not callable(predicate):
         raise NbyocError(f"the predicate for {compiler}/{op} must be callable, got {predicate!r}")
     ops = _SUPPORT.setdefault(compiler, {})
-    if op in ops:
+    if op in ops and not replace:
         raise DuplicateRegistrationError(
-            f"support for op {op!r} on {compiler!r} is already registered"
+            f"support for op {op!r} on {compiler!r} is already registered; pass replace=True "
+            f"to replace it"
         )
     ops[op] = predicate
 
 
-def register_codegen(compiler: str):
+def register_codegen(compiler: str, replace: bool = False):
     """Decorator registering the codegen of ``compiler``.
 
     The codegen takes one external function (attrs ``Compiler`` and
     ``global_symbol``) and returns a ``nbyoc.runtime.Module`` whose
-    ``get_function(global_symbol)`` runs it.
+    ``get_function(global_symbol)`` runs it. A second codegen for the same
+    backend is refused unless ``replace=True`` (e.g. re-running a notebook cell).
     """
     _check_backend_name(compiler)
 
     def register(codegen: Callable[[Function], object]):
-        if compiler in _CODEGENS:
-            raise DuplicateRegistrationError(f"a codegen for {compiler!r} is already registered")
+        if compiler in _CODEGENS and not replace:
+            raise DuplicateRegistrationError(
+                f"a codegen for {compiler!r} is already registered; pass replace=True to replace it"
+            )
         if not callable(codegen):
             raise NbyocError(f"the codegen for {compiler!r} must be callable, got {codegen!r}")
         _CODEGENS[compiler] = codegen
@@ -130,10 +137,16 @@ def supports(compiler: str, call: Call) -> bool:
 
 
 def symbol_prefix(compiler: str) -> str:
-    """``compiler`` made into a C identifier, to prefix global symbols.
+    """``compiler`` made into a C identifier, to prefix global symbols ``<prefix>_<n>``
+    (prefixed with ``b_`` when it would start as generated code's names do).
 
-    >>> symbol_prefix("my-backend.v2"), symbol_prefix("3d")
-    ('my_backend_v2', '_3d')
+    >>> symbol_prefix("my-backend.v2"), symbol_prefix("3d"), symbol_prefix("nbyoc_x")
+    ('my_backend_v2', '_3d', 'b_nbyoc_x')
     """
     name = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in compiler)
-    return check_function_name(name if not name[0].isdigit() else "_" + name)
+    name = name if not name[0].isdigit() else "_" + name
+    try:
+        check_symbol(f"{name}_0")
+    except IRError:
+        name = f"b_{name}"
+    return name

@@ -20,7 +20,6 @@ AttributeError: IR nodes are immutable; build a new node instead
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -29,21 +28,22 @@ import numpy as np
 
 from ..errors import IRError, NbyocTypeError
 from .dtypes import normalize_dtype
+from .names import IDENTIFIER, check_backend_name, check_identifier, check_symbol, check_var_name
+from .numpy_protocol import ArrayMethods
 from .op import Op, describe, get_op, infer_call
 from .types import FuncType, TensorType, TupleType, Type
 
-#: Names of functions and attributes (they double as C identifiers).
-IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: Function attributes with a grammar of their own (they reach generated code or text).
+_CHECKED_ATTRS = {
+    "global_symbol": lambda v: check_symbol(v, "global_symbol"),
+    "Compiler": check_backend_name,
+}
 
 
 def check_function_name(name) -> str:
-    """Function names double as C symbols, so they must be C identifiers."""
-    if not isinstance(name, str) or not IDENTIFIER.match(name):
-        raise IRError(
-            f"function name {name!r} is not an identifier "
-            f"(letters, digits, '_', not starting with a digit)"
-        )
-    return name
+    """Function names are identifiers; an external function's is also its global symbol,
+    whose stricter grammar its ``global_symbol`` attribute is checked against."""
+    return check_identifier(name, "function name")
 
 
 class Node:
@@ -66,12 +66,16 @@ class Node:
         return astext(self)
 
 
-class Expr(Node):
-    """An expression; ``type`` is its inferred ``TensorType`` or ``TupleType``."""
+class Expr(Node, ArrayMethods):
+    """An expression; ``type`` is its inferred ``TensorType`` or ``TupleType``.
+
+    Operators build calls; NumPy ufuncs, array functions and methods such as
+    ``.T``, ``.sum(axis=)`` and ``.reshape`` do too (``numpy_protocol``).
+    Nodes hash by identity; ``==`` and the other comparisons raise rather than
+    answer a Python bool.
+    """
 
     __slots__ = ("type",)
-    # Make NumPy hand mixed operations (ndarray + Expr) to our reflected operators.
-    __array_ufunc__ = None
 
     def _binary(self, name: str, other, reflected: bool = False):
         from .builder import call_op
@@ -154,8 +158,7 @@ class Var(Expr):
     __slots__ = ("name_hint",)
 
     def __init__(self, name_hint: str, type: TensorType):
-        if not isinstance(name_hint, str) or not name_hint:
-            raise IRError(f"a variable needs a non-empty string name, got {name_hint!r}")
+        check_var_name(name_hint)
         if not isinstance(type, TensorType):
             raise NbyocTypeError(f"variable {name_hint!r} must have a TensorType, got {type!r}")
         self._set(name_hint=name_hint, type=type)
@@ -277,6 +280,8 @@ def _check_attrs(attrs: Mapping | None, what: str) -> Mapping:
             raise IRError(
                 f"{what} attribute {key}={value!r}: values must be str, int, float or bool"
             )
+        if key in _CHECKED_ATTRS:
+            _CHECKED_ATTRS[key](value)
     return MappingProxyType(attrs)
 
 
@@ -291,6 +296,11 @@ class Function(Node):
     __slots__ = ("attrs", "body", "params", "type")
 
     def __init__(self, params: Iterable[Var], body: Expr, attrs: Mapping | None = None):
+        if isinstance(params, Expr) or not isinstance(params, Iterable):
+            raise IRError(
+                f"function parameters must be a list of variables, e.g. "
+                f"nbyoc.function([x], body); got {params!r}"
+            )
         params = tuple(params)
         for p in params:
             if not isinstance(p, Var):

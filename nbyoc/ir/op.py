@@ -65,12 +65,31 @@ def register_op(op: Op) -> Op:
     return op
 
 
+#: Names other tools give nbyoc's ops (the BYOC guide's ExampleJSON, NumPy, ONNX,
+#: PyTorch), for the hint when such a name is used where an op name is expected.
+OTHER_NAMES = {
+    "mul": "multiply", "sub": "subtract", "div": "divide", "true_divide": "divide",
+    "truediv": "divide", "neg": "negative", "pow": "power", "absolute": "abs", "amax": "max",
+    "mm": "matmul", "dot": "matmul", "concat": "concatenate", "permute": "transpose",
+    "view": "reshape", "logistic": "sigmoid",
+}  # fmt: skip
+
+
 def get_op(name: str) -> Op:
-    """The registered op called ``name``."""
+    """The registered op called ``name``.
+
+    >>> get_op("mul")
+    Traceback (most recent call last):
+        ...
+    nbyoc.errors.UnknownOpError: unknown op 'mul'; did you mean 'multiply'? ...
+    """
     try:
         return _REGISTRY[name]
     except KeyError:
-        close = difflib.get_close_matches(str(name), _REGISTRY, n=1)
+        other = OTHER_NAMES.get(name) if isinstance(name, str) else None
+        close = (
+            [other] if other in _REGISTRY else difflib.get_close_matches(str(name), _REGISTRY, n=1)
+        )
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise UnknownOpError(
             f"unknown op {name!r}; {hint}registered ops: {', '.join(sorted(_REGISTRY))}"

@@ -25,14 +25,22 @@ class Type:
     __slots__ = ()
 
 
+#: NumPy's limit on the number of dimensions.
+MAX_NDIM = 64
+#: At most this many elements, so every byte offset fits in a signed 64-bit integer
+#: in generated code (a shape from a file must not overflow the C or Numba loops).
+MAX_ELEMENTS = (1 << 63) // 8
+
+
 def normalize_shape(shape) -> tuple[int, ...]:
     """A shape as a tuple of non-negative Python ints; an int means a 1-D shape.
+    At most 64 dimensions and 2**60 elements.
 
     >>> normalize_shape([3, 4]), normalize_shape(5)
     ((3, 4), (5,))
     """
     if shape.__class__ is tuple and all(d.__class__ is int and d >= 0 for d in shape):
-        return shape  # already normal: the common case, kept cheap
+        return _bounded(shape)  # already normal: the common case, kept cheap
     if isinstance(shape, int) and not isinstance(shape, bool):
         shape = (shape,)
     try:
@@ -43,6 +51,17 @@ def normalize_shape(shape) -> tuple[int, ...]:
         ) from None
     if any(d < 0 for d in dims) or any(isinstance(d, bool) for d in shape):
         raise NbyocTypeError(f"shape {shape!r} must hold non-negative ints, e.g. (10, 10)")
+    return _bounded(dims)
+
+
+def _bounded(dims: tuple[int, ...]) -> tuple[int, ...]:
+    if len(dims) > MAX_NDIM:
+        raise NbyocTypeError(f"a shape has at most {MAX_NDIM} dimensions, got {len(dims)}")
+    if any(d >= MAX_ELEMENTS for d in dims) or math.prod(dims) >= MAX_ELEMENTS:
+        raise NbyocTypeError(
+            f"shape {dims} is larger than nbyoc can address (under 2**60 elements and "
+            f"2**60 along any axis)"
+        )
     return dims
 
 

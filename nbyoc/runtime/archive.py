@@ -4,15 +4,18 @@ The file is a zip archive holding only data:
 
 - ``manifest.json``: format name and version, the nbyoc version that wrote
   it, the backend, and for each runtime module its global symbol,
-  ``type_key`` and member name;
+  ``type_key``, member name and, as a hint for error messages only, the class
+  that wrote it;
 - ``module.json``: the partitioned IR (``nbyoc.to_json``), constants by index;
 - ``constants/<k>.npy``: the constants, read with ``allow_pickle=False``;
 - ``runtime/<symbol>.bin``: each runtime module's ``save_to_bytes``.
 
 Loading checks all of it and rebuilds every runtime module through the
-loader registered for its ``type_key``; the built-in loaders regenerate code
-from the stored graph (kernels are then found in the cache). Nothing in the
-file is executed: no pickle, no stored source. Any problem raises
+loader registered for its ``type_key`` (found lazily: nbyoc's own types, or an
+installed package's ``nbyoc.loaders`` entry point, so any process can load
+any archive); the built-in loaders regenerate code from the stored graph
+(kernels are then found in the cache). Nothing in the file is executed: no
+pickle, no stored source, no module named by the file is imported. Any problem raises
 ``LoadError``: a newer format, a truncated or corrupted file, an unknown
 ``type_key`` (the message lists the registered loaders).
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -28,20 +32,27 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import LoadError, NbyocError
+from ..ir.names import BACKEND_NAME
 from ..ir.nodes import IRModule
 from ..ir.serialize import from_json, to_json
-from .module import get_loader
+from .module import get_loader, unsavable_message
 
 FORMAT = "nbyoc-archive"
 VERSION = 1
+#: A class written as ``module:qualname`` (shown in errors, never imported).
+WRITER = re.compile(r"[A-Za-z_][\w.]{0,199}:[A-Za-z_][\w.]{0,199}\Z", re.ASCII)
 #: Refuse members larger than this (a corrupted size field must not exhaust memory).
 MAX_MEMBER_BYTES = 1 << 34
 
 
 def save_executable(executable, path) -> None:
-    """Write ``executable`` to ``path`` (atomically: a temporary file, then a rename)."""
+    """Write ``executable`` to ``path`` (atomically: a temporary file, then a rename).
+    A runtime module that cannot be saved raises ``NbyocError`` before anything is written."""
     from ..cache import atomic_write
 
+    for name, m in executable.runtime_modules.items():
+        if not m.savable():
+            raise NbyocError(f"cannot save @{name}: {unsavable_message(m)}")
     constants: list[np.ndarray] = []
     module_json = to_json(executable.module, constants=constants)
     backend = executable.backend
@@ -52,7 +63,12 @@ def save_executable(executable, path) -> None:
         "backend": backend if isinstance(backend, str) else list(backend),
         "constants": [f"constants/{k}.npy" for k in range(len(constants))],
         "runtime_modules": [
-            {"symbol": name, "type_key": m.type_key, "file": f"runtime/{name}.bin"}
+            {
+                "symbol": name,
+                "type_key": m.type_key,
+                "file": f"runtime/{name}.bin",
+                "written_by": f"{type(m).__module__}:{type(m).__qualname__}",
+            }
             for name, m in executable.runtime_modules.items()
         ],
     }
@@ -88,7 +104,7 @@ def load_executable(path):
                 raise LoadError("module.json does not hold a module")
             runtime = {}
             for entry in manifest["runtime_modules"]:
-                loader = get_loader(entry["type_key"])
+                loader = _loader(entry)
                 runtime[entry["symbol"]] = loader(_member(archive, entry["file"]))
     except LoadError:
         raise
@@ -100,11 +116,36 @@ def load_executable(path):
         raise LoadError(
             f"{path} is not a readable nbyoc archive: {type(e).__name__}: {e}"
         ) from None
-    missing = [f for f in module.functions if "Compiler" in module[f].attrs and f not in runtime]
+    external = {f for f in module.functions if "Compiler" in module[f].attrs}
+    missing, extra = sorted(external - set(runtime)), sorted(set(runtime) - external)
     if missing:
         raise LoadError(f"{path}: no runtime module for {', '.join(missing)}")
+    if extra:
+        raise LoadError(
+            f"{path}: runtime modules for {', '.join(extra)}, which the module "
+            f"does not call as external functions"
+        )
     backend = manifest["backend"]
-    return Executable(module, runtime, backend if isinstance(backend, str) else list(backend))
+    try:
+        return Executable(module, runtime, backend if isinstance(backend, str) else list(backend))
+    except NbyocError as e:  # e.g. a runtime module that does not provide its symbol
+        raise LoadError(f"{path}: {e}") from e
+
+
+def _loader(entry: dict):
+    """The loader of a manifest entry's module type; the error names the class that
+    wrote it (a hint for the reader: nbyoc never imports what a file names)."""
+    try:
+        return get_loader(entry["type_key"])
+    except LoadError as e:
+        hint = entry.get("written_by")
+        if isinstance(hint, str) and WRITER.match(hint) and not hint.startswith("nbyoc."):
+            module = hint.split(":")[0]
+            raise LoadError(
+                f"{e}. This archive's module was written by {hint}: import "
+                f"{module} first, or install the package that provides it"
+            ) from None
+        raise
 
 
 def _member(archive: zipfile.ZipFile, name: str) -> bytes:
@@ -144,8 +185,12 @@ def _manifest(archive: zipfile.ZipFile) -> dict:
             isinstance(entry.get(k), str) for k in ("symbol", "type_key", "file")
         ):
             raise LoadError(f"bad runtime module entry in manifest.json: {entry!r}")
-    if not isinstance(manifest.get("backend"), (str, list)):
-        raise LoadError("manifest.json lacks the backend")
+    backend = manifest.get("backend")
+    names = [backend] if isinstance(backend, str) else backend
+    if not isinstance(names, list) or not all(
+        isinstance(n, str) and BACKEND_NAME.match(n) for n in names
+    ):
+        raise LoadError(f"manifest.json: bad backend {backend!r}")
     return manifest
 
 

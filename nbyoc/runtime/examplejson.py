@@ -131,6 +131,7 @@ class ExampleJSONModule(Module):
     """Subgraphs in ExampleJSON text, run by the interpreter above."""
 
     type_key = TYPE_KEY
+    source_comment = "#"
 
     def __init__(self, text: str, parallel_threshold: int = PARALLEL_THRESHOLD):
         self.text = text

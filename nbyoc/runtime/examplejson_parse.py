@@ -25,7 +25,8 @@ import numpy as np
 
 from ..codegen.examplejson import FROM_GUIDE
 from ..errors import NbyocError, ParseError
-from ..ir.nodes import IDENTIFIER, Call, Constant, Expr, Function, Tuple, Var
+from ..ir.names import check_symbol
+from ..ir.nodes import Call, Constant, Expr, Function, Tuple, Var
 from ..ir.op import get_op, list_ops
 from ..ir.types import TensorType
 
@@ -46,8 +47,10 @@ def parse_examplejson(text: str) -> dict[str, Function]:
             if current is not None:
                 subgraphs[current.name] = current.finish()
             name = tokens[0]
-            if not IDENTIFIER.match(name):
-                raise ParseError(f"subgraph name {name!r} is not an identifier", number)
+            try:
+                check_symbol(name, "subgraph name")
+            except NbyocError as e:
+                raise ParseError(str(e), number) from None
             if name in subgraphs or (current is not None and current.name == name):
                 raise ParseError(f"subgraph {name!r} is defined twice", number)
             current = _Subgraph(name, number)

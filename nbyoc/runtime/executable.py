@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import NbyocError
 from ..ir.nodes import Call, GlobalVar, IRModule
 from ..ir.traversal import post_order
 from ..ir.types import TupleType, tensor_types
@@ -85,8 +86,41 @@ class Executable:
 
         export_library(self, path)
 
-    def get_source(self) -> dict[str, str]:
-        """Generated code of every external function, by global symbol."""
+    def get_source(self, symbol: str | None = None) -> str:
+        """The generated code of every external function as one string, each under a
+        header comment naming its symbol and backend (empty when everything runs on
+        the host); ``get_source(symbol)`` is that one function's code as its backend
+        made it. ``sources`` maps each symbol to its code.
+
+        >>> import nbyoc
+        >>> x = nbyoc.var("x", (3,))
+        >>> fn = nbyoc.compile(nbyoc.function([x], x * 2.0), backend="examplejson")
+        >>> print(fn.get_source())
+        # ---- @examplejson_0: backend examplejson, module type examplejson ----
+        examplejson_0
+          input 0 3
+          const 1 shape: dtype: float32 data: AAAAQA==
+          mul 2 inputs: 0 1 shape: 3
+        >>> fn.get_source("examplejson_0") == fn.sources["examplejson_0"]
+        True
+        """
+        if symbol is not None:
+            if symbol not in self.runtime_modules:
+                raise NbyocError(
+                    f"no external function {symbol!r}; this executable has "
+                    f"{', '.join(self.runtime_modules) or 'none (everything runs on the host)'}"
+                )
+            return self.runtime_modules[symbol].get_source()
+        parts = []
+        for name, m in self.runtime_modules.items():
+            backend = self.module[name].attrs.get("Compiler", "?")
+            header = f"---- @{name}: backend {backend}, module type {m.type_key} ----"
+            parts.append(f"{m.source_comment} {header}\n{m.get_source().rstrip()}\n")
+        return "\n".join(parts)
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """The generated code of each external function, by global symbol."""
         return {name: m.get_source() for name, m in self.runtime_modules.items()}
 
     def __repr__(self) -> str:

@@ -61,6 +61,7 @@ class LLVMModule(Module):
     """One external function as a fused Numba kernel."""
 
     type_key = TYPE_KEY
+    source_comment = "#"
 
     def __init__(
         self, func: Function, fuse: bool = True, parallel_threshold: int = PARALLEL_THRESHOLD

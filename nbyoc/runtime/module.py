@@ -22,7 +22,9 @@ array([2., 2., 2.], dtype=float32)
 from __future__ import annotations
 
 import abc
+import importlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,10 +37,19 @@ from .arguments import ArgumentSpec
 
 
 class Module(abc.ABC):
-    """Base class of runtime modules. Subclasses set ``type_key`` and implement the
-    abstract methods; ``get_source`` is optional."""
+    """Base class of runtime modules. Subclasses set ``type_key`` and implement
+    ``get_function``; the rest is optional.
+
+    ``get_source`` shows the generated code. ``save_to_bytes`` and a
+    ``load_from_bytes`` registered with ``nbyoc.register_loader(type_key)``
+    make the module savable in an archive (``Executable.save``); without them
+    it compiles and runs, and saving says what is missing.
+    """
 
     type_key: str = ""
+    #: How a line comment starts in the language of ``get_source()`` (used for the
+    #: header ``Executable.get_source`` puts above each function's code).
+    source_comment: str = "//"
 
     @abc.abstractmethod
     def get_function(self, symbol: str) -> Callable:
@@ -48,57 +59,159 @@ class Module(abc.ABC):
         """The generated code, as text (empty if the backend has none to show)."""
         return ""
 
-    @abc.abstractmethod
     def save_to_bytes(self) -> bytes:
-        """Everything needed to rebuild this module with ``load_from_bytes``."""
+        """Everything needed to rebuild this module with ``load_from_bytes`` (optional)."""
+        raise NbyocError(unsavable_message(self))
 
     @classmethod
-    @abc.abstractmethod
     def load_from_bytes(cls, data: bytes) -> Module:
         """Rebuild a module from ``save_to_bytes`` output; never executes code from ``data``."""
+        raise LoadError(f"{cls.__name__} (module type {cls.type_key!r}) cannot be loaded")
+
+    @classmethod
+    def savable(cls) -> bool:
+        """True if this module type implements ``save_to_bytes``."""
+        return cls.save_to_bytes is not Module.save_to_bytes
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} type_key={self.type_key!r}>"
 
 
+def unsavable_message(module: Module) -> str:
+    """Why ``module`` cannot be saved, and what its author implements to make it savable."""
+    cls = type(module)
+    return (
+        f"runtime modules of type {module.type_key!r} ({cls.__module__}.{cls.__qualname__}) "
+        f"cannot be saved: implement save_to_bytes() returning bytes, and a classmethod "
+        f"load_from_bytes(data) registered with @nbyoc.register_loader({module.type_key!r})"
+    )
+
+
+#: The module types nbyoc ships, and the module that registers each one's loader. They
+#: are imported when a module of that type is first loaded, so a fresh process loads any
+#: archive, and loading a csource or host-only archive never imports Numba.
+BUILTIN_LOADERS = {
+    "llvm": "nbyoc.runtime.llvm",
+    "csource": "nbyoc.runtime.csource",
+    "examplejson": "nbyoc.runtime.examplejson",
+}
+#: The entry-point group through which an installed package names its module types'
+#: loaders (``mytype = "mypkg.backend:MyModule"``), found when a type is first loaded.
+ENTRY_POINT_GROUP = "nbyoc.loaders"
+#: Module type keys, as archives store them (the key only selects a registered loader).
+TYPE_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}\Z")
+
 _LOADERS: dict[str, Callable[[bytes], Module]] = {}
 
 
-def register_loader(type_key: str):
+def register_loader(type_key: str, replace: bool = False):
     """Decorator: register how modules of ``type_key`` are rebuilt from bytes.
 
     Decorate a ``Module`` subclass (its ``load_from_bytes`` is used) or a
-    function ``bytes -> Module``.
+    function ``bytes -> Module``. A second registration of one ``type_key`` is
+    refused unless ``replace=True`` (e.g. re-running a notebook cell).
+    So that a fresh process finds the loader without importing your code
+    first, name it in your package's ``nbyoc.loaders`` entry points.
+
+    >>> @register_loader("doc_module", replace=True)
+    ... def load_doc_module(data):
+    ...     raise LoadError("a doc example")
+    >>> get_loader("doc_module") is load_doc_module
+    True
     """
-    if not isinstance(type_key, str) or not type_key:
-        raise NbyocError(f"a type_key must be a non-empty string, got {type_key!r}")
+    if not isinstance(type_key, str) or not TYPE_KEY.match(type_key):
+        raise NbyocError(
+            f"a type_key is letters, digits, '_', '.' and '-' (at most 100), got {type_key!r}"
+        )
 
     def register(loader):
-        if type_key in _LOADERS:
-            raise DuplicateRegistrationError(f"a loader for {type_key!r} is already registered")
-        is_module_class = isinstance(loader, type) and issubclass(loader, Module)
-        _LOADERS[type_key] = loader.load_from_bytes if is_module_class else loader
+        if type_key in _LOADERS and not replace:
+            raise DuplicateRegistrationError(
+                f"a loader for {type_key!r} is already registered; pass replace=True to replace it"
+            )
+        if isinstance(loader, type) and issubclass(loader, Module):
+            if loader.load_from_bytes.__func__ is Module.load_from_bytes.__func__:
+                raise NbyocError(
+                    f"{loader.__qualname__} does not implement load_from_bytes, so it cannot "
+                    f"be the loader of {type_key!r}"
+                )
+            _LOADERS[type_key] = loader.load_from_bytes
+        elif callable(loader):
+            _LOADERS[type_key] = loader
+        else:
+            raise NbyocError(f"the loader of {type_key!r} must be callable, got {loader!r}")
         return loader
 
     return register
 
 
 def get_loader(type_key: str) -> Callable[[bytes], Module]:
-    """The loader registered for ``type_key``; the error lists the registered ones."""
+    """The loader of ``type_key``: registered in this process, shipped with nbyoc
+    (imported now), or named by an installed package's ``nbyoc.loaders`` entry
+    point (imported now). The error lists every type that can be loaded."""
+    loader = _LOADERS.get(type_key)
+    if loader is None and isinstance(type_key, str):
+        _discover(type_key)
+        loader = _LOADERS.get(type_key)
+    if loader is None:
+        known = ", ".join(sorted({*_LOADERS, *BUILTIN_LOADERS, *_entry_points()})) or "none"
+        raise LoadError(
+            f"no loader for module type {type_key!r}; loadable here: {known}. A backend's "
+            f"loader is registered by importing its module (@nbyoc.register_loader) or "
+            f"through an {ENTRY_POINT_GROUP!r} entry point of the package that provides it"
+        )
+    return loader
+
+
+def _discover(type_key: str) -> None:
+    """Import what registers ``type_key``'s loader, if nbyoc or an installed package names it."""
+    if type_key in BUILTIN_LOADERS:
+        importlib.import_module(BUILTIN_LOADERS[type_key])
+        return
+    entry = _entry_points().get(type_key)
+    if entry is None:
+        return
     try:
-        return _LOADERS[type_key]
-    except KeyError:
-        known = ", ".join(sorted(_LOADERS)) or "none"
-        raise LoadError(f"no loader for module type {type_key!r}; registered: {known}") from None
+        loader = entry.load()
+    except Exception as e:
+        raise LoadError(
+            f"the loader of module type {type_key!r} ({ENTRY_POINT_GROUP} entry point "
+            f"{entry.value!r}) failed to import: {type(e).__name__}: {e}"
+        ) from e
+    if type_key not in _LOADERS:  # importing it may have registered it already
+        register_loader(type_key)(loader)
+
+
+def _entry_points() -> dict:
+    from importlib.metadata import entry_points
+
+    return {e.name: e for e in entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def load_module(path, type_key: str) -> Module:
-    """Build a module of ``type_key`` from the file at ``path``."""
+    """Build a module of ``type_key`` from the file at ``path`` (works in any process:
+    the loader is found by its type key).
+
+    >>> import nbyoc, numpy as np, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "sub.examplejson")
+    >>> _ = open(path, "w").write("subgraph_0\\n  input 0 2\\n  mul 1 inputs: 0 0 shape: 2\\n")
+    >>> module = load_module(path, "examplejson")
+    >>> out = np.empty(2, np.float32)
+    >>> module.get_function("subgraph_0")(np.full(2, 3, np.float32), out)
+    >>> out
+    array([9., 9.], dtype=float32)
+    """
     try:
         data = Path(path).read_bytes()
     except OSError as e:
         raise LoadError(f"cannot read {path}: {e}") from None
-    module = get_loader(type_key)(data)
+    loader = get_loader(type_key)
+    try:
+        module = loader(data)
+    except LoadError:
+        raise
+    except NbyocError as e:  # e.g. a ParseError naming the line of an ExampleJSON file
+        raise LoadError(f"{path}: {e}") from e
     if not isinstance(module, Module):
         raise LoadError(f"the {type_key!r} loader returned {module!r}, not a Module")
     return module

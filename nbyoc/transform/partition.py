@@ -25,6 +25,18 @@ from ..errors import WellFormednessError
 from ..ir.nodes import Call, Constant, Expr, Function, GlobalVar, IRModule, Tuple, TupleGetItem, Var
 from .regions import Graph, Regions, unit_order
 
+#: The attributes that make a function external (partition_graph sets them).
+EXTERNAL_ATTRS = ("Compiler", "global_symbol")
+
+
+def plain(func: Function) -> Function:
+    """``func`` without the attributes of an external function (it is itself when it
+    has none), so a function taken out of a partitioned module compiles as any other."""
+    if not any(k in func.attrs for k in EXTERNAL_ATTRS):
+        return func
+    attrs = {k: v for k, v in func.attrs.items() if k not in EXTERNAL_ATTRS}
+    return Function(func.params, func.body, attrs)
+
 
 def partition_graph(regions: Regions, bind_constants: bool = True) -> IRModule:
     """Split ``regions.func`` into ``main`` plus one external function per region.
@@ -61,7 +73,9 @@ def partition_graph(regions: Regions, bind_constants: bool = True) -> IRModule:
         call = Call(GlobalVar(symbol, ext.type), [mapped[p] for p in inputs])
         for k, o in enumerate(outputs):
             mapped[o] = call if len(outputs) == 1 else TupleGetItem(call, k)
-    main = Function(func.params, mapped[graph.index[func.body]], func.attrs)
+    # A function taken out of a partitioned module partitions as a plain function: its
+    # own external-function attributes would make "main" claim another symbol.
+    main = Function(func.params, mapped[graph.index[func.body]], plain(func).attrs)
     return IRModule({"main": main, **functions})
 
 

@@ -201,7 +201,7 @@ def test_reference_graph_through_compile_matches_numpy():
     fn = reload(nbyoc.compile(reference_graph((10, 10)), backend="csource"))
     args = random_inputs(reference_graph((10, 10)))
     np.testing.assert_array_equal(fn(*args), numpy_reference(*args))
-    assert list(fn.get_source()) == ["csource_0"]
+    assert list(fn.sources) == ["csource_0"]
 
 
 def test_a_graph_mixing_csource_and_host_ops():
@@ -376,6 +376,6 @@ def test_codegen_options_reach_the_codegen():
     fn = nbyoc.compile(
         reference_graph((4, 4)), backend="csource", options={"csource": {"fused": True}}
     )
-    assert "(fused)" in fn.get_source()["csource_0"]
+    assert "(fused)" in fn.get_source("csource_0")
     with pytest.raises(CompileError, match="unknown option"):
         nbyoc.compile(reference_graph((4, 4)), backend="csource", options={"csource": {"fast": 1}})

@@ -299,7 +299,7 @@ def test_reference_graph_through_compile():
     fn = reload(nbyoc.compile(reference_graph((10, 10)), backend="llvm"))
     args = random_inputs(reference_graph((10, 10)))
     np.testing.assert_array_equal(fn(*args), numpy_reference(*args))
-    assert "@njit" in fn.get_source()["llvm_0"]
+    assert "@njit" in fn.get_source("llvm_0")
 
 
 def test_llvm_is_the_default_backend():

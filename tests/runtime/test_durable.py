@@ -106,7 +106,7 @@ def manifest_edit(edit):
     [
         (manifest_edit(lambda m: m.update(version=2)), "format version 2"),
         (manifest_edit(lambda m: m.update(format="zip")), "not an nbyoc archive"),
-        (manifest_edit(lambda m: m["runtime_modules"][0].update(type_key="tpu")), "no loader for module type 'tpu'; registered: "),
+        (manifest_edit(lambda m: m["runtime_modules"][0].update(type_key="tpu")), "no loader for module type 'tpu'; loadable here: "),
         (manifest_edit(lambda m: m["runtime_modules"].clear()), "no runtime module for llvm_0"),
         (lambda n, d: None if n == "module.json" else d, "no 'module.json'"),
         (lambda n, d: b"\x93NUMPY garbage" if n.endswith(".npy") else d, "not a valid .npy"),

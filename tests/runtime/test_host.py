@@ -184,6 +184,6 @@ def test_compile_refuses_other_objects():
 def test_executable_describes_itself():
     fn = nbyoc.compile(reference(), backend="host")
     assert "a: Tensor[(10, 10), float32]" in fn.signature
-    assert fn.backend == "host" and fn.get_source() == {}
+    assert fn.backend == "host" and fn.get_source() == "" and fn.sources == {}
     assert nbyoc.structural_equal(fn.module["main"], reference())
     assert repr(fn).startswith("<nbyoc.Executable backend='host'")

@@ -86,15 +86,32 @@ def test_codegen_failures_become_compile_errors():
         nbyoc.compile(f, backend="t_empty")
 
 
-def test_module_base_class_requires_the_whole_interface():
-    class Partial(Module):
-        type_key = "partial"
+class RunOnly(Module):
+    """The least a backend's module implements: get_function."""
 
-        def get_function(self, symbol):
-            return None
+    type_key = "t_run_only_module"
 
-    with pytest.raises(TypeError, match="abstract"):
-        Partial()
+    def __init__(self, func):
+        self.func = func
+
+    def get_function(self, symbol):
+        run = nbyoc.runtime.HostFunction(self.func)
+        return destination_passing(self.func, lambda ins, outs: np.copyto(outs[0], run(*ins)))
+
+
+def test_a_module_without_saving_compiles_runs_and_refuses_to_save(tmp_path):
+    f = register_broken("t_run_only", RunOnly)
+    fn = nbyoc.compile(f, backend="t_run_only")
+    np.testing.assert_array_equal(fn(np.ones(2, np.float32)), [2, 2])
+    path = tmp_path / "run_only.nbyoc"
+    with pytest.raises(NbyocError) as info:
+        fn.save(path)
+    message = str(info.value)
+    assert "cannot save @t_run_only_0" in message and "'t_run_only_module'" in message
+    assert "implement save_to_bytes()" in message and "register_loader" in message
+    assert not path.exists() and list(tmp_path.iterdir()) == []
+    with pytest.raises(NbyocError, match="does not implement load_from_bytes"):
+        nbyoc.register_loader("t_run_only_module")(RunOnly)
 
 
 def test_loaders_and_load_module(tmp_path):
@@ -107,7 +124,7 @@ def test_loaders_and_load_module(tmp_path):
     module.get_function("t_arith_0")(np.ones(3, np.float32), out)
     np.testing.assert_array_equal(out, [2, 2, 2])
     with pytest.raises(
-        LoadError, match=r"no loader for module type 'nope'; registered: .*numpy_test"
+        LoadError, match=r"no loader for module type 'nope'; loadable here: .*numpy_test"
     ):
         get_loader("nope")
     with pytest.raises(LoadError, match="cannot read"):
@@ -162,3 +179,105 @@ def test_destination_passing_checks_every_array_before_running():
     with pytest.raises(ArgumentError, match="overlaps another argument"):
         run(good_in, good_in, outs[1])
     assert len(seen) == 2, "nothing ran for the refused calls"
+
+
+# -- a user's first hour: errors a user can act on ------------------------------------
+
+
+def test_registrations_can_be_replaced_when_asked():
+    f = register_broken("t_replaced", lambda func: NumpyModule(func))
+    nbyoc.register_op_support("t_replaced", "add", lambda call: False, replace=True)
+    assert list(nbyoc.partition(f, "t_replaced").functions) == ["main"]  # the new predicate
+    nbyoc.register_op_support("t_replaced", "add", replace=True)
+    calls = []
+
+    def counting(func):
+        calls.append(func.attrs["global_symbol"])
+        return NumpyModule(func)
+
+    nbyoc.register_codegen("t_replaced", replace=True)(counting)
+    nbyoc.compile(f, backend="t_replaced")
+    assert calls == ["t_replaced_0"]
+    loader = nbyoc.register_loader(TYPE_KEY, replace=True)(NumpyModule)
+    assert loader is NumpyModule and get_loader(TYPE_KEY) == NumpyModule.load_from_bytes
+
+
+def test_a_codegen_error_names_backend_and_function_and_chains_the_original():
+    class VendorError(NbyocError):
+        pass
+
+    def raising(func):
+        raise VendorError("unsupported tile size")
+
+    f = register_broken("t_vendor", raising)
+    with pytest.raises(CompileError) as info:
+        nbyoc.compile(f, backend="t_vendor")
+    assert str(info.value) == (
+        "the 't_vendor' codegen failed on @t_vendor_0: VendorError: unsupported tile size"
+    )
+    assert isinstance(info.value.__cause__, VendorError)
+
+
+@pytest.mark.parametrize(
+    "options,needle",
+    [
+        ({"llvm": False}, r"options\['llvm'\] must be a dict of keyword arguments"),
+        (
+            {"lvm": {"fuse": False}},
+            "options name backend 'lvm', which this compile does not use .*did you mean 'llvm'",
+        ),
+        (
+            {"csource": {"fused": True}},
+            "backend 'csource', which this compile does not use \\(it uses llvm\\)",
+        ),
+        ([("llvm", {})], "options must map backend names to keyword arguments"),
+        ({"llvm": {"fusion": False}}, "unknown option for the 'llvm' codegen"),
+    ],
+)
+def test_compile_options_are_checked(options, needle):
+    x = nbyoc.var("x", (3,))
+    with pytest.raises(NbyocError, match=needle):
+        nbyoc.compile(nbyoc.function([x], x * 2.0), options=options)
+
+
+def test_function_params_must_be_a_list():
+    x = nbyoc.var("x", (3,))
+    with pytest.raises(
+        NbyocError, match=r"must be a list of variables, e.g. nbyoc.function\(\[x\]"
+    ):
+        nbyoc.function(x, x * 2.0)
+
+
+def test_an_external_function_compiles_as_a_plain_function():
+    x = nbyoc.var("x", (3,))
+    module = nbyoc.partition(nbyoc.function([x], nbyoc.exp(x) * 2.0), ARITH)
+    ext = module["t_arith_0"]
+    assert dict(ext.attrs) == {"Compiler": ARITH, "global_symbol": "t_arith_0"}
+    for backend in ["host", ARITH]:
+        fn = nbyoc.compile(ext, backend=backend)
+        assert "global_symbol" not in fn.module["main"].attrs
+        np.testing.assert_allclose(fn(np.ones(3, np.float32)), [2, 2, 2])
+
+
+def test_the_parser_suggests_the_op_other_tools_name_differently():
+    with pytest.raises(nbyoc.errors.ParseError, match="unknown op 'mul'; did you mean 'multiply'"):
+        nbyoc.parse("fn (%a: Tensor[(2,), float32]) { mul(%a, %a) }")
+    with pytest.raises(UnknownOpError, match="did you mean 'concatenate'"):
+        nbyoc.ir.get_op("concat")
+
+
+def test_get_source_is_one_readable_string():
+    x = nbyoc.var("x", (3,))
+    f = nbyoc.function([x], nbyoc.exp(x * 2.0) + 1.0)
+    fn = nbyoc.compile(f, backend=ARITH)
+    assert list(fn.sources) == ["t_arith_0", "t_arith_1"]
+    text = fn.get_source()
+    assert text.startswith("// ---- @t_arith_0: backend t_arith, module type numpy_test ----\n")
+    assert "// ---- @t_arith_1: backend t_arith, module type numpy_test ----\n" in text
+    assert fn.sources["t_arith_1"] in text and "\\n" not in text
+    assert fn.get_source("t_arith_0") == fn.sources["t_arith_0"]
+    with pytest.raises(
+        NbyocError, match="no external function 'nope'; this executable has t_arith_0, t_arith_1"
+    ):
+        fn.get_source("nope")
+    assert nbyoc.compile(f, backend="host").get_source() == ""

@@ -1,0 +1,296 @@
+"""Graph values meet NumPy habits: ufuncs, array functions, methods and attributes.
+
+A NumPy ufunc applied to a graph value builds the call of the nbyoc op whose
+reference is that ufunc (the table is derived from the op registry, so a new
+op with a ufunc reference needs nothing here); ``ufunc.reduce`` builds the
+matching reduction. The array functions below build the same graph as their
+nbyoc counterparts. Anything else raises ``NbyocTypeError`` naming the NumPy
+function and what to use instead: nothing silently turns a graph value into
+an array, a Python bool, or something that computes another thing.
+
+>>> import numpy as np, nbyoc
+>>> x = nbyoc.var("x", (2, 3))
+>>> y = np.exp(x) * np.float32(2)
+>>> y.op.name, y.args[0].op.name
+('multiply', 'exp')
+>>> np.sum(x, axis=1, keepdims=True).type
+Tensor[(2, 1), float32]
+>>> x.T.shape, x.max(axis=0).shape, x.reshape(3, 2).shape
+((3, 2), (3,), (3, 2))
+>>> np.sin(x)
+Traceback (most recent call last):
+    ...
+nbyoc.errors.NbyocTypeError: numpy.sin has no nbyoc op yet; ...
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..errors import NbyocTypeError
+
+#: ``ufunc.reduce`` -> the reduction it computes.
+UFUNC_REDUCTIONS = {np.add: "sum", np.maximum: "max"}
+#: (ufunc, method) without an op of their own, and what to write instead.
+UFUNC_HINTS = {
+    (np.minimum, "reduce"): "write -nbyoc.max(-x) for floats",
+    (np.square, "__call__"): "write x * x",
+    (np.reciprocal, "__call__"): "write 1.0 / x",
+    (np.positive, "__call__"): "write x itself",
+    (np.expm1, "__call__"): "write nbyoc.exp(x) - 1.0",
+    (np.log1p, "__call__"): "write nbyoc.log(1.0 + x)",
+}
+_COMPARISONS = {np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal}
+
+
+def _ops():
+    from . import ops  # the package registers the ops; imported late (it builds on nodes)
+
+    return ops
+
+
+@functools.cache
+def ufunc_ops() -> dict:
+    """NumPy ufunc -> name of the nbyoc op whose reference it is."""
+    from .op import get_op, list_ops
+
+    table = {}
+    for name in list_ops():
+        reference = get_op(name).reference
+        if isinstance(reference, np.ufunc):
+            table.setdefault(reference, name)
+    return table
+
+
+def op_names() -> str:
+    from .op import list_ops
+
+    return ", ".join(list_ops())
+
+
+def array_ufunc(ufunc, method: str, inputs, kwargs):
+    """What ``Expr.__array_ufunc__`` returns: the call of the matching op."""
+    from .builder import call_op
+
+    name = f"numpy.{ufunc.__name__}"
+    if kwargs.get("out") is not None:
+        raise NbyocTypeError(
+            f"{name}(..., out=...) cannot write into a graph value; use the result instead"
+        )
+    kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+    reduce = method == "reduce" and ufunc in UFUNC_REDUCTIONS
+    axis, keepdims = (kwargs.pop("axis", 0), kwargs.pop("keepdims", False)) if reduce else (0, 0)
+    unsupported = sorted(k for k, v in kwargs.items() if v is not None)
+    if unsupported:
+        raise NbyocTypeError(
+            f"{name} on graph values takes no {', '.join(unsupported)}=; nbyoc never casts "
+            f"or masks silently"
+        )
+    if reduce:
+        return getattr(_ops(), UFUNC_REDUCTIONS[ufunc])(inputs[0], axis=axis, keepdims=keepdims)
+    if method == "__call__" and ufunc in ufunc_ops():
+        return call_op(ufunc_ops()[ufunc], *inputs)
+    if method == "__call__" and ufunc in _COMPARISONS:
+        raise NbyocTypeError(
+            f"{name}: nbyoc has no comparison ops yet, so a graph value cannot be compared"
+        )
+    hint = UFUNC_HINTS.get((ufunc, method))
+    what = name if method == "__call__" else f"{name}.{method}"
+    raise NbyocTypeError(
+        f"{what} has no nbyoc op yet; " + (hint or f"nbyoc's ops are {op_names()}")
+    )
+
+
+def _no(name: str, what: str):
+    raise NbyocTypeError(f"numpy.{name}: {what}")
+
+
+def _reduction(op: str):
+    def build(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+        if dtype is not None or out is not None or kwargs:
+            extra = ["dtype"] * (dtype is not None) + ["out"] * (out is not None) + list(kwargs)
+            _no(op, f"takes no {', '.join(extra)}= on graph values; use nbyoc.{op}(x, axis=...)")
+        return getattr(_ops(), op)(a, axis=axis, keepdims=keepdims)
+
+    return build
+
+
+def _reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    if order != "C":
+        _no("reshape", f"order={order!r}: graph values are reshaped in C order only")
+    return _ops().reshape(a, shape if shape is not None else newshape)
+
+
+def _dot(a, b, out=None):
+    from .nodes import Expr
+
+    ndims = [x.ndim if isinstance(x, Expr) else np.ndim(x) for x in (a, b)]
+    if out is not None or max(ndims) > 2:
+        _no("dot", "is nbyoc.matmul (a @ b) only for 1-D and 2-D operands without out=")
+    return _ops().matmul(a, b)
+
+
+def _squeeze(a, axis=None):
+    shape = a.shape
+    axes = range(len(shape)) if axis is None else np.atleast_1d(axis).tolist()
+    axes = {ax % len(shape) for ax in axes if axis is not None or shape[ax] == 1}
+    if any(shape[ax] != 1 for ax in axes):
+        _no("squeeze", f"cannot squeeze an axis whose length is not 1 (shape {shape})")
+    return _ops().reshape(a, tuple(d for k, d in enumerate(shape) if k not in axes))
+
+
+def _expand_dims(a, axis):
+    axes = np.atleast_1d(axis).tolist()
+    ndim = a.ndim + len(axes)
+    axes = {ax % ndim for ax in axes}
+    dims = iter(a.shape)
+    return _ops().reshape(a, tuple(1 if k in axes else next(dims) for k in range(ndim)))
+
+
+#: NumPy array function -> builder taking NumPy's arguments.
+ARRAY_FUNCTIONS = {
+    np.sum: _reduction("sum"),
+    np.mean: _reduction("mean"),
+    np.max: _reduction("max"),
+    np.amax: _reduction("max"),
+    np.reshape: _reshape,
+    np.transpose: lambda a, axes=None: _ops().transpose(a, axes),
+    np.concatenate: lambda arrays, axis=0, **kw: _ops().concatenate(list(arrays), axis=axis),
+    np.dot: _dot,
+    np.squeeze: _squeeze,
+    np.expand_dims: _expand_dims,
+    np.ravel: lambda a, order="C": _reshape(a, (-1,), order),
+    np.shape: lambda a: a.shape,
+    np.ndim: lambda a: a.ndim,
+    np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
+}
+#: Array functions without a counterpart, and what to write instead.
+FUNCTION_HINTS = {
+    np.min: "nbyoc has no min reduction yet; write -nbyoc.max(-x) for floats",
+    np.amin: "nbyoc has no min reduction yet; write -nbyoc.max(-x) for floats",
+    np.where: "nbyoc has no select op yet",
+    np.clip: "write nbyoc.minimum(nbyoc.maximum(x, low), high)",
+    np.stack: "write nbyoc.concatenate of operands reshaped to add the new axis",
+    np.copy: "use x itself (graph values are immutable)",
+}
+
+
+def array_function(func, args, kwargs):
+    """What ``Expr.__array_function__`` returns: the graph NumPy's ``func`` describes."""
+    build = ARRAY_FUNCTIONS.get(func)
+    if build is not None:
+        return build(*args, **kwargs)
+    name = f"numpy.{func.__name__}"
+    hint = FUNCTION_HINTS.get(func)
+    raise NbyocTypeError(
+        f"{name} is not supported on nbyoc graph values; "
+        + (
+            hint
+            if hint
+            else f"supported: {', '.join(sorted(f'numpy.{f.__name__}' for f in ARRAY_FUNCTIONS))}"
+            f" and the ufuncs of nbyoc's ops ({op_names()})"
+        )
+    )
+
+
+class ArrayMethods:
+    """The NumPy-style methods and attributes of tensor-typed graph values."""
+
+    __slots__ = ()
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return array_function(func, args, kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        raise NbyocTypeError(
+            "a graph value holds no data while the graph is being built; compile the "
+            "function (nbyoc.compile) and call it with arrays to get results"
+        )
+
+    def __bool__(self):
+        raise NbyocTypeError(
+            "a graph value has no truth value while the graph is being built: Python's "
+            "if/and/or/not cannot branch on data the graph has not computed yet"
+        )
+
+    def _compare(self, other, symbol: str):
+        raise NbyocTypeError(
+            f"graph values cannot be compared with {symbol}: nbyoc has no comparison ops yet "
+            f"(use 'is' to ask whether two nodes are the same node, and "
+            f"nbyoc.structural_equal to compare graphs)"
+        )
+
+    def __eq__(self, other):
+        self._compare(other, "==")
+
+    def __ne__(self, other):
+        self._compare(other, "!=")
+
+    def __lt__(self, other):
+        self._compare(other, "<")
+
+    def __le__(self, other):
+        self._compare(other, "<=")
+
+    def __gt__(self, other):
+        self._compare(other, ">")
+
+    def __ge__(self, other):
+        self._compare(other, ">=")
+
+    __hash__ = object.__hash__  # nodes hash by identity (defining __eq__ would unset it)
+
+    @property
+    def T(self):
+        """The transpose (axes reversed), like ``ndarray.T``."""
+        return _ops().transpose(self) if self.ndim > 1 else self
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return self._tensor_type().size
+
+    def sum(self, axis=None, keepdims=False, **kwargs):
+        """Like ``ndarray.sum``: ``nbyoc.sum(self, axis, keepdims)``."""
+        return _reduction("sum")(self, axis=axis, keepdims=keepdims, **kwargs)
+
+    def mean(self, axis=None, keepdims=False, **kwargs):
+        """Like ``ndarray.mean``: ``nbyoc.mean(self, axis, keepdims)``."""
+        return _reduction("mean")(self, axis=axis, keepdims=keepdims, **kwargs)
+
+    def max(self, axis=None, keepdims=False, **kwargs):
+        """Like ``ndarray.max``: ``nbyoc.max(self, axis, keepdims)``."""
+        return _reduction("max")(self, axis=axis, keepdims=keepdims, **kwargs)
+
+    def min(self, axis=None, keepdims=False, **kwargs):
+        raise NbyocTypeError(
+            "x.min(): nbyoc has no min reduction yet; write -nbyoc.max(-x) for floats"
+        )
+
+    def reshape(self, *shape, order="C"):
+        """Like ``ndarray.reshape``: ``x.reshape(2, 3)`` or ``x.reshape((2, 3))``."""
+        return _reshape(self, shape[0] if len(shape) == 1 else shape, order)
+
+    def transpose(self, *axes):
+        """Like ``ndarray.transpose``: ``x.transpose(1, 0)`` or ``x.transpose((1, 0))``."""
+        axes = axes[0] if len(axes) == 1 else (axes or None)
+        return _ops().transpose(self, axes)
+
+    def astype(self, dtype, **kwargs):
+        """Like ``ndarray.astype`` for the value's own dtype; casting is not an op yet."""
+        from .dtypes import normalize_dtype
+
+        if normalize_dtype(dtype) == self.dtype and not kwargs:
+            return self
+        raise NbyocTypeError(
+            f"astype({normalize_dtype(dtype)!r}) on a {self.dtype} graph value: nbyoc has no "
+            f"cast op yet; declare the variable with the dtype you need"
+        )

@@ -1,0 +1,153 @@
+"""Graph values meet NumPy habits: ufuncs, array functions, methods and attributes
+build the same graph as nbyoc's own functions, and everything else is a clear error,
+never a silent Python bool or an object array."""
+
+import numpy as np
+import pytest
+
+import nbyoc
+from nbyoc.errors import NbyocTypeError
+from nbyoc.ir.numpy_protocol import ufunc_ops
+
+
+def same(a, b) -> bool:
+    return nbyoc.structural_equal(nbyoc.function([X], a), nbyoc.function([X], b))
+
+
+X = nbyoc.var("x", (2, 3))
+
+
+@pytest.mark.parametrize("ufunc", list(ufunc_ops()), ids=lambda u: u.__name__)
+def test_every_ufunc_with_an_op_builds_that_op(ufunc):
+    op = ufunc_ops()[ufunc]
+    operands = [X] * ufunc.nin if op != "matmul" else [X, X.T]
+    built = ufunc(*operands)
+    assert same(built, nbyoc.call_op(op, *operands))
+
+
+def test_ufuncs_of_every_op_with_a_numpy_ufunc_are_covered():
+    assert {
+        "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "negative",
+        "abs", "exp", "log", "sqrt", "tanh", "matmul",
+    } <= set(ufunc_ops().values())  # fmt: skip
+
+
+def test_arrays_and_numpy_scalars_on_the_left_are_strong_constants():
+    ones = np.ones((2, 3), np.float64)
+    y = ones + X
+    assert y.op.name == "add" and y.type.dtype == "float64"
+    assert (np.float32(2) * X).type.dtype == "float32"
+    assert (np.float64(2) * X).type.dtype == "float64"
+    assert (2.0 * X).type.dtype == "float32"  # Python scalars stay weak
+    assert np.maximum(X, 0.5).type.dtype == "float32"
+
+
+def test_reductions_functions_and_methods():
+    assert same(np.sum(X, axis=1, keepdims=True), nbyoc.sum(X, axis=1, keepdims=True))
+    assert same(np.mean(X), nbyoc.mean(X))
+    assert same(np.max(X, axis=0), nbyoc.max(X, axis=0))
+    assert same(X.sum(axis=-1), nbyoc.sum(X, axis=1))
+    assert same(X.mean(axis=(0, 1), keepdims=True), nbyoc.mean(X, axis=None, keepdims=True))
+    assert same(X.max(), nbyoc.max(X))
+    assert same(np.add.reduce(X), nbyoc.sum(X, axis=0))
+    assert same(np.maximum.reduce(X, axis=1), nbyoc.max(X, axis=1))
+
+
+def test_layout_functions_and_methods():
+    assert same(X.T, nbyoc.transpose(X))
+    assert same(np.transpose(X, (1, 0)), nbyoc.transpose(X, (1, 0)))
+    assert same(X.transpose(1, 0), X.transpose((1, 0)))
+    assert same(np.reshape(X, (3, 2)), nbyoc.reshape(X, (3, 2)))
+    assert same(np.reshape(X, shape=(6,)), nbyoc.reshape(X, (6,)))
+    assert same(X.reshape(3, 2), X.reshape((3, 2)))
+    assert same(np.ravel(X), nbyoc.reshape(X, (6,)))
+    assert same(np.concatenate([X, X], axis=1), nbyoc.concatenate([X, X], axis=1))
+    assert same(np.dot(X, X.T), X @ X.T)
+    assert np.expand_dims(X, 0).shape == (1, 2, 3)
+    assert np.expand_dims(X, (0, -1)).shape == (1, 2, 3, 1)
+    assert np.squeeze(np.expand_dims(X, 1)).shape == (2, 3)
+    assert np.shape(X) == (2, 3) and np.ndim(X) == 2 and np.size(X) == 6
+    assert X.ndim == 2 and X.size == 6
+    v = nbyoc.var("v", (3,))
+    assert v.T is v
+
+
+def test_astype_to_the_own_dtype_is_the_value_itself_and_otherwise_an_error():
+    assert X.astype(np.float32) is X and X.astype("float32") is X
+    with pytest.raises(NbyocTypeError, match="no cast op yet"):
+        X.astype("int32")
+
+
+def test_a_numpy_built_graph_computes_what_numpy_computes():
+    a = nbyoc.var("a", (4, 3))
+    body = np.tanh(a @ np.ones((3, 3), np.float32)) + np.sum(np.exp(a), axis=1, keepdims=True)
+    fn = nbyoc.compile(nbyoc.function([a], np.sqrt(np.abs(body)).T))
+    data = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+    want = np.sqrt(
+        np.abs(np.tanh(data @ np.ones((3, 3), np.float32)) + np.exp(data).sum(1)[:, None])
+    ).T
+    np.testing.assert_allclose(fn(data), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "compare",
+    [
+        lambda x: x == x, lambda x: x != 1.0, lambda x: x < x, lambda x: x <= 0,
+        lambda x: x < 0, lambda x: x >= np.float32(1), lambda x: np.greater(x, 0),
+        lambda x: np.equal(x, x),
+    ],
+)  # fmt: skip
+def test_comparisons_raise_instead_of_answering_a_python_bool(compare):
+    with pytest.raises(NbyocTypeError, match=r"cannot be compared|no comparison ops"):
+        compare(X)
+
+
+def test_nodes_still_hash_and_compare_by_identity_in_containers():
+    y = X + 1.0
+    assert len({X, y, X}) == 2 and {X: 1}[X] == 1
+    assert X in [X]  # identity comes before ==, but any other node in a list is compared:
+    with pytest.raises(NbyocTypeError, match="cannot be compared"):
+        y in [X, y]  # noqa: B015 - test with `any(n is y for n in ...)` instead
+
+
+def test_no_truth_value_and_no_silent_array():
+    with pytest.raises(NbyocTypeError, match="no truth value"):
+        bool(X)
+    with pytest.raises(NbyocTypeError, match="no truth value"):
+        X and X  # noqa: B018 - the truth test is the point
+    with pytest.raises(NbyocTypeError, match="cannot be compared"):
+        if X.sum() > 0:  # data-dependent control flow fails at the comparison
+            pass
+    with pytest.raises(NbyocTypeError, match="holds no data"):
+        np.asarray(X)
+
+
+@pytest.mark.parametrize(
+    "call,needle",
+    [
+        (lambda: np.sin(X), "numpy.sin has no nbyoc op yet; nbyoc's ops are add, "),
+        (lambda: np.square(X), "write x \\* x"),
+        (
+            lambda: np.minimum.reduce(X),
+            "numpy.minimum.reduce has no nbyoc op yet; write -nbyoc.max",
+        ),
+        (lambda: np.add.accumulate(X), "numpy.add.accumulate has no nbyoc op yet"),
+        (lambda: np.exp(X, out=np.empty((2, 3))), "cannot write into a graph value"),
+        (lambda: np.add(X, X, dtype=np.float64), "takes no dtype="),
+        (lambda: np.sum(X, dtype=np.float64), "numpy.sum: takes no dtype="),
+        (lambda: np.where(X, X, X), "numpy.where is not supported .*no select op yet"),
+        (lambda: np.clip(X, 0, 1), "write nbyoc.minimum\\(nbyoc.maximum"),
+        (
+            lambda: np.cumsum(X),
+            "numpy.cumsum is not supported on nbyoc graph values; supported: .*numpy.sum",
+        ),
+        (lambda: np.min(X), "no min reduction yet"),
+        (lambda: X.min(), "x.min\\(\\): nbyoc has no min reduction yet"),
+        (lambda: np.dot(nbyoc.var("t", (2, 2, 2)), X), "only for 1-D and 2-D"),
+        (lambda: np.reshape(X, (6,), order="F"), "C order only"),
+        (lambda: np.squeeze(X, axis=0), "whose length is not 1"),
+    ],
+)
+def test_unsupported_numpy_says_what_to_use_instead(call, needle):
+    with pytest.raises(NbyocTypeError, match=needle):
+        call()
