@@ -195,6 +195,19 @@ def array_function(func, args, kwargs):
     )
 
 
+def _refuse_comparison(symbol: str):
+    """A comparison operator that raises: there is no comparison op to build yet."""
+
+    def compare(self, other):
+        raise NbyocTypeError(
+            f"graph values cannot be compared with {symbol}: nbyoc has no comparison ops yet "
+            f"(use 'is' to ask whether two nodes are the same node, and "
+            f"nbyoc.structural_equal to compare graphs)"
+        )
+
+    return compare
+
+
 class ArrayMethods:
     """The NumPy-style methods and attributes of tensor-typed graph values."""
 
@@ -218,31 +231,12 @@ class ArrayMethods:
             "if/and/or/not cannot branch on data the graph has not computed yet"
         )
 
-    def _compare(self, other, symbol: str):
-        raise NbyocTypeError(
-            f"graph values cannot be compared with {symbol}: nbyoc has no comparison ops yet "
-            f"(use 'is' to ask whether two nodes are the same node, and "
-            f"nbyoc.structural_equal to compare graphs)"
-        )
-
-    def __eq__(self, other):
-        self._compare(other, "==")
-
-    def __ne__(self, other):
-        self._compare(other, "!=")
-
-    def __lt__(self, other):
-        self._compare(other, "<")
-
-    def __le__(self, other):
-        self._compare(other, "<=")
-
-    def __gt__(self, other):
-        self._compare(other, ">")
-
-    def __ge__(self, other):
-        self._compare(other, ">=")
-
+    __eq__ = _refuse_comparison("==")
+    __ne__ = _refuse_comparison("!=")
+    __lt__ = _refuse_comparison("<")
+    __le__ = _refuse_comparison("<=")
+    __gt__ = _refuse_comparison(">")
+    __ge__ = _refuse_comparison(">=")
     __hash__ = object.__hash__  # nodes hash by identity (defining __eq__ would unset it)
 
     @property
