@@ -28,6 +28,10 @@ def pytest_addoption(parser):
         "--bench-quick", action="store_true",
         help="one round of each fresh-process measurement (compile time, memory)",
     )  # fmt: skip
+    group.addoption(
+        "--scaling-nodes", type=int, nargs="+", default=[10, 30, 100, 300, 1000], metavar="N",
+        help="graph sizes (nodes) of the compile-time scaling sweep",
+    )  # fmt: skip
 
 
 def pytest_generate_tests(metafunc):

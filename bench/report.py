@@ -173,6 +173,116 @@ def compile_table(doc: dict) -> list[str]:
     return [f"Reference graph at {shape}.", "", *_table(header, rows)]
 
 
+#: The growth exponent is fitted over the sizes from this many nodes up (below, the
+#: fixed cost of starting Numba or gcc hides how the work grows).
+FIT_FROM_NODES = 100
+
+
+def scaling_series(doc: dict) -> dict[tuple[str, str, str], dict[int, float]]:
+    """(family, backend, phase) -> nodes -> compile seconds, from the scaling sweep."""
+    series: dict[tuple[str, str, str], dict[int, float]] = defaultdict(dict)
+    for b in _by_kind(doc, "scaling"):
+        info = b["extra_info"]
+        series[info["family"], info["case"], info["phase"]][info["nodes"]] = info["compile_s"]
+    return series
+
+
+def growth_exponent(points: dict[int, float]) -> float | None:
+    """The least-squares slope of log(time) against log(nodes), over the sizes of at least
+    FIT_FROM_NODES nodes (all sizes when fewer than two are that large)."""
+    import math
+
+    large = {n: t for n, t in points.items() if n >= FIT_FROM_NODES}
+    use = large if len(large) >= 2 else points
+    if len(use) < 2:
+        return None
+    xs, ys = [math.log(n) for n in use], [math.log(max(t, 1e-9)) for t in use.values()]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / spread if spread else None
+
+
+def scaling_table(doc: dict) -> list[str]:
+    """Rows (family, backend, phase), columns the sizes: compile time, and the exponent."""
+    series = scaling_series(doc)
+    if not series:
+        return []
+    sizes = sorted({n for points in series.values() for n in points})
+    regions = {
+        (b["extra_info"]["family"], b["extra_info"]["nodes"]): b["extra_info"]
+        for b in _by_kind(doc, "scaling")
+        if b["extra_info"]["case"] == "llvm" and b["extra_info"]["phase"] == "cold"
+    }
+    rows = []
+    for (family, backend, phase), points in series.items():
+        k = growth_exponent(points)
+        cells = [seconds(points[n]) if n in points else "" for n in sizes]
+        rows.append([family, backend, phase, *cells, f"{k:.2f}" if k is not None else ""])
+    notes = [
+        f"- {family} at {info['nodes']} nodes: {info['regions']} llvm regions, "
+        f"{info['kernel_modules']} distinct kernel modules compiled"
+        for (family, _), info in sorted(regions.items())
+        if info["nodes"] == max(n for f, n in regions if f == family)
+    ]
+    header = ["graph", "backend", "phase", *(f"{n} nodes" for n in sizes), "exponent"]
+    return [*notes, "", *_table(header, rows)]
+
+
+def scaling_plot(doc: dict, path: Path) -> bool:
+    """Draw compile time against nodes, one panel per family (log-log); False if the
+    document has no sweep or matplotlib is missing (pip install '.[bench]')."""
+    series = scaling_series(doc)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no plot: matplotlib is not installed (pip install '.[bench]')", file=sys.stderr)
+        return False
+    families = _first_seen(f for f, _, _ in series)
+    if not families:
+        return False
+    figure, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 3.6))
+    axes = axes if len(families) > 1 else [axes]
+    colors = {}
+    for ax, family in zip(axes, families):
+        for (f, backend, phase), points in series.items():
+            if f != family:
+                continue
+            color = colors.setdefault(backend, f"C{len(colors)}")
+            nodes = sorted(points)
+            style = "-" if phase == "cold" else "--"
+            times = [points[n] for n in nodes]
+            ax.loglog(nodes, times, style, marker="o", color=color, label=f"{backend} {phase}")
+        ax.set_title(family)
+        ax.set_xlabel("nodes")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("compile time (s)")
+    axes[-1].legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True
+
+
+def chain_table(doc: dict) -> list[str]:
+    """Long chains: per case and size, nanoseconds per element and op at 10 and 300 ops."""
+    cells: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
+    for b in _by_kind(doc, "chain"):
+        info = b["extra_info"]
+        per = b["stats"]["median"] / info["elements"] / info["ops"] * 1e9
+        cells[info["shape"], info["case"]][info["ops"]] = per
+    if not cells:
+        return []
+    ops = sorted({n for row in cells.values() for n in row})
+    rows = [
+        [shape, case, *(f"{row[n]:.3f}" if n in row else "" for n in ops)]
+        for (shape, case), row in sorted(cells.items(), key=lambda kv: _elements(kv[0][0]))
+    ]
+    return _table(["shape", "case", *(f"ns per element and op, {n} ops" for n in ops)], rows)
+
+
 def memory_table(doc: dict) -> list[str]:
     rows, title = [], ""
     for b in _by_kind(doc, "memory"):
@@ -217,6 +327,12 @@ def markdown(doc: dict) -> str:
          flops_table(doc)),
         ("Compile time", "Medians; cold and warm-disk cases each in a fresh process.",
          compile_table(doc)),
+        ("Long chains", "The scaling sweep's chain at 10 and 300 ops, median run time per "
+         "element and op (lower is better).", chain_table(doc)),
+        ("Compile time against graph size", "Seconds in `nbyoc.compile`, each in a fresh "
+         "process: cold with an empty cache, warm with the cache the cold run left. The "
+         f"exponent k fits time ~ nodes^k from {FIT_FROM_NODES} nodes up "
+         "(1: linear).", scaling_table(doc)),
         ("Peak memory per call", "Resident memory, in a fresh process per case, after three "
          "calls.", memory_table(doc)),
         ("Other measurements", "", other_groups_table(doc)),
@@ -253,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("json", nargs="?", help="pytest-benchmark JSON (default: run the suite)")
     parser.add_argument("--readme", type=Path, help="also replace this README's report section")
+    parser.add_argument("--plot", type=Path, help="draw compile time against graph size here")
     parser.add_argument("pytest_args", nargs="*", help="after --: arguments for the suite's run")
     args = parser.parse_args(argv)
     doc = json.loads(Path(args.json).read_text()) if args.json else run_suite(args.pytest_args)
@@ -260,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text, end="")
     if args.readme:
         update_readme(args.readme, text)
+    if args.plot:
+        scaling_plot(doc, args.plot)
     return 0
 
 

@@ -30,6 +30,7 @@ def smoke_run(tmp_path_factory) -> dict:
     command = [
         sys.executable, "-m", "pytest", "bench", "-q", "-p", "no:cacheprovider",
         "--benchmark-enable", f"--benchmark-json={out}", "--bench-sizes", "10", "--bench-quick",
+        "--scaling-nodes", "10",
         "--benchmark-min-rounds=1", "--benchmark-max-time=0", "--benchmark-warmup=off",
     ]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -53,8 +54,14 @@ def test_every_graph_and_case_is_measured(smoke_run):
 def test_report_has_every_table(smoke_run):
     text = load_report().markdown(smoke_run)
     assert text.startswith("Machine: ")
-    for title in ("Run time", "Compute-bound: the MLP", "Compile time", "Peak memory per call"):
+    for title in ("Run time", "Compute-bound: the MLP", "Compile time", "Peak memory per call",
+                  "Compile time against graph size"):  # fmt: skip
         assert f"#### {title}" in text
+    scaling = text.split("#### Compile time against graph size")[1].split("####")[0]
+    for family in ("chain", "dag", "blocks"):
+        for backend in ("llvm", "csource", "examplejson", "host"):
+            for phase in ("cold", "warm"):
+                assert f"| {family} | {backend} | {phase} | " in scaling
     run_table = text.split("#### Run time")[1].split("####")[0]
     assert "| reference | 10x10 | " in run_table
     for backend in ("llvm", "csource", "examplejson", "host"):
@@ -91,3 +98,17 @@ def test_seconds_formats_with_a_unit():
         "4.2 us",
         "3 ns",
     ]
+
+
+def test_the_scaling_plot_is_drawn(smoke_run, tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "scaling.png"
+    assert load_report().scaling_plot(smoke_run, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_growth_exponent_fits_a_power_law():
+    fit = load_report().growth_exponent
+    assert fit({100: 1.0, 300: 3.0, 1000: 10.0}) == pytest.approx(1.0)
+    assert fit({100: 1.0, 1000: 100.0}) == pytest.approx(2.0)
+    assert fit({10: 1.0}) is None

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import CompileError
-from ..ir.nodes import IRModule
+from ..ir.nodes import Function, IRModule
+from ..progress import progress
 from ..runtime.module import Module
 from .registry import get_codegen
 
@@ -24,38 +25,44 @@ def build(module: IRModule, options: Mapping[str, Mapping] | None = None) -> dic
     ``options[backend]`` holds keyword arguments for that backend's codegen.
     """
     options = dict(options or {})
+    external = {n: f for n, f in module.functions.items() if f.attrs.get("Compiler") is not None}
     built = {}
-    for name, func in module.functions.items():
-        compiler = func.attrs.get("Compiler")
-        if compiler is None:
-            continue
-        if func.attrs.get("global_symbol", name) != name:
-            raise CompileError(f"@{name} has global_symbol {func.attrs['global_symbol']!r}")
-        codegen = get_codegen(compiler)
-        kwargs = dict(options.get(compiler, {}))
-        if kwargs:
-            import inspect  # only when options are given: it costs 10 ms of start-up
-
-            try:
-                inspect.signature(codegen).bind(func, **kwargs)
-            except TypeError as e:
-                raise CompileError(f"unknown option for the {compiler!r} codegen: {e}") from None
-        try:
-            runtime_module = codegen(func, **kwargs)
-        except Exception as e:  # the original stays chained as __cause__
-            raise CompileError(
-                f"the {compiler!r} codegen failed on @{name}: {type(e).__name__}: {e}"
-            ) from e
-        if not isinstance(runtime_module, Module):
-            raise CompileError(
-                f"the {compiler!r} codegen returned {runtime_module!r}; it must return a "
-                f"nbyoc.runtime.Module"
-            )
-        try:
-            runtime_module.get_function(name)
-        except Exception as e:
-            raise CompileError(
-                f"the {compiler!r} module built for @{name} does not provide it: {e}"
-            ) from e
-        built[name] = runtime_module
+    with progress(len(external), "compiling") as bar:
+        for name, func in external.items():
+            built[name] = _build_one(name, func, options)
+            bar.update()
     return built
+
+
+def _build_one(name: str, func: Function, options: Mapping) -> Module:
+    """The runtime module of external function ``name``, from its backend's codegen."""
+    compiler = func.attrs["Compiler"]
+    if func.attrs.get("global_symbol", name) != name:
+        raise CompileError(f"@{name} has global_symbol {func.attrs['global_symbol']!r}")
+    codegen = get_codegen(compiler)
+    kwargs = dict(options.get(compiler, {}))
+    if kwargs:
+        import inspect  # only when options are given: it costs 10 ms of start-up
+
+        try:
+            inspect.signature(codegen).bind(func, **kwargs)
+        except TypeError as e:
+            raise CompileError(f"unknown option for the {compiler!r} codegen: {e}") from None
+    try:
+        runtime_module = codegen(func, **kwargs)
+    except Exception as e:  # the original stays chained as __cause__
+        raise CompileError(
+            f"the {compiler!r} codegen failed on @{name}: {type(e).__name__}: {e}"
+        ) from e
+    if not isinstance(runtime_module, Module):
+        raise CompileError(
+            f"the {compiler!r} codegen returned {runtime_module!r}; it must return a "
+            f"nbyoc.runtime.Module"
+        )
+    try:
+        runtime_module.get_function(name)
+    except Exception as e:
+        raise CompileError(
+            f"the {compiler!r} module built for @{name} does not provide it: {e}"
+        ) from e
+    return runtime_module

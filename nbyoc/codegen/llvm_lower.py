@@ -4,24 +4,36 @@ The kernel is a sequence of *stages* in evaluation order:
 
 - a **loop nest** computes elementwise ops of one shape together: each node is
   a local scalar, computed once per element; each input is read once per
-  element; only values needed outside the nest are stored;
+  element; only values needed outside the nest are stored. A nest holds at
+  most ``MAX_NEST_OPS`` ops (a longer run continues in the next nest). A nest
+  of ``FUNCTION_MIN_OPS`` or more ops is a *stage function* of its own
+  (``llvm_stages``): compiled once however often it appears, large ones called
+  through their address, consecutive parallel ones sharing one ``prange``;
+  smaller nests stay loops in the kernel;
 - every other op (reductions, matmul, concatenate) is a stage of its own with
   explicit loops; reshape and transpose are views, not stages of work.
 
+This keeps compile time linear in the graph's size: no loop body Numba or LLVM
+sees grows beyond ``MAX_NEST_OPS`` ops, and Numba's parfor passes see only calls.
+
 Values that cross stages live in scratch buffers, planned by liveness (a
-buffer is reused once its value is dead) and passed in by the caller, so the
-kernel allocates nothing. Outputs are written in place; outputs that are
-inputs, constants or views are copied. With ``fuse=False`` every elementwise
-node gets its own loop nest, one loop per node as in the reference design.
-Stages at least ``parallel_threshold`` elements large run their outer loops
-with ``prange``. Numba's own loop fusion is switched off in parallel kernels:
-the stages are already fused as far as their dependencies allow, and Numba's
+buffer is reused once its value is dead, and not before the end of the
+``prange`` group that reads it) and passed in by the caller, so the kernel
+allocates nothing. Outputs are written in place; outputs that are inputs,
+constants or views are copied. With ``fuse=False`` every elementwise node gets
+its own loop nest, one loop per node as in the reference design. Stages at
+least ``parallel_threshold`` elements large run their outer loops with
+``prange``. Numba's own loop fusion is switched off in parallel kernels: the
+stages are already fused as far as their dependencies allow, and Numba's
 fusion of a stage that writes a scratch view with one that reads it through
 another view of the same buffer reads the buffer before it is written.
 
 The kernel's arguments are: inputs, constant arrays (read-only), outputs,
-scratch buffers (flat, one per dtype and lifetime). It checks every shape
-first and raises ``ValueError`` rather than index out of bounds.
+scratch buffers (flat, one per dtype and lifetime) and, when it calls stage
+functions through their addresses, those addresses. It checks every shape
+first and raises ``ValueError`` rather than index out of bounds. The source
+never names the external function's symbol, so identical regions share one
+kernel.
 """
 
 from __future__ import annotations
@@ -39,6 +51,19 @@ from ..ir.traversal import post_order
 from ..ir.types import TensorType
 from . import llvm_ops
 from .llvm_reduce import concatenate_stage, matmul_stage, reduce_stage
+from .llvm_stages import StageCall, StageFunctions, emit_calls, lead_axes
+
+#: A fused loop nest holds at most this many ops; a longer run of elementwise ops
+#: continues in the next nest (see ``plan_stages``). LLVM's time on one loop body grows
+#: faster than its length (measured: 300 transcendental-heavy ops in one loop 6.5 s,
+#: 600 ops 18 s, 1000 ops 54 s), and consecutive parallel nests share one prange, so the
+#: values crossing a cut stay in cache.
+MAX_NEST_OPS = 64
+#: Nests of at least this many ops become stage functions (``llvm_stages``); smaller ones
+#: stay loops in the kernel: a function of its own costs Numba about 0.2 s to compile,
+#: more than a few ops cost anywhere (the reference graph's cold compile: 1.9 s inline,
+#: 2.1 s as a stage function).
+FUNCTION_MIN_OPS = 8
 
 NUMBA_TYPES = {
     "float32": "nbt.float32",
@@ -55,7 +80,7 @@ class ArrayValue:
     name: str
     type: TensorType
     contiguous: bool = True
-    base: Expr | None = None  # the value whose buffer this one views
+    readonly: bool = False  # a constant, or a view of one
 
 
 @dataclass
@@ -76,16 +101,29 @@ class Lowered:
     outputs: list[TensorType]
     scratch: list[tuple[str, int]]  # (dtype, elements) of each scratch buffer
     parallel: bool = False
-    helpers: set[str] = field(default_factory=set)
+    #: (function, signature) of the stage functions whose addresses the kernel takes, in
+    #: order, as its last argument (``nbyoc.runtime.jit_address.stage_addresses``).
+    addressed: list[tuple[str, str]] = field(default_factory=list)
 
 
-def lower(func: Function, fuse: bool = True, parallel_threshold: int = 1 << 15) -> Lowered:
-    """The kernel source for external function ``func`` (see the module docstring)."""
-    return _Lowering(func, fuse, parallel_threshold).run()
+def lower(
+    func: Function,
+    fuse: bool = True,
+    parallel_threshold: int = 1 << 15,
+    function_pointers: bool | None = None,
+) -> Lowered:
+    """The kernel source for external function ``func`` (see the module docstring).
+    ``function_pointers``: call large stage functions through their addresses (the
+    default when this Numba supports it; ahead-of-time export cannot)."""
+    if function_pointers is None:
+        from ..runtime.jit_address import supported
+
+        function_pointers = supported()
+    return _Lowering(func, fuse, parallel_threshold, function_pointers).run()
 
 
 class _Lowering:
-    def __init__(self, func: Function, fuse: bool, parallel_threshold: int):
+    def __init__(self, func: Function, fuse: bool, parallel_threshold: int, pointers: bool):
         self.func = func
         self.fuse = fuse
         self.threshold = parallel_threshold
@@ -108,11 +146,14 @@ class _Lowering:
                 if node.type.shape == ():
                     self.literals[node] = llvm_ops.literal(node.data[()], node.type.dtype)
                 else:
-                    self.arrays[node] = ArrayValue(f"c{len(self.constants)}", node.type)
+                    self.arrays[node] = ArrayValue(
+                        f"c{len(self.constants)}", node.type, readonly=True
+                    )
                     self.constants.append(node.data)
         self.helpers: set[str] = set()
+        self.stages = StageFunctions(pointers)
+        self.pending: list[StageCall] = []  # parallel stage calls that may share a prange
         self.parallel = False
-        self.lines: list[str] = []
 
     # -- planning ---------------------------------------------------------------
 
@@ -133,7 +174,8 @@ class _Lowering:
                 ]
                 if self.fuse and candidates:
                     s = max(candidates)
-                    if all(stage_of.get(a, -1) <= s for a in node.args):
+                    full = len(stages[s].nodes) >= MAX_NEST_OPS
+                    if not full and all(stage_of.get(a, -1) <= s for a in node.args):
                         stages[s].nodes.append(node)
                         stage_of[node] = s
                         continue
@@ -170,6 +212,13 @@ class _Lowering:
         for o in is_output:
             if o in last_use:
                 last_use[o] = end
+        # Stages sharing a prange run chunk by chunk: a buffer read in one must not be
+        # reused by another stage of the group, so its value lives to the group's end.
+        groups = self.plan_groups(stages)
+        group_end = {g: i for i, g in enumerate(groups)}
+        for n, used in last_use.items():
+            if used < end:
+                last_use[n] = group_end[groups[used]]
         out_names = {}
         for k, o in enumerate(self.outputs):
             if isinstance(o, Call) and o not in views and o not in out_names:
@@ -177,9 +226,24 @@ class _Lowering:
         scratch, dest = self.plan_buffers(stages, stage_of, stored - views, out_names, last_use)
         body = []
         for index, stage in enumerate(stages):
-            body += self.emit_stage(stage, index, stage_of, stored, dest)
-        body += self.emit_output_copies(out_names)
+            body += self.emit_stage(stage, index, groups[index], stored, dest)
+        body += self.flush() + self.emit_output_copies(out_names)
         return self.finish(body, scratch)
+
+    def plan_groups(self, stages: list[Stage]) -> list[int]:
+        """A group number per stage: consecutive parallel stage functions of one shape
+        share one (they may run in one prange); every other stage is a group of its own."""
+        groups: list[int] = []
+        for index, stage in enumerate(stages):
+            joins = (
+                index > 0
+                and is_function_stage(stage)
+                and is_function_stage(stages[index - 1])
+                and stage.shape == stages[index - 1].shape
+                and self.parallel_size(stage.shape)
+            )
+            groups.append(groups[-1] if joins else index)
+        return groups
 
     def plan_buffers(self, stages, stage_of, materialised, out_names, last_use):
         """Scratch buffers by liveness: (dtype, elements) list and value -> (buffer, view name)."""
@@ -215,30 +279,35 @@ class _Lowering:
         size = max(node.type.size, 1)
         return [f"{name} = s{buffer}[:{size}].reshape({_shape_literal(node.type.shape)})"]
 
-    def emit_stage(self, stage: Stage, index: int, stage_of, stored, dest) -> list[str]:
+    def emit_stage(self, stage: Stage, index: int, group: int, stored, dest) -> list[str]:
+        if stage.nest:
+            return self.emit_nest(stage, index, group, stored, dest)
+        lines = [*self.flush(), f"# stage {index}: {stage.nodes[0].op.name}"]
+        node = stage.nodes[0]
+        name = node.op.name
+        if name in ("reshape", "transpose"):
+            return lines + self.emit_view(node)
+        lines += self.bind_destination(node, dest)
+        out = self.arrays[node].name
+        parallel = self.use_parallel(node.type.shape)
+        if name in ("sum", "mean", "max"):
+            body = reduce_stage(node, self.read_array(node.args[0]), out, parallel)
+        elif name == "matmul":
+            body = matmul_stage(node, *map(self.read_array, node.args), out, parallel)
+        else:
+            body = concatenate_stage(node, [self.read_array(a) for a in node.args], out, parallel)
+        return lines + body
+
+    def emit_nest(self, stage: Stage, index: int, group: int, stored, dest) -> list[str]:
+        """Bind what a loop nest reads and writes, then emit it: a few ops as loops in
+        the kernel itself; more as a stage function whose call is queued (a parallel one
+        may share a prange with the next)."""
         lines = [f"# stage {index}: {', '.join(n.op.name for n in stage.nodes)}"]
-        if not stage.nest:
-            node = stage.nodes[0]
-            name = node.op.name
-            if name in ("reshape", "transpose"):
-                return lines + self.emit_view(node)
-            lines += self.bind_destination(node, dest)
-            out = self.arrays[node].name
-            parallel = self.use_parallel(node.type.shape)
-            if name in ("sum", "mean", "max"):
-                body = reduce_stage(node, self.read_array(node.args[0]), out, parallel)
-            elif name == "matmul":
-                body = matmul_stage(node, *map(self.read_array, node.args), out, parallel)
-            else:
-                body = concatenate_stage(
-                    node, [self.read_array(a) for a in node.args], out, parallel
-                )
-            return lines + body
         for node in stage.nodes:
             if node in stored:
                 lines += self.bind_destination(node, dest)
         members = set(stage.nodes)
-        values: dict[Expr, str] = {}
+        scalars: dict[Expr, str] = {}
         touched = []
         for a in dict.fromkeys(a for n in stage.nodes for a in n.args):
             if a in members or a in self.literals:
@@ -246,56 +315,88 @@ class _Lowering:
             if a.type.shape == () and stage.shape:
                 # A 0-d array (a constant passed in, a full reduction) is read once, before
                 # the loop: Numba's parallel loops cannot index one inside a prange.
-                values[a] = f"{self.read_array(a)}_scalar"
-                lines.append(f"{values[a]} = {self.read_array(a)}[()]")
+                scalars[a] = f"{self.read_array(a)}_scalar"
+                lines.append(f"{scalars[a]} = {self.read_array(a)}[()]")
             else:
                 touched.append(a)
         touched += [n for n in stage.nodes if n in stored]
-        flat = None
-        if stage.shape and all(
+        flat = bool(stage.shape) and all(
             self.arrays[a].type.shape == stage.shape and self.arrays[a].contiguous for a in touched
-        ):
-            # Every array has the nest's shape and is contiguous: walk them as flat vectors.
-            flat = {a: f"{self.arrays[a].name}_flat" for a in touched}
-            size = math.prod(stage.shape)
-            views = {name: self.arrays[a].name for a, name in flat.items()}
-            lines += [f"{name} = {array}.reshape({size})" for name, array in views.items()]
+        )
+        domain = (math.prod(stage.shape),) if flat else stage.shape
+        names = {}  # what the loop calls each array: the kernel's, or a parameter's name
+        for a in touched:
+            names[a] = f"{self.arrays[a].name}_flat" if flat else self.arrays[a].name
+            if flat:  # every array has the nest's shape and is contiguous: walk them flat
+                lines.append(f"{names[a]} = {self.arrays[a].name}.reshape({domain[0]})")
+        as_function = is_function_stage(stage)
+        if as_function:
+            arguments = [*names.values(), *scalars.values()]
+            names = {a: f"a{k}" for k, a in enumerate(names)}
+            scalars = {a: f"x{k}" for k, a in enumerate(scalars)}
         inner = []
+        values: dict[Expr, str] = {}
         for k, node in enumerate(stage.nodes):
             dtype = node.type.dtype
-            args = [self.read(a, stage.shape, values, dtype, flat) for a in node.args]
-            for helper in llvm_ops.helpers_for(node.op.name, dtype):
-                self.helpers.add(helper)
+            args = [
+                self.read(a, stage.shape, values, dtype, names, scalars, flat) for a in node.args
+            ]
+            self.helpers.update(llvm_ops.helpers_for(node.op.name, dtype))
             values[node] = f"v{k}"
             inner.append(f"v{k} = {llvm_ops.scalar_expression(node.op.name, args, dtype)}")
-        for node in stage.nodes:
-            if node in stored:
-                if flat:
-                    target = f"{flat[node]}[i0]"
-                else:
-                    target = f"{self.arrays[node].name}[{_index(stage.shape, node.type.shape)}]"
-                inner.append(f"{target} = {values[node]}")
-        domain = (math.prod(stage.shape),) if flat else stage.shape
-        return lines + self.loops(domain, inner)
+        stores = [
+            (names[n], "i0" if flat else _index(stage.shape, n.type.shape), values[n], n.dtype)
+            for n in stage.nodes
+            if n in stored
+        ]
+        if not as_function:
+            inner += [f"{array}[{i}] = {value}" for array, i, value, _ in stores]
+            return self.flush() + lines + self.loops(domain, inner)
+        types = [self.parameter_type(a, flat) for a in names]
+        types += [NUMBA_TYPES[a.type.dtype] for a in scalars]
+        parameters = [*names.values(), *scalars.values()]
+        name, address = self.stages.add(parameters, types, domain, inner, stores, len(stage.nodes))
+        function = name if address is None else f"p{address}"
+        call = StageCall(function, arguments, domain, self.use_parallel(domain), group)
+        if self.pending and not _joins(self.pending[-1], call):
+            lines = self.flush() + lines
+        self.pending.append(call)
+        return lines if call.parallel else lines + self.flush()
+
+    def parameter_type(self, node: Expr, flat: bool) -> str | None:
+        """The exact Numba type of ``node``'s array as a stage function's parameter, or
+        None for a strided view (whose layout Numba decides)."""
+        array = self.arrays[node]
+        if not (flat or array.contiguous):
+            return None
+        return _array_type(array.type.dtype, 1 if flat else array.type.ndim, array.readonly)
+
+    def flush(self) -> list[str]:
+        """The calls of the queued stages."""
+        lines, self.pending = emit_calls(self.pending), []
+        return lines
 
     def emit_view(self, node: Call) -> list[str]:
         source = self.read_array(node.args[0])
+        readonly = self.arrays[node.args[0]].readonly
         name = f"w{len(self.arrays)}"
         if node.op.name == "reshape":
             contiguous = self._contiguous(node.args[0])
             base = source if contiguous else f"np.ascontiguousarray({source})"
             line = f"{name} = {base}.reshape({_shape_literal(node.type.shape)})"
-            self.arrays[node] = ArrayValue(name, node.type, True)
+            # A contiguous copy of a read-only view is writeable; the view itself is not.
+            self.arrays[node] = ArrayValue(name, node.type, True, readonly and contiguous)
         else:
             axes = node.attrs["axes"]
             if tuple(axes) == tuple(range(len(axes))):
                 # An identity transpose (any 1-d one) is the array itself: Numba's
                 # transpose would return it with layout "A", which cannot be reshaped.
                 line = f"{name} = {source}"
-                self.arrays[node] = ArrayValue(name, node.type, self._contiguous(node.args[0]))
+                contiguous = self._contiguous(node.args[0])
             else:
                 line = f"{name} = {source}.transpose({_shape_literal(axes)})"
-                self.arrays[node] = ArrayValue(name, node.type, False)
+                contiguous = False
+            self.arrays[node] = ArrayValue(name, node.type, contiguous, readonly)
         return [line]
 
     def _contiguous(self, node: Expr) -> bool:
@@ -319,23 +420,33 @@ class _Lowering:
             return self.arrays[node].name
         raise CompileError(f"internal: {node!r} was not stored before an op that needs its array")
 
-    def read(self, node: Expr, domain, values: dict, dtype: str, flat: dict | None = None) -> str:
-        """Source reading ``node`` at the current element of ``domain``, as ``dtype``
-        (through its flat view at ``i0`` when ``flat`` names one)."""
+    def read(
+        self, node: Expr, domain, values: dict, dtype: str, arrays=None, scalars=None, flat=False
+    ) -> str:
+        """Source reading ``node`` at the current element of ``domain``, as ``dtype``: a
+        value of the nest, a literal, a number read before the loop (``scalars``), an
+        array by the name the loop knows it by (``arrays``; read at ``i0`` when
+        ``flat``), or a kernel array."""
         if node in values:
             text = values[node]
         elif node in self.literals:
             text = self.literals[node]
-        elif flat and node in flat:
-            text = f"{flat[node]}[i0]"
+        elif scalars and node in scalars:
+            text = scalars[node]
+        elif arrays and node in arrays:
+            text = f"{arrays[node]}[{'i0' if flat else _index(domain, node.type.shape)}]"
         else:
             text = f"{self.read_array(node)}[{_index(domain, node.type.shape)}]"
         return text if node.type.dtype == dtype else llvm_ops.cast(text, dtype)
 
-    def use_parallel(self, shape: tuple[int, ...]) -> bool:
-        """Whether a loop nest over ``shape`` runs its outer loop with prange (a 0-d
+    def parallel_size(self, shape: tuple[int, ...]) -> bool:
+        """Whether a loop nest over ``shape`` is large enough to run in parallel (a 0-d
         result or a single element has no loop to share out)."""
-        if shape and math.prod(shape) >= max(self.threshold, 2):
+        return bool(shape) and math.prod(shape) >= max(self.threshold, 2)
+
+    def use_parallel(self, shape: tuple[int, ...]) -> bool:
+        """``parallel_size``, noting that the kernel then needs Numba's parallel mode."""
+        if self.parallel_size(shape):
             self.parallel = True
             return True
         return False
@@ -365,20 +476,34 @@ class _Lowering:
             add(f"out{k}", t.dtype, t.shape)
         for k, (dtype, n) in enumerate(scratch):
             add(f"s{k}", dtype, (n,))
-        kernel = "kernel"  # a name of our own: the symbol only appears in the header comment
+        addressed = self.stages.addressed
+        if addressed:
+            args.append("stage_addresses")
+            types.append('nbt.Array(nbt.int64, 1, "C", readonly=True)')
+            checks.append(f"if stage_addresses.shape[0] != {len(addressed)}:")
+            checks.append('    raise ValueError("nbyoc: wrong number of stage addresses")')
+            checks += [
+                f"p{k} = function_at(stage_addresses[{k}], {signature}_TYPE)"
+                for k, (_, signature) in enumerate(addressed)
+            ]
+        kernel = "kernel"  # a name of our own, never the symbol
         # Numba's parfor fusion off: see the module docstring.
         parallel = '{"fusion": False}' if self.parallel else "False"
         options = (
             f'cache=True, nogil=True, error_model="numpy", boundscheck=False, parallel={parallel}'
         )
+        # No symbol in the source: structurally identical regions share one kernel.
         source = [
-            f"# Generated by nbyoc {__version__}, llvm codegen: @{self.symbol}"
+            f"# Generated by nbyoc {__version__}, llvm codegen"
             f"{'' if self.fuse else ' (fusion off)'}.",
             "import numpy as np",
             "from numba import njit, prange",
             "from numba.core import types as nbt",
+            *(["from nbyoc.runtime.jit_address import function_at"] if addressed else []),
             "",
             *(llvm_ops.HELPERS[h] for h in sorted(self.helpers)),
+            *self.stages.source,
+            "",
             f"SIGNATURE = nbt.void({', '.join(types)})",
             "",
             "",
@@ -389,7 +514,14 @@ class _Lowering:
             "",
         ]
         return Lowered(
-            "\n".join(source), kernel, inputs, self.constants, outputs, scratch, self.parallel
+            "\n".join(source),
+            kernel,
+            inputs,
+            self.constants,
+            outputs,
+            scratch,
+            self.parallel,
+            list(addressed),
         )
 
 
@@ -417,9 +549,7 @@ def loop_nest(shape: tuple[int, ...], inner: list[str], parallel: bool = False) 
         return list(inner)
     lines, depth = [], 0
     if parallel:
-        lead = 1
-        while lead < len(shape) and math.prod(shape[:lead]) < 256:
-            lead += 1
+        lead = lead_axes(shape)
         total = math.prod(shape[:lead])
         lines.append(f"for flat in prange({total}):")
         current = "flat"  # Numba forbids reassigning anything derived as the loop index
@@ -435,3 +565,24 @@ def loop_nest(shape: tuple[int, ...], inner: list[str], parallel: bool = False) 
         )
     pad = "    " * (len(shape) - depth + (1 if parallel else 0))
     return lines + [pad + line for line in inner]
+
+
+def is_function_stage(stage: Stage) -> bool:
+    """Whether a stage is emitted as a stage function: a loop nest of at least
+    FUNCTION_MIN_OPS ops (fewer compile faster as loops in the kernel itself)."""
+    return stage.nest and len(stage.nodes) >= FUNCTION_MIN_OPS
+
+
+def _array_type(dtype: str, ndim: int, readonly: bool) -> str:
+    """The Numba type of a C-contiguous array parameter of a stage function."""
+    return f'nbt.Array({NUMBA_TYPES[dtype]}, {ndim}, "C"{", readonly=True" if readonly else ""})'
+
+
+def _joins(previous: StageCall, call: StageCall) -> bool:
+    """Whether ``call`` may run in the prange of ``previous``'s run of calls."""
+    return (
+        previous.parallel
+        and call.parallel
+        and previous.group == call.group
+        and previous.domain == call.domain
+    )

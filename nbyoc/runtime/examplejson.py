@@ -46,8 +46,8 @@ def op_kernel(call: Call, parallel_threshold: int = PARALLEL_THRESHOLD):
     params = [Var(f"in{k}", a.type) for k, a in enumerate(call.args)]
     symbol = f"ej_{call.op.name}"
     single = Function(params, Call(call.op, params, call.attrs), {"global_symbol": symbol})
-    lowered, kernel = compiled_kernel(single, True, parallel_threshold)
-    if lowered.constants or lowered.scratch:  # one op on parameters never needs either
+    lowered, kernel, trailing = compiled_kernel(single, True, parallel_threshold)
+    if lowered.constants or lowered.scratch or trailing:  # one op on parameters needs none
         raise NbyocError(f"internal: the {call.op.name} kernel needs extra arguments")
     return kernel
 

@@ -112,7 +112,8 @@ def _export_llvm(modules: dict, path: Path) -> Path:
             f"numba.pycc is not available in Numba {numba.__version__} ({e}); it was pending "
             f"deprecation since 0.57. Use Executable.save and nbyoc.load instead."
         ) from None
-    from .llvm import LLVMModule
+    from ..codegen.llvm_lower import lower
+    from .kernels import load_kernel
 
     name = path.name.split(".")[0]
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
@@ -124,13 +125,15 @@ def _export_llvm(modules: dict, path: Path) -> Path:
     cc.output_file = path.name
     signatures = {}
     for symbol, module in modules.items():
-        serial = LLVMModule(module.func, fuse=module.fuse, parallel_threshold=sys.maxsize)
-        if serial.lowered.constants or serial.lowered.scratch:
+        # Serial, and every stage called directly: pycc links what the kernel calls.
+        lowered = lower(module.func, module.fuse, sys.maxsize, function_pointers=False)
+        if lowered.constants or lowered.scratch:
             raise CompileError(
                 f"@{symbol} needs constant or scratch arrays, which an AOT function cannot hold; "
                 f"compile with bind_constants=False or export a graph without them"
             )
-        cc.export(symbol, serial.kernel.signatures[0])(serial.kernel.py_func)
+        kernel = load_kernel(lowered.source, lowered.kernel)
+        cc.export(symbol, kernel.signatures[0])(kernel.py_func)
         signatures[symbol] = _describe(module.func)
     try:
         with warnings.catch_warnings():

@@ -45,11 +45,17 @@ def source_key(source: str) -> str:
 
 def load_kernel(source: str, name: str):
     """The compiled function ``name`` defined by ``source`` (compiled at most once per process)."""
+    return getattr(load_kernel_module(source), name)
+
+
+def load_kernel_module(source: str):
+    """The module ``source`` defines, imported (and its functions compiled or loaded from
+    Numba's cache) at most once per process."""
     key = source_key(source)
     with _LOCK:
-        kernel = _KERNELS.get(key)
-        if kernel is not None:
-            return kernel
+        module = _KERNELS.get(key)
+        if module is not None:
+            return module
         path = cache.entry_path("kernels", f"k{key}", ".py")
         try:
             current = path.read_text()
@@ -67,6 +73,5 @@ def load_kernel(source: str, name: str):
         except BaseException:
             sys.modules.pop(module_name, None)
             raise
-        kernel = getattr(module, name)
-        _KERNELS[key] = kernel
-        return kernel
+        _KERNELS[key] = module
+        return module

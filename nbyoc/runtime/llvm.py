@@ -26,7 +26,8 @@ from ..ir.nodes import Function
 from ..ir.structural import structural_digest
 from ..ir.types import tensor_types
 from .arguments import ArgumentSpec
-from .kernels import load_kernel
+from .jit_address import stage_addresses
+from .kernels import load_kernel_module
 from .module import Module, load_function, register_loader, save_function
 from .outputs import allocator
 from .threads import start_threads
@@ -38,12 +39,16 @@ SAVE_VERSION = 1
 #: 2x faster at 2**16; launching the threads costs about 2 us.
 PARALLEL_THRESHOLD = 1 << 15
 
-_COMPILED: dict[tuple, tuple[Lowered, object]] = {}
+_COMPILED: dict[tuple, tuple[Lowered, object, tuple]] = {}
 _LOCK = threading.RLock()
 
 
-def compiled_kernel(func: Function, fuse: bool, parallel_threshold: int) -> tuple[Lowered, object]:
-    """(lowering, kernel) for ``func``, from the in-memory cache when possible."""
+def compiled_kernel(
+    func: Function, fuse: bool, parallel_threshold: int
+) -> tuple[Lowered, object, tuple]:
+    """(lowering, kernel, trailing arguments) for ``func``, from the in-memory cache when
+    possible. The trailing arguments (the addresses of its large stage functions, when
+    it calls any through them) follow the scratch buffers in every call."""
     key = (structural_digest(func), fuse, parallel_threshold)
     with _LOCK:
         entry = _COMPILED.get(key)
@@ -51,7 +56,9 @@ def compiled_kernel(func: Function, fuse: bool, parallel_threshold: int) -> tupl
             lowered = lower(func, fuse=fuse, parallel_threshold=parallel_threshold)
             if lowered.parallel:
                 start_threads()
-            entry = (lowered, load_kernel(lowered.source, lowered.kernel))
+            module = load_kernel_module(lowered.source)
+            trailing = (stage_addresses(module, lowered.addressed),) if lowered.addressed else ()
+            entry = (lowered, getattr(module, lowered.kernel), trailing)
             _COMPILED[key] = entry
     return entry
 
@@ -74,7 +81,7 @@ class LLVMModule(Module):
             )
         self.func, self.fuse, self.parallel_threshold = func, fuse, parallel_threshold
         self.symbol = func.attrs.get("global_symbol", "")
-        self.lowered, self.kernel = compiled_kernel(func, fuse, parallel_threshold)
+        self.lowered, self.kernel, self._trailing = compiled_kernel(func, fuse, parallel_threshold)
         self._constants = tuple(self.lowered.constants)
         params = [(p.name_hint, p.type) for p in func.params]
         self._inputs = ArgumentSpec.of(params, f"{self.symbol} inputs")
@@ -108,7 +115,9 @@ class LLVMModule(Module):
             for a in inputs
         ]
         try:
-            self.kernel(*inputs, *self._constants, *outputs, *self._scratch_buffers())
+            self.kernel(
+                *inputs, *self._constants, *outputs, *self._scratch_buffers(), *self._trailing
+            )
         except Exception as e:
             raise ExecutionError(f"{self.symbol} failed: {type(e).__name__}: {e}") from e
 
@@ -126,7 +135,9 @@ class LLVMModule(Module):
                 if any(np.may_share_memory(out, other) for other in others):
                     raise ArgumentError(f"{self.symbol}: out{k} overlaps another argument")
             try:
-                self.kernel(*inputs, *self._constants, *outputs, *self._scratch_buffers())
+                self.kernel(
+                    *inputs, *self._constants, *outputs, *self._scratch_buffers(), *self._trailing
+                )
             except Exception:
                 self._run_carefully(inputs, outputs)
 
@@ -137,10 +148,10 @@ class LLVMModule(Module):
         """A function of the inputs that allocates and returns the outputs; it checks
         its own arguments (errors name ``spec``'s parameters when given)."""
         self._check_symbol(symbol)
-        kernel, constants = self.kernel, self._constants
+        kernel, constants, trailing = self.kernel, self._constants, self._trailing
         allocators = [allocator(shape, dtype) for shape, dtype in self._out_specs]
         careful = self._run_carefully
-        if len(allocators) == 1 and not constants and not self.lowered.scratch:
+        if len(allocators) == 1 and not constants and not self.lowered.scratch and not trailing:
             (new,) = allocators
 
             def call(*inputs):  # the common case, kept short
@@ -157,7 +168,7 @@ class LLVMModule(Module):
             def call(*inputs):
                 outs = [new() for new in allocators]
                 try:
-                    kernel(*inputs, *constants, *outs, *scratch())
+                    kernel(*inputs, *constants, *outs, *scratch(), *trailing)
                 except Exception:
                     careful(inputs, outs, spec)
                 return outs[0] if len(outs) == 1 else tuple(outs)

@@ -1,0 +1,210 @@
+"""The llvm kernel's elementwise stages as functions of their own, and how the
+kernel calls them.
+
+A stage's loop nest becomes a function over a range ``[lo, hi)`` of its outer
+(flattened leading) index, with parameters named by position (``a0``, ``a1``
+for arrays, ``x0`` for scalars), so identical stages, in one kernel or in
+kernels of identical regions, are one function compiled once. The kernel
+calls it over the whole range, or, for a parallel stage, from a ``prange``
+over chunks; consecutive parallel stages over the same domain share one
+``prange``, each chunk running them in turn while its data is in cache. Numba's
+parfor passes, whose cost grows much faster than the body they outline, so
+only ever see a few calls.
+
+Large stages are called through their address (``nbyoc.runtime.jit_address``)
+so that their code is generated once rather than again inside the kernel.
+
+>>> stages = StageFunctions(pointers=False)
+>>> types = ["nbt.float32[::1]"] * 2
+>>> name, _ = stages.add(["a0", "a1"], types, (8,), [], [("a1", "i0", "a0[i0]", "float32")], 1)
+>>> print("\\n".join(stages.source))
+@njit(nogil=True, error_model="numpy", boundscheck=False)
+def stage0(a0, a1, lo, hi):
+    for i0 in range(lo, hi):
+        a1[i0] = a0[i0]
+<BLANKLINE>
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: Options of every stage function (those called through their address also carry
+#: their signature and ``cache=True``: the kernel's cache does not hold their code).
+STAGE_OPTIONS = 'nogil=True, error_model="numpy", boundscheck=False'
+#: A parallel stage runs on chunks of about this many elements, at most MAX_CHUNKS of
+#: them: a call costs nanoseconds, a chunk of 4096 float32 operations microseconds, and
+#: its 16 KiB per array stay in cache from one stage of a group to the next.
+CHUNK_ELEMENTS = 4096
+MAX_CHUNKS = 256
+#: Stages of at least this many ops are called through their address (smaller ones
+#: are cheap to generate twice, and a direct call lets LLVM inline them).
+POINTER_MIN_OPS = 16
+#: Flat stages of at least this many ops compute a block of BLOCK elements into a
+#: buffer, then copy it out. A long chain of ops is bound by latency, and only runs
+#: fast while the CPU overlaps consecutive iterations; when the output sits a few
+#: bytes after the input modulo 4096 (common: large arrays start at the same page
+#: offset), every load waits for the previous iteration's store ("4K aliasing"):
+#: measured 78 ms instead of 21 ms for a 130-op chain at 256x256, depending only on
+#: where the buffers were. Storing into a private buffer first keeps 20-21 ms for every
+#: placement; the copy costs little next to eight ops per element.
+BLOCKED_MIN_OPS = 8
+BLOCK = 64
+
+
+def lead_axes(shape: tuple[int, ...]) -> int:
+    """How many leading axes a nest's outer loop runs over: enough to give every thread
+    work (at least 256 iterations when the shape has them)."""
+    lead = 1
+    while lead < len(shape) and math.prod(shape[:lead]) < 256:
+        lead += 1
+    return lead
+
+
+def ranged_nest(shape: tuple[int, ...], inner: list[str]) -> list[str]:
+    """Loops over ``shape`` around ``inner`` (indices ``i0``, ``i1``, ...) for the
+    outer (flattened leading) indices in ``range(lo, hi)``.
+
+    >>> print("\\n".join(ranged_nest((2, 3), ["x[i0, i1] = 0"])))
+    for flat in range(lo, hi):
+        i1 = flat % 3
+        i0 = flat // 3
+        x[i0, i1] = 0
+    """
+    lead = lead_axes(shape)
+    if lead == 1:
+        lines = ["for i0 in range(lo, hi):"]
+    else:
+        lines, current = ["for flat in range(lo, hi):"], "flat"
+        for d in reversed(range(1, lead)):
+            lines.append(f"    i{d} = {current} % {shape[d]}")
+            if d > 1:
+                lines.append(f"    q{d} = {current} // {shape[d]}")
+                current = f"q{d}"
+            else:
+                lines.append(f"    i0 = {current} // {shape[d]}")
+    for d in range(lead, len(shape)):
+        lines.append("    " * (d - lead + 1) + f"for i{d} in range({shape[d]}):")
+    pad = "    " * (len(shape) - lead + 1)
+    return lines + [pad + line for line in inner]
+
+
+def blocked_loop(inner: list[str], stores) -> list[str]:
+    """A flat loop over ``range(lo, hi)`` computing ``inner`` a block at a time into
+    private buffers, each block then copied to the outputs (see BLOCKED_MIN_OPS).
+
+    >>> print("\\n".join(blocked_loop(["v0 = a0[i0] * 2"], [("a1", "i0", "v0", "float32")])))
+    buffer0 = np.empty(64, np.float32)
+    for b0 in range(lo, hi, 64):
+        b1 = min(b0 + 64, hi)
+        for i0 in range(b0, b1):
+            v0 = a0[i0] * 2
+            buffer0[i0 - b0] = v0
+        for i0 in range(b0, b1):
+            a1[i0] = buffer0[i0 - b0]
+    """
+    lines = [f"buffer{k} = np.empty({BLOCK}, np.{dtype})" for k, (*_, dtype) in enumerate(stores)]
+    lines += [f"for b0 in range(lo, hi, {BLOCK}):", f"    b1 = min(b0 + {BLOCK}, hi)"]
+    lines += ["    for i0 in range(b0, b1):", *("        " + line for line in inner)]
+    lines += [f"        buffer{k}[i0 - b0] = {v}" for k, (_, _, v, _) in enumerate(stores)]
+    lines += ["    for i0 in range(b0, b1):"]
+    lines += [f"        {a}[i0] = buffer{k}[i0 - b0]" for k, (a, *_) in enumerate(stores)]
+    return lines
+
+
+@dataclass
+class StageCall:
+    """One elementwise stage as the kernel runs it."""
+
+    function: str  # the stage function, or the variable holding its address's function
+    arguments: list[str]  # kernel expressions, in parameter order
+    domain: tuple[int, ...]
+    parallel: bool
+    group: int  # consecutive parallel stages of one group may share a prange
+
+    def call(self, lo: str, hi: str) -> str:
+        args = [*self.arguments, lo, hi] if self.domain else self.arguments
+        return f"{self.function}({', '.join(args)})"
+
+
+class StageFunctions:
+    """The stage functions of one kernel, one per distinct body."""
+
+    def __init__(self, pointers: bool):
+        self.pointers = pointers
+        self.source: list[str] = []
+        self.by_body: dict[tuple, str] = {}
+        #: (function, signature) of the stages called through their address, in order.
+        self.addressed: list[tuple[str, str]] = []
+
+    def add(self, params, types, domain, inner, stores, ops: int) -> tuple[str, int | None]:
+        """The function computing ``inner`` over ``domain`` and storing ``stores``
+        ((array parameter, index, value, dtype) each), with parameters ``params`` of Numba
+        types ``types`` (None where a stage may not be called by address); and the index
+        of its address when the kernel calls it through one."""
+        addressed = self.pointers and ops >= POINTER_MIN_OPS and None not in types
+        key = (tuple(params), tuple(types), domain, tuple(inner), tuple(stores), addressed)
+        name = self.by_body.get(key)
+        if name is None:
+            name = f"stage{len(self.by_body)}"
+            self.by_body[key] = name
+            if not domain:
+                body = inner + [f"{a}[{i}] = {v}" for a, i, v, _ in stores]
+            elif len(domain) == 1 and ops >= BLOCKED_MIN_OPS:
+                body = blocked_loop(inner, stores)
+            else:
+                body = ranged_nest(domain, inner + [f"{a}[{i}] = {v}" for a, i, v, _ in stores])
+            all_params = [*params, "lo", "hi"] if domain else params
+            if addressed:
+                signature = name.upper()
+                bounds = ", nbt.int64, nbt.int64" if domain else ""
+                self.source += [
+                    f"{signature} = nbt.void({', '.join(types)}{bounds})",
+                    f"{signature}_TYPE = nbt.FunctionType({signature})",
+                    f"@njit({signature}, cache=True, {STAGE_OPTIONS})",
+                ]
+                self.addressed.append((name, signature))
+            else:
+                self.source.append(f"@njit({STAGE_OPTIONS})")
+            self.source += [
+                f"def {name}({', '.join(all_params)}):",
+                *("    " + line for line in body),
+                "",
+            ]
+        index = next((k for k, (f, _) in enumerate(self.addressed) if f == name), None)
+        return name, index
+
+
+def emit_calls(calls: list[StageCall]) -> list[str]:
+    """The kernel lines running ``calls`` in order; runs of parallel calls of one group
+    and domain share one ``prange`` over chunks."""
+    lines: list[str] = []
+    k = 0
+    while k < len(calls):
+        first = calls[k]
+        run = [first]
+        while (
+            first.parallel
+            and k + len(run) < len(calls)
+            and calls[k + len(run)].parallel
+            and calls[k + len(run)].group == first.group
+            and calls[k + len(run)].domain == first.domain
+        ):
+            run.append(calls[k + len(run)])
+        k += len(run)
+        if not first.domain:
+            lines += [c.call("", "") for c in run]
+            continue
+        total = math.prod(first.domain[: lead_axes(first.domain)])
+        if not first.parallel:
+            lines += [c.call("0", str(total)) for c in run]
+            continue
+        chunks = max(1, min(total, math.prod(first.domain) // CHUNK_ELEMENTS, MAX_CHUNKS))
+        lines += [
+            f"for c in prange({chunks}):",
+            f"    lo = c * {total} // {chunks}",
+            f"    hi = (c + 1) * {total} // {chunks}",
+            *(f"    {c.call('lo', 'hi')}" for c in run),
+        ]
+    return lines

@@ -1,0 +1,80 @@
+"""Calling a compiled stage function through its address, from a Numba kernel.
+
+Numba compiles a function that calls another by linking the callee's LLVM IR
+into the caller's module and optimising and generating machine code for all of
+it again; a parallel loop adds one more module around its body. For an llvm
+kernel whose stage function holds a hundred fused ops, that meant generating
+the same large loop three times. A kernel instead receives the addresses of its
+large stage functions (an int64 array argument) and calls each one through a
+first-class function value built from its address by ``function_at``: each
+stage is compiled once, in its own cached library, and only the call is in the
+kernel. The addresses are data, so the kernel stays cacheable.
+
+``function_at`` fills Numba's first-class function value with the callee's
+native (Numba calling convention) address, the form Numba itself uses for a
+jitted function passed as a value, so exceptions propagate as usual. It needs
+``numba.experimental.function_type._get_jit_address`` and a ``jit_addr`` field
+in the value; ``supported()`` says whether this Numba has both, and the lowering
+calls stages directly (the slower compile, same results) when it has not.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+
+@functools.cache
+def supported() -> bool:
+    """True if this Numba lets a kernel call a jitted function by its address."""
+    try:
+        from numba.core import types
+        from numba.core.datamodel import default_manager
+        from numba.experimental.function_type import _get_jit_address  # noqa: F401
+
+        model = default_manager.lookup(types.FunctionType(types.void()))
+        return "jit_addr" in model._fields
+    except (ImportError, AttributeError, KeyError):
+        return False
+
+
+@functools.cache
+def _function_at():
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def function_at(typingctx, address, ftype):
+        """The first-class function of type ``ftype`` whose code is at ``address``."""
+        fnty = ftype.instance_type
+
+        def codegen(context, builder, signature, args):
+            value = cgutils.create_struct_proxy(fnty)(context, builder)
+            value.c_addr = cgutils.voidptr_t(None)
+            value.py_addr = cgutils.voidptr_t(None)
+            value.jit_addr = builder.inttoptr(args[0], cgutils.voidptr_t)
+            return value._getvalue()
+
+        return fnty(address, ftype), codegen
+
+    return function_at
+
+
+def __getattr__(name):
+    # The intrinsic is built on first use, so importing this module does not import Numba.
+    if name == "function_at":
+        return _function_at()
+    raise AttributeError(name)
+
+
+def stage_addresses(module, names: list[tuple[str, str]]) -> np.ndarray:
+    """The read-only int64 array of the native addresses of ``module``'s stage functions,
+    given as (function name, signature name) pairs in the kernel's order."""
+    from numba.experimental.function_type import _get_jit_address
+
+    addresses = np.array(
+        [_get_jit_address(getattr(module, f), getattr(module, s)) for f, s in names], np.int64
+    )
+    addresses.flags.writeable = False
+    return addresses

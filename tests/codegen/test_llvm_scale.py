@@ -1,0 +1,104 @@
+"""The llvm backend on large graphs: long chains split into capped, deduplicated stage
+functions (large ones called through their address), parallel stages sharing one
+prange, and identical regions compiling to one kernel."""
+
+import numpy as np
+import pytest
+
+import nbyoc
+from nbyoc.codegen import llvm_lower, llvm_stages
+from nbyoc.runtime import jit_address, kernels
+from nbyoc.runtime.llvm import LLVMModule
+
+from ..helpers import assert_close_to_host, external
+
+
+def chain(n, shape=(256, 256)):
+    x = nbyoc.var("in0", shape)
+    y = x
+    steps = [lambda v: v * 1.001, nbyoc.tanh, lambda v: v + 0.5, nbyoc.sigmoid]
+    for k in range(n):
+        y = steps[k % 4](y)
+    return external([x], [y], "llvm_0", "llvm")
+
+
+def inputs(shape=(256, 256)):
+    return [np.random.default_rng(0).uniform(-2, 2, shape).astype(np.float32)]
+
+
+def test_a_long_chain_is_capped_deduplicated_stages_in_one_prange():
+    f = chain(300)
+    source = LLVMModule(f).get_source()
+    per_stage = llvm_lower.MAX_NEST_OPS
+    # 300 ops in nests of at most 64: four identical full ones and one of 44.
+    assert source.count("# stage ") == -(-300 // per_stage)
+    assert source.count("def stage") == 2
+    assert source.count("in prange(") == 1 and source.count("_flat, lo, hi)") == 5
+    if jit_address.supported():
+        assert source.count("function_at(stage_addresses[") == 2
+    assert_close_to_host(nbyoc.compile(f.with_attrs(Compiler="llvm")), f, inputs(), rtol=1e-5)
+
+
+def test_stages_called_directly_give_the_same_numbers(monkeypatch):
+    f = chain(90, (64, 80))
+    direct = llvm_lower.lower(f, function_pointers=False)
+    assert "stage_addresses" not in direct.source and not direct.addressed
+    monkeypatch.setattr(jit_address, "supported", lambda: False)
+    fn = nbyoc.compile(f.with_attrs(global_symbol="llvm_direct"), backend="llvm")
+    assert "stage_addresses" not in fn.get_source()
+    assert_close_to_host(fn, f, inputs((64, 80)), rtol=1e-5)
+
+
+def test_long_nests_are_stage_functions_storing_through_a_block_buffer():
+    long_stage = LLVMModule(chain(12)).get_source()
+    assert "def stage0" in long_stage and "buffer0 = np.empty(64, np.float32)" in long_stage
+    short = LLVMModule(chain(3)).get_source()  # a few ops: loops in the kernel itself
+    assert "def stage" not in short and "buffer0" not in short
+    assert llvm_lower.FUNCTION_MIN_OPS == llvm_stages.BLOCKED_MIN_OPS > 3
+
+
+def test_a_buffer_read_in_a_parallel_group_is_not_reused_inside_it():
+    """Stages sharing a prange run chunk by chunk: the row sums (128 elements of a
+    scratch buffer) are read by the first stage in every chunk, so the second stage may
+    not write its result into their buffer before the last chunk has read them."""
+    x, b = nbyoc.var("in0", (128, 128)), nbyoc.var("in1", (128, 1))
+    y = x * nbyoc.sum(x, axis=1, keepdims=True)
+    for k in range(llvm_lower.MAX_NEST_OPS - 1):  # the first nest, full
+        y = y * 1.001 if k % 2 else y + 0.5
+    y = y * b  # the second nest reads a broadcast too, so both walk the same 2-d domain
+    for k in range(llvm_lower.FUNCTION_MIN_OPS - 1):
+        y = y * 0.999 if k % 2 else y - 0.25
+    f = external([x, b], [nbyoc.sum(y, axis=0)], "llvm_0", "llvm")
+    fn = nbyoc.compile(f, options={"llvm": {"parallel_threshold": 1}})
+    source = fn.get_source()
+    assert source.count("def stage") == 2 and source.count("_flat, lo, hi)") == 0
+    assert source.count("lo = c * ") == 1 and "for c in prange(4):" in source  # one prange
+    data = [inputs((128, 128))[0], np.linspace(0.5, 1.5, 128, dtype=np.float32).reshape(128, 1)]
+    assert_close_to_host(fn, f, data, rtol=1e-5)
+
+
+def residual_blocks(count):
+    rng = np.random.default_rng(1)
+    x = nbyoc.var("x", (32, 64))
+    y = x
+    for _ in range(count):
+        w1, w2 = (rng.standard_normal((64, 64)).astype(np.float32) * 0.1 for _ in range(2))
+        b1, b2 = (rng.standard_normal(64).astype(np.float32) * 0.1 for _ in range(2))
+        y = y + (nbyoc.relu(y @ nbyoc.const(w1) + nbyoc.const(b1)) @ nbyoc.const(w2) + b2)
+    return nbyoc.function([x], y)
+
+
+def test_repeated_blocks_compile_each_distinct_region_once():
+    f = residual_blocks(100)
+    before = set(kernels._KERNELS)
+    fn = nbyoc.compile(f)
+    assert len(fn.runtime_modules) == 200  # two regions a block: the matmuls are BLAS's
+    assert len(set(kernels._KERNELS) - before) == 2  # and two distinct kernels
+    assert_close_to_host(fn, f, [np.ones((32, 64), np.float32)], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threshold", [1, 1 << 40])
+def test_chains_across_the_nest_cap_match_the_host_serial_and_parallel(threshold):
+    f = chain(2 * llvm_lower.MAX_NEST_OPS + 5, (16, 24))
+    fn = nbyoc.compile(f, options={"llvm": {"parallel_threshold": threshold}})
+    assert_close_to_host(fn, f, inputs((16, 24)), rtol=1e-5)
