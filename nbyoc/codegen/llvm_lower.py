@@ -110,15 +110,11 @@ def lower(
     func: Function,
     fuse: bool = True,
     parallel_threshold: int = 1 << 15,
-    function_pointers: bool | None = None,
+    function_pointers: bool = False,
 ) -> Lowered:
     """The kernel source for external function ``func`` (see the module docstring).
     ``function_pointers``: call large stage functions through their addresses (the
-    default when this Numba supports it; ahead-of-time export cannot)."""
-    if function_pointers is None:
-        from ..runtime.jit_address import supported
-
-        function_pointers = supported()
+    runtime asks for it when its Numba supports it; ahead-of-time export cannot)."""
     return _Lowering(func, fuse, parallel_threshold, function_pointers).run()
 
 

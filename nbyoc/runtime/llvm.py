@@ -26,7 +26,7 @@ from ..ir.nodes import Function
 from ..ir.structural import structural_digest
 from ..ir.types import tensor_types
 from .arguments import ArgumentSpec
-from .jit_address import stage_addresses
+from .jit_address import stage_addresses, supported
 from .kernels import load_kernel_module
 from .module import Module, load_function, register_loader, save_function
 from .outputs import allocator
@@ -53,7 +53,7 @@ def compiled_kernel(
     with _LOCK:
         entry = _COMPILED.get(key)
         if entry is None:
-            lowered = lower(func, fuse=fuse, parallel_threshold=parallel_threshold)
+            lowered = lower(func, fuse, parallel_threshold, function_pointers=supported())
             if lowered.parallel:
                 start_threads()
             module = load_kernel_module(lowered.source)

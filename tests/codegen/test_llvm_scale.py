@@ -8,6 +8,7 @@ import pytest
 import nbyoc
 from nbyoc.codegen import llvm_lower, llvm_stages
 from nbyoc.runtime import jit_address, kernels
+from nbyoc.runtime import llvm as llvm_runtime
 from nbyoc.runtime.llvm import LLVMModule
 
 from ..helpers import assert_close_to_host, external
@@ -41,20 +42,23 @@ def test_a_long_chain_is_capped_deduplicated_stages_in_one_prange():
 
 def test_stages_called_directly_give_the_same_numbers(monkeypatch):
     f = chain(90, (64, 80))
-    direct = llvm_lower.lower(f, function_pointers=False)
+    direct = llvm_lower.lower(f)  # the lowering's default; the runtime asks for addresses
     assert "stage_addresses" not in direct.source and not direct.addressed
-    monkeypatch.setattr(jit_address, "supported", lambda: False)
+    assert llvm_lower.lower(f, function_pointers=True).addressed
+    monkeypatch.setattr(llvm_runtime, "supported", lambda: False)  # as on an older Numba
     fn = nbyoc.compile(f.with_attrs(global_symbol="llvm_direct"), backend="llvm")
     assert "stage_addresses" not in fn.get_source()
     assert_close_to_host(fn, f, inputs((64, 80)), rtol=1e-5)
 
 
-def test_long_nests_are_stage_functions_storing_through_a_block_buffer():
-    long_stage = LLVMModule(chain(12)).get_source()
+def test_nests_become_stage_functions_and_long_ones_store_through_a_block_buffer():
+    long_stage = LLVMModule(chain(llvm_stages.BLOCKED_MIN_OPS)).get_source()
     assert "def stage0" in long_stage and "buffer0 = np.empty(64, np.float32)" in long_stage
+    medium = LLVMModule(chain(llvm_lower.FUNCTION_MIN_OPS)).get_source()
+    assert "def stage0" in medium and "buffer0" not in medium
     short = LLVMModule(chain(3)).get_source()  # a few ops: loops in the kernel itself
-    assert "def stage" not in short and "buffer0" not in short
-    assert llvm_lower.FUNCTION_MIN_OPS == llvm_stages.BLOCKED_MIN_OPS > 3
+    assert "def stage" not in short
+    assert 3 < llvm_lower.FUNCTION_MIN_OPS < llvm_stages.BLOCKED_MIN_OPS
 
 
 def test_a_buffer_read_in_a_parallel_group_is_not_reused_inside_it():
