@@ -243,7 +243,7 @@ def scaling_plot(doc: dict, path: Path) -> bool:
     families = _first_seen(f for f, _, _ in series)
     if not families:
         return False
-    figure, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 3.6))
+    figure, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 4.0))
     axes = axes if len(families) > 1 else [axes]
     colors = {}
     for ax, family in zip(axes, families):
@@ -259,8 +259,9 @@ def scaling_plot(doc: dict, path: Path) -> bool:
         ax.set_xlabel("nodes")
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("compile time (s)")
-    axes[-1].legend(fontsize=7)
-    figure.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
+    figure.tight_layout(rect=(0, 0.08, 1, 1))
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return True
