@@ -354,7 +354,7 @@ class _Lowering:
         name, address = self.stages.add(parameters, types, domain, inner, stores, len(stage.nodes))
         function = name if address is None else f"p{address}"
         call = StageCall(function, arguments, domain, self.use_parallel(domain), group)
-        if self.pending and not _joins(self.pending[-1], call):
+        if self.pending and not self.pending[-1].joins(call):
             lines = self.flush() + lines
         self.pending.append(call)
         return lines if call.parallel else lines + self.flush()
@@ -572,13 +572,3 @@ def is_function_stage(stage: Stage) -> bool:
 def _array_type(dtype: str, ndim: int, readonly: bool) -> str:
     """The Numba type of a C-contiguous array parameter of a stage function."""
     return f'nbt.Array({NUMBA_TYPES[dtype]}, {ndim}, "C"{", readonly=True" if readonly else ""})'
-
-
-def _joins(previous: StageCall, call: StageCall) -> bool:
-    """Whether ``call`` may run in the prange of ``previous``'s run of calls."""
-    return (
-        previous.parallel
-        and call.parallel
-        and previous.group == call.group
-        and previous.domain == call.domain
-    )

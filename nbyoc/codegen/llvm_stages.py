@@ -137,6 +137,16 @@ class StageCall:
         args = [*self.arguments, lo, hi] if self.domain else self.arguments
         return f"{self.function}({', '.join(args)})"
 
+    def joins(self, later: StageCall) -> bool:
+        """Whether ``later`` may run in this call's prange, chunk by chunk: both parallel,
+        of one group (liveness kept their buffers apart) and over one domain."""
+        return (
+            self.parallel
+            and later.parallel
+            and self.group == later.group
+            and self.domain == later.domain
+        )
+
 
 class StageFunctions:
     """The stage functions of one kernel, one per distinct body."""
@@ -187,34 +197,21 @@ class StageFunctions:
 
 
 def emit_calls(calls: list[StageCall]) -> list[str]:
-    """The kernel lines running ``calls`` in order; runs of parallel calls of one group
-    and domain share one ``prange`` over chunks."""
-    lines: list[str] = []
-    k = 0
-    while k < len(calls):
-        first = calls[k]
-        run = [first]
-        while (
-            first.parallel
-            and k + len(run) < len(calls)
-            and calls[k + len(run)].parallel
-            and calls[k + len(run)].group == first.group
-            and calls[k + len(run)].domain == first.domain
-        ):
-            run.append(calls[k + len(run)])
-        k += len(run)
-        if not first.domain:
-            lines += [c.call("", "") for c in run]
-            continue
-        total = math.prod(first.domain[: lead_axes(first.domain)])
-        if not first.parallel:
-            lines += [c.call("0", str(total)) for c in run]
-            continue
-        chunks = max(1, min(total, math.prod(first.domain) // CHUNK_ELEMENTS, MAX_CHUNKS))
-        lines += [
-            f"for c in prange({chunks}):",
-            f"    lo = c * {total} // {chunks}",
-            f"    hi = (c + 1) * {total} // {chunks}",
-            *(f"    {c.call('lo', 'hi')}" for c in run),
-        ]
-    return lines
+    """The kernel lines running ``calls``: one call, or a run of parallel calls that
+    ``joins`` one another, which share one ``prange`` over chunks of their domain."""
+    if not calls:
+        return []
+    first = calls[0]
+    assert all(first.joins(c) for c in calls[1:]), "only parallel calls of one group share"
+    if not first.domain:
+        return [c.call("", "") for c in calls]
+    total = math.prod(first.domain[: lead_axes(first.domain)])
+    if not first.parallel:
+        return [c.call("0", str(total)) for c in calls]
+    chunks = max(1, min(total, math.prod(first.domain) // CHUNK_ELEMENTS, MAX_CHUNKS))
+    return [
+        f"for c in prange({chunks}):",
+        f"    lo = c * {total} // {chunks}",
+        f"    hi = (c + 1) * {total} // {chunks}",
+        *(f"    {c.call('lo', 'hi')}" for c in calls),
+    ]
