@@ -15,10 +15,28 @@ static inline int32_t csource_relu_int32(int32_t a) { return (a >= 0 || a != a) 
 
 from __future__ import annotations
 
-C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t"}
-UNSIGNED = {"int32": "uint32_t", "int64": "uint64_t"}
-#: DLPack type codes (kDLInt = 0, kDLFloat = 2) and bit widths.
-DLPACK_DTYPES = {"float32": (2, 32), "float64": (2, 64), "int32": (0, 32), "int64": (0, 64)}
+from ..ir.dtypes import DTYPES, dtype_info
+
+
+def c_type(dtype: str) -> str:
+    """The C type of ``dtype``, spelt from its kind and bits.
+
+    >>> c_type("float64"), c_type("int32")
+    ('double', 'int32_t')
+    """
+    info = dtype_info(dtype)
+    if info.is_float:
+        return {32: "float", 64: "double"}[info.bits]
+    return f"{'u' if info.kind == 'uint' else ''}int{info.bits}_t"
+
+
+#: DLPack's type codes by kind (kDLInt, kDLUInt, kDLFloat, kDLBool).
+DLPACK_CODES = {"int": 0, "uint": 1, "float": 2, "bool": 6}
+C_TYPES = {d: c_type(d) for d in DTYPES}
+#: The unsigned type of each integer dtype's width (for arithmetic that must wrap).
+UNSIGNED = {d: f"uint{dtype_info(d).bits}_t" for d in DTYPES if dtype_info(d).is_integer}
+#: (type code, bits) of each dtype, as DLTensor.dtype holds them.
+DLPACK_DTYPES = {d: (DLPACK_CODES[dtype_info(d).kind], dtype_info(d).bits) for d in DTYPES}
 
 INFIX = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
 PREFIX = {"negative": "-"}
@@ -32,7 +50,7 @@ ERROR_FLAG = "nbyoc_error"
 
 def _math(name: str, dtype: str) -> str:
     """The <math.h> function for ``dtype``: ``expf`` for float32, ``exp`` for float64."""
-    return name + "f" if dtype == "float32" else name
+    return name + "f" if dtype_info(dtype).bits == 32 else name
 
 
 def _int_power(dtype: str) -> str:
@@ -47,7 +65,7 @@ def _int_power(dtype: str) -> str:
 
 
 def _body(op: str, dtype: str) -> str:
-    is_float = dtype.startswith("float")
+    is_float = dtype_info(dtype).is_float
     t = C_TYPES[dtype]
     if op == "maximum":
         return "return (a >= b || a != a) ? a : b;"  # NumPy's test: NaN wins
@@ -86,16 +104,16 @@ def c_literal(value, dtype: str) -> str:
     >>> c_literal(0.5, "float32"), c_literal(float("-inf"), "float64"), c_literal(-2**63, "int64")
     ('0x1.0000000000000p-1f', '-INFINITY', '(-9223372036854775807LL - 1)')
     """
-    if dtype.startswith("float"):
+    if dtype_info(dtype).is_float:
         v = float(value)
         if v != v:
             return "NAN"
         if v in (float("inf"), float("-inf")):
             return "INFINITY" if v > 0 else "-INFINITY"
-        return v.hex() + ("f" if dtype == "float32" else "")
+        return v.hex() + ("f" if dtype_info(dtype).bits == 32 else "")
     v = int(value)
-    suffix = "LL" if dtype == "int64" else ""
-    low = -(2 ** (int(dtype[-2:]) - 1))
+    suffix = "LL" if dtype_info(dtype).bits == 64 else ""
+    low = dtype_info(dtype).min
     if v == low:
         return f"({low + 1}{suffix} - 1)"
     return f"{v}{suffix}"

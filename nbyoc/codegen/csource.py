@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from .._version import __version__
 from ..errors import CompileError, NbyocTypeError
+from ..ir.dtypes import dtype_info
 from ..ir.nodes import Call, Constant, Expr, Function, Tuple, Var
 from ..ir.op import Op
 from ..ir.traversal import last_reads, post_order
@@ -288,7 +289,7 @@ class _PerNode:
         releases = []
         for name, dtype, count, _ in buffers:
             t = c_ops.C_TYPES[dtype]
-            itemsize = int(dtype[-2:]) // 8
+            itemsize = dtype_info(dtype).itemsize
             size = f"{itemsize} * {max(count, 1)}"
             if itemsize * count >= LARGE_BUFFER_BYTES:
                 lines.append(f"  {t}* {name} = ({t}*)nbyoc_take_large({size});")

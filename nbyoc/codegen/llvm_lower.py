@@ -45,6 +45,7 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import CompileError
+from ..ir.dtypes import DTYPES
 from ..ir.nodes import Call, Constant, Expr, Function, Tuple, Var
 from ..ir.op import Op
 from ..ir.traversal import post_order
@@ -65,12 +66,8 @@ MAX_NEST_OPS = 64
 #: 2.1 s as a stage function).
 FUNCTION_MIN_OPS = 8
 
-NUMBA_TYPES = {
-    "float32": "nbt.float32",
-    "float64": "nbt.float64",
-    "int32": "nbt.int32",
-    "int64": "nbt.int64",
-}
+#: The Numba type of each dtype (Numba names its scalar types as NumPy does).
+NUMBA_TYPES = {d: f"nbt.{d}" for d in DTYPES}
 
 
 @dataclass

@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import math
 
+from ..ir.dtypes import DTYPES, dtype_info
+
 #: The Numba spelling of each dtype's scalar constructor.
-NP_TYPES = {
-    "float32": "np.float32",
-    "float64": "np.float64",
-    "int32": "np.int32",
-    "int64": "np.int64",
-}
+NP_TYPES = {d: f"np.{d}" for d in DTYPES}
 
 
 def _exp_wide_source(taylor_degree: int, squarings: int) -> str:
@@ -119,7 +116,7 @@ _UFUNCS = {"exp": "np.exp", "log": "np.log", "sqrt": "np.sqrt", "tanh": "np.tanh
 
 def helpers_for(op: str, dtype: str) -> list[str]:
     """Names of the helpers an op needs."""
-    if op == "power" and dtype.startswith("int"):
+    if op == "power" and dtype_info(dtype).is_integer:
         return ["nbyoc_ipow"]
     if dtype == "float32" and op in _WIDE_F32:
         return ["nbyoc_exp_wide", _WIDE_F32[op]]
@@ -134,7 +131,7 @@ def cast(expression: str, dtype: str) -> str:
 
 def scalar_expression(op: str, args: list[str], dtype: str) -> str:
     """Numba source computing ``op`` on ``args`` (already of ``dtype``), of ``dtype``."""
-    is_int = dtype.startswith("int")
+    is_int = dtype_info(dtype).is_integer
     if op in _INFIX:
         return cast(f"{args[0]} {_INFIX[op]} {args[1]}", dtype)
     if op in ("maximum", "minimum"):
@@ -165,7 +162,7 @@ def literal(value, dtype: str) -> str:
     >>> literal(0.1, "float32"), literal(float("nan"), "float64"), literal(-3, "int64")
     ('np.float32(0.10000000149011612)', 'np.float64(np.nan)', 'np.int64(-3)')
     """
-    if dtype.startswith("float"):
+    if dtype_info(dtype).is_float:
         import numpy as np
 
         v = float(np.dtype(dtype).type(value))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ..ir.dtypes import dtype_info
 from ..ir.nodes import Call
 from . import llvm_ops
 
@@ -38,12 +39,12 @@ def reduce_stage(node: Call, source: str, dest: str, parallel: bool) -> list[str
     op, out_dtype, in_dtype = node.op.name, node.type.dtype, x.type.dtype
     value = f"{source}[{_subscript([f'i{d}' for d in range(len(shape))])}]"
     if op == "max":
-        init = "-np.inf" if in_dtype.startswith("float") else str(-(2 ** (int(in_dtype[-2:]) - 1)))
+        init = "-np.inf" if dtype_info(in_dtype).is_float else str(dtype_info(in_dtype).min)
         start = llvm_ops.cast(init, in_dtype)
         update = ["v = " + value, "if v > acc or v != v:", "    acc = v"]
         result = "acc"
     else:
-        acc_dtype = "int64" if in_dtype.startswith("int") and op == "sum" else "float64"
+        acc_dtype = "int64" if dtype_info(in_dtype).is_integer and op == "sum" else "float64"
         start = llvm_ops.cast("0", acc_dtype)
         update = [f"acc += {llvm_ops.cast(value, acc_dtype)}"]
         count = math.prod(shape[d] for d in reduced)
@@ -65,7 +66,7 @@ def matmul_stage(node: Call, a_name: str, b_name: str, dest: str, parallel: bool
     a, b = node.args
     out = node.type
     dtype = out.dtype
-    acc_dtype = "float64" if dtype.startswith("float") else dtype
+    acc_dtype = "float64" if dtype_info(dtype).is_float else dtype
     a_shape = (1, *a.type.shape) if a.type.ndim == 1 else a.type.shape
     b_shape = (*b.type.shape, 1) if b.type.ndim == 1 else b.type.shape
     k = a_shape[-1]

@@ -1,8 +1,9 @@
-"""Supported dtypes and the promotion rules nbyoc uses (NumPy 2's, written out).
+"""Supported dtypes: one list of names, a ``DType`` record per name derived from NumPy,
+and promotion that is NumPy's own.
 
 nbyoc supports four dtypes: ``float32``, ``float64``, ``int32``, ``int64``.
-Mixing two of them in one op gives the dtype in this table, which is NumPy's
-``np.result_type`` for the same pair (the tests check every pair)::
+Mixing two of them in one op gives ``np.result_type`` of the pair (the tests
+check every pair)::
 
                int32    int64    float32  float64
     int32      int32    int64    float64  float64
@@ -13,6 +14,8 @@ Mixing two of them in one op gives the dtype in this table, which is NumPy's
 Python scalars are *weak*, as in NumPy 2 (NEP 50): they take the dtype of the
 tensor they meet, except that a Python ``float`` meeting an integer tensor gives
 ``float64``. NumPy scalars and arrays are *strong*: they keep their own dtype.
+Code that needs a fact about a dtype (is it a float, how many bits, its range)
+asks its record, ``dtype_info(name)``, never the spelling of its name.
 
 >>> promote("int32", "float32")
 'float64'
@@ -22,30 +25,75 @@ tensor they meet, except that a Python ``float`` meeting an integer tensor gives
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..errors import NbyocTypeError, UnsupportedDTypeError
 
+
+@dataclass(frozen=True)
+class DType:
+    """What every part of nbyoc knows about a dtype, derived from its NumPy dtype: code
+    asks these fields, never the spelling of the name.
+
+    >>> info = dtype_info("int32")
+    >>> info.kind, info.bits, info.itemsize, info.is_float, info.min
+    ('int', 32, 4, False, -2147483648)
+    """
+
+    name: str
+
+    @property
+    def numpy(self) -> np.dtype:
+        return np.dtype(self.name)
+
+    @property
+    def kind(self) -> str:
+        """ "bool", "int" (signed), "uint" or "float"."""
+        return {"b": "bool", "i": "int", "u": "uint", "f": "float"}[self.numpy.kind]
+
+    @property
+    def bits(self) -> int:
+        return self.numpy.itemsize * 8
+
+    @property
+    def itemsize(self) -> int:
+        return self.numpy.itemsize
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_integer(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    @property
+    def min(self):
+        """The smallest value (a Python int for integers, -inf for floats)."""
+        return int(np.iinfo(self.numpy).min) if self.is_integer else float("-inf")
+
+    @property
+    def max(self):
+        return int(np.iinfo(self.numpy).max) if self.is_integer else float("inf")
+
+
+#: The supported dtypes: the one list; everything else is derived from NumPy's records.
 DTYPES: tuple[str, ...] = ("float32", "float64", "int32", "int64")
-FLOAT_DTYPES: frozenset[str] = frozenset({"float32", "float64"})
-INT_DTYPES: frozenset[str] = frozenset({"int32", "int64"})
-
-# The table from the module docstring. Symmetric; looked up with a sorted key.
-_PROMOTION: dict[frozenset[str], str] = {
-    frozenset({"int32"}): "int32",
-    frozenset({"int64"}): "int64",
-    frozenset({"float32"}): "float32",
-    frozenset({"float64"}): "float64",
-    frozenset({"int32", "int64"}): "int64",
-    frozenset({"int32", "float32"}): "float64",
-    frozenset({"int32", "float64"}): "float64",
-    frozenset({"int64", "float32"}): "float64",
-    frozenset({"int64", "float64"}): "float64",
-    frozenset({"float32", "float64"}): "float64",
-}
-
+_RECORDS: dict[str, DType] = {name: DType(name) for name in DTYPES}
+FLOAT_DTYPES: frozenset[str] = frozenset(d for d in DTYPES if _RECORDS[d].is_float)
+INT_DTYPES: frozenset[str] = frozenset(d for d in DTYPES if _RECORDS[d].is_integer)
 
 _BY_NUMPY_DTYPE = {np.dtype(d): d for d in DTYPES}
+
+
+def dtype_info(dtype) -> DType:
+    """The record of a supported dtype (by canonical name, or anything ``normalize_dtype``
+    takes)."""
+    record = _RECORDS.get(dtype) if dtype.__class__ is str else None
+    return record if record is not None else _RECORDS[normalize_dtype(dtype)]
 
 
 def normalize_dtype(dtype) -> str:
@@ -73,15 +121,19 @@ def normalize_dtype(dtype) -> str:
 
 
 def promote(*dtypes: str) -> str:
-    """The common dtype of several operands (NumPy's promotion, see the table above).
+    """The common dtype of several operands: NumPy's own ``np.result_type``.
 
     >>> promote("int32", "int64", "float32")
     'float64'
     """
-    result = dtypes[0]
-    for other in dtypes[1:]:
-        result = _PROMOTION[frozenset({result, other})]
-    return result
+    if len(dtypes) == 1 or all(d == dtypes[0] for d in dtypes[1:]):
+        return dtypes[0]  # the common case, without asking NumPy
+    return _promote(*dtypes)
+
+
+@functools.cache
+def _promote(*dtypes: str) -> str:
+    return normalize_dtype(np.result_type(*(np.dtype(d) for d in dtypes)))
 
 
 def same(dtype: str) -> str:
@@ -130,7 +182,7 @@ def scalar_dtype(value: int | float, partner: str | None) -> str:
     else:
         result = partner
     if isinstance(value, int) and result in INT_DTYPES:
-        info = np.iinfo(result)
+        info = dtype_info(result)
         if not info.min <= value <= info.max:
             raise NbyocTypeError(
                 f"Python integer {value} is out of bounds for {result}; "

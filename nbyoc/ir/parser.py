@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import NbyocError, ParseError
+from .dtypes import dtype_info
 from .nodes import Call, Constant, Function, GlobalVar, IRModule, Tuple, TupleGetItem, Var
 from .types import FuncType, TensorType, TupleType
 
@@ -373,7 +374,7 @@ def _flatten(values):
 
 def _literal_constant(values, dtype: str) -> Constant:
     t = TensorType((), dtype)  # validates the dtype
-    if t.dtype.startswith("int") and any(isinstance(v, float) for v in _flatten(values)):
+    if dtype_info(t.dtype).is_integer and any(isinstance(v, float) for v in _flatten(values)):
         raise ParseError(f"an {dtype} constant cannot hold the non-integer values {values!r}")
     try:
         return Constant(np.asarray(values, dtype=dtype))

@@ -16,7 +16,7 @@ import operator
 from dataclasses import dataclass
 
 from ..errors import NbyocTypeError
-from .dtypes import normalize_dtype
+from .dtypes import dtype_info, normalize_dtype
 
 
 class Type:
@@ -88,7 +88,7 @@ class TensorType(Type):
     @property
     def itemsize(self) -> int:
         """Bytes per element."""
-        return int(self.dtype[-2:]) // 8
+        return dtype_info(self.dtype).itemsize
 
     def __repr__(self) -> str:
         dims = ", ".join(map(str, self.shape))

@@ -65,3 +65,33 @@ def test_dtype_spellings():
 def test_bool_scalars_are_refused():
     with pytest.raises(NbyocTypeError):
         nbyoc.var("a", (3,), "int32") + True
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dtype_records_come_from_numpy(dtype):
+    from nbyoc.ir.dtypes import dtype_info
+
+    info, np_dtype = dtype_info(dtype), np.dtype(dtype)
+    assert info.numpy == np_dtype and info.itemsize == np_dtype.itemsize
+    assert info.bits == 8 * np_dtype.itemsize
+    assert info.is_float == (np_dtype.kind == "f") and info.is_integer == (np_dtype.kind in "iu")
+    if info.is_integer:
+        assert (info.min, info.max) == (np.iinfo(np_dtype).min, np.iinfo(np_dtype).max)
+    assert dtype_info(np_dtype) is info
+
+
+def test_no_code_reads_a_dtype_by_its_spelling():
+    """Facts about a dtype come from its record (dtype_info), so a new dtype is one entry
+    in DTYPES: nothing may test a name's prefix or slice its bit width off the end."""
+    import re
+    from pathlib import Path
+
+    package = Path(nbyoc.__file__).parent
+    spelling = re.compile(r"""startswith\(\s*["'](u?int|float|bool)|dtype\w*\[-\d+:""")
+    offenders = [
+        f"{path.relative_to(package)}:{number}: {line.strip()}"
+        for path in sorted(package.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if spelling.search(line)
+    ]
+    assert offenders == []
