@@ -33,9 +33,9 @@ import base64
 
 from ..errors import CompileError
 from ..ir.nodes import Call, Constant, Expr, Function, Tuple, Var
-from ..ir.op import Op, list_ops
+from ..ir.op import Op
 from ..ir.traversal import post_order
-from .llvm import small_matmul
+from .llvm import lowerable_ops, small_matmul
 from .registry import register_codegen, register_op_support
 
 BACKEND = "examplejson"
@@ -108,5 +108,5 @@ def examplejson_codegen(func: Function):
 
 
 # The per-node kernels are the llvm backend's, so it takes the same ops on the same terms.
-for _op in list_ops():
+for _op in lowerable_ops():
     register_op_support(BACKEND, _op, small_matmul if _op == "matmul" else None)

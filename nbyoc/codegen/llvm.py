@@ -2,9 +2,11 @@
 Numba ``@njit`` kernel (see ``llvm_lower`` for the lowering, ``nbyoc.runtime.llvm``
 for calling and caching).
 
-It takes every elementwise op, the reductions, reshape, transpose,
-concatenate, and matmul when it is small enough that a loop beats a call to
-NumPy's BLAS (at most ``MATMUL_MAX_WORK`` multiply-adds).
+It takes the ops its lowering has a rule for (``lowerable_ops``: the elementwise
+ops of ``llvm_ops.SCALAR_RULES``, the reductions, concatenate and matmul of
+``llvm_reduce.STAGES``, reshape and transpose as views), matmul only when it is
+small enough that a loop beats a call to NumPy's BLAS (at most
+``MATMUL_MAX_WORK`` multiply-adds). An op without a rule runs elsewhere.
 
 Codegen options: ``fuse`` (default True; False gives one loop per node) and
 ``parallel_threshold`` (elements from which a stage runs in parallel).
@@ -18,7 +20,6 @@ Codegen options: ``fuse`` (default True; False gives one loop per node) and
 from __future__ import annotations
 
 from ..ir.nodes import Call, Function
-from ..ir.op import list_ops
 from .registry import register_codegen, register_op_support
 
 BACKEND = "llvm"
@@ -41,5 +42,19 @@ def llvm_codegen(func: Function, fuse: bool = True, parallel_threshold: int | No
     return LLVMModule(func, fuse=fuse, parallel_threshold=threshold)
 
 
-for _op in list_ops():
+def lowerable_ops() -> list[str]:
+    """The ops the llvm lowering has a rule for (its elementwise scalar rules, its stage
+    emitters, its views): exactly the ops the backend claims.
+
+    >>> "add" in lowerable_ops() and "matmul" in lowerable_ops()
+    True
+    """
+    from .llvm_lower import VIEWS
+    from .llvm_ops import SCALAR_RULES
+    from .llvm_reduce import STAGES
+
+    return [*SCALAR_RULES, *STAGES, *VIEWS]
+
+
+for _op in lowerable_ops():
     register_op_support(BACKEND, _op, small_matmul if _op == "matmul" else None)

@@ -51,9 +51,12 @@ from ..ir.op import Op
 from ..ir.traversal import post_order
 from ..ir.types import TensorType
 from . import llvm_ops
-from .llvm_reduce import concatenate_stage, matmul_stage, reduce_stage
+from .llvm_reduce import STAGES
 from .llvm_stages import StageCall, StageFunctions, emit_calls, lead_axes
 
+#: Ops that are views of their operand (no stage of work): the last part of what llvm
+#: supports, beside llvm_ops.SCALAR_RULES and llvm_reduce.STAGES.
+VIEWS = ("reshape", "transpose")
 #: A fused loop nest holds at most this many ops; a longer run of elementwise ops
 #: continues in the next nest (see ``plan_stages``). LLVM's time on one loop body grows
 #: faster than its length (measured: 300 transcendental-heavy ops in one loop 6.5 s,
@@ -156,7 +159,7 @@ class _Lowering:
         for node in self.nodes:
             if not isinstance(node, Call):
                 continue
-            if node.op.kind == "elementwise":
+            if node.op.name in llvm_ops.SCALAR_RULES:
                 shape = node.type.shape
                 candidates = [
                     stage_of[a]
@@ -195,7 +198,7 @@ class _Lowering:
             or n in is_output
             or any(u != stage_of[n] for u in users.get(n, ()))
         }
-        views = {n for n in stored if n.op.name in ("reshape", "transpose")}
+        views = {n for n in stored if n.op.name in VIEWS}
         last_use = {n: max(users.get(n, {stage_of[n]})) for n in stored}
         for n in self.nodes:  # a view keeps the buffer it looks into alive
             if n in views:
@@ -278,18 +281,14 @@ class _Lowering:
         lines = [*self.flush(), f"# stage {index}: {stage.nodes[0].op.name}"]
         node = stage.nodes[0]
         name = node.op.name
-        if name in ("reshape", "transpose"):
+        if name in VIEWS:
             return lines + self.emit_view(node)
+        if name not in STAGES:
+            raise CompileError(f"the llvm backend has no lowering for {name!r} in @{self.symbol}")
         lines += self.bind_destination(node, dest)
-        out = self.arrays[node].name
+        operands = [self.read_array(a) for a in node.args]
         parallel = self.use_parallel(node.type.shape)
-        if name in ("sum", "mean", "max"):
-            body = reduce_stage(node, self.read_array(node.args[0]), out, parallel)
-        elif name == "matmul":
-            body = matmul_stage(node, *map(self.read_array, node.args), out, parallel)
-        else:
-            body = concatenate_stage(node, [self.read_array(a) for a in node.args], out, parallel)
-        return lines + body
+        return lines + STAGES[name](node, operands, self.arrays[node].name, parallel)
 
     def emit_nest(self, stage: Stage, index: int, group: int, stored, dest) -> list[str]:
         """Bind what a loop nest reads and writes, then emit it: a few ops as loops in

@@ -6,7 +6,7 @@ that dtype again, because Numba widens small integers (int32 + int32 is int64
 in Numba): converting back wraps exactly as NumPy's int32 arithmetic does.
 
 >>> scalar_expression("maximum", ["a", "b"], "float32")
-'np.maximum(a, b)'
+'np.float32(np.maximum(a, b))'
 >>> scalar_expression("add", ["a", "np.int32(2)"], "int32")
 'np.int32(a + np.int32(2))'
 """
@@ -14,6 +14,8 @@ in Numba): converting back wraps exactly as NumPy's int32 arithmetic does.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..ir.dtypes import DTYPES, dtype_info
 
@@ -107,53 +109,87 @@ def nbyoc_sigmoid_f32(x):
 """,
 }
 
-#: float32 ops computed by the helpers above instead of libm.
-_WIDE_F32 = {"exp": "nbyoc_exp_f32", "tanh": "nbyoc_tanh_f32", "sigmoid": "nbyoc_sigmoid_f32"}
 
-_INFIX = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
-_UFUNCS = {"exp": "np.exp", "log": "np.log", "sqrt": "np.sqrt", "tanh": "np.tanh", "abs": "np.abs"}
+@dataclass(frozen=True)
+class ScalarRule:
+    """How llvm computes one elementwise op on one element: ``expression(args, dtype)``
+    gives the Numba source, ``helpers(dtype)`` the HELPERS it calls."""
 
-
-def helpers_for(op: str, dtype: str) -> list[str]:
-    """Names of the helpers an op needs."""
-    if op == "power" and dtype_info(dtype).is_integer:
-        return ["nbyoc_ipow"]
-    if dtype == "float32" and op in _WIDE_F32:
-        return ["nbyoc_exp_wide", _WIDE_F32[op]]
-    if op == "sigmoid":
-        return ["nbyoc_sigmoid"]
-    return []
+    expression: Callable[[list[str], str], str]
+    helpers: Callable[[str], list[str]] = lambda dtype: []
 
 
 def cast(expression: str, dtype: str) -> str:
     return f"{NP_TYPES[dtype]}({expression})"
 
 
+def _infix(symbol: str) -> ScalarRule:
+    return ScalarRule(lambda args, dtype: cast(f"{args[0]} {symbol} {args[1]}", dtype))
+
+
+def _numpy(function: str) -> ScalarRule:
+    # NumPy's own scalar function: maximum/minimum propagate NaN and lower to selects,
+    # not branches (a conditional expression is several basic blocks, and Numba's SSA
+    # and reaching-definition passes grow with blocks times variables).
+    return ScalarRule(lambda args, dtype: cast(f"np.{function}({', '.join(args)})", dtype))
+
+
+def _wide(op: str, other: ScalarRule) -> ScalarRule:
+    """float32 ``op`` by its float64-arithmetic helper (see HELPERS), others by ``other``."""
+    helper = f"nbyoc_{op}_f32"
+
+    def expression(args, dtype):
+        return f"{helper}({args[0]})" if dtype == "float32" else other.expression(args, dtype)
+
+    def helpers(dtype):
+        return ["nbyoc_exp_wide", helper] if dtype == "float32" else other.helpers(dtype)
+
+    return ScalarRule(expression, helpers)
+
+
+def _power(args, dtype):
+    if dtype_info(dtype).is_integer:
+        return cast(f"nbyoc_ipow({args[0]}, {args[1]})", dtype)
+    return cast(f"{args[0]} ** {args[1]}", dtype)
+
+
+#: The elementwise ops llvm lowers, op -> rule: the table the backend's support comes
+#: from (an op without a row is never offered to llvm, so it runs elsewhere).
+SCALAR_RULES: dict[str, ScalarRule] = {
+    "add": _infix("+"),
+    "subtract": _infix("-"),
+    "multiply": _infix("*"),
+    "divide": _infix("/"),
+    "maximum": _numpy("maximum"),
+    "minimum": _numpy("minimum"),
+    "power": ScalarRule(
+        _power, lambda dtype: ["nbyoc_ipow"] if dtype_info(dtype).is_integer else []
+    ),
+    "negative": ScalarRule(lambda args, dtype: cast(f"-{args[0]}", dtype)),
+    "abs": _numpy("abs"),
+    "exp": _wide("exp", _numpy("exp")),
+    "log": _numpy("log"),
+    "sqrt": _numpy("sqrt"),
+    "tanh": _wide("tanh", _numpy("tanh")),
+    "sigmoid": _wide(
+        "sigmoid",
+        ScalarRule(
+            lambda args, dtype: cast(f"nbyoc_sigmoid({args[0]})", dtype),
+            lambda dtype: ["nbyoc_sigmoid"],
+        ),
+    ),
+    "relu": ScalarRule(lambda args, dtype: f"np.maximum({args[0]}, {cast('0', dtype)})"),
+}
+
+
+def helpers_for(op: str, dtype: str) -> list[str]:
+    """Names of the helpers an op needs."""
+    return SCALAR_RULES[op].helpers(dtype)
+
+
 def scalar_expression(op: str, args: list[str], dtype: str) -> str:
     """Numba source computing ``op`` on ``args`` (already of ``dtype``), of ``dtype``."""
-    is_int = dtype_info(dtype).is_integer
-    if op in _INFIX:
-        return cast(f"{args[0]} {_INFIX[op]} {args[1]}", dtype)
-    if op in ("maximum", "minimum"):
-        # NumPy's own scalar ufunc: NaN propagates, and it lowers to selects, not branches
-        # (a conditional expression is several basic blocks, and Numba's SSA and
-        # reaching-definition passes grow with blocks times variables).
-        return f"np.{op}({args[0]}, {args[1]})"
-    if op == "power":
-        return cast(
-            f"nbyoc_ipow({args[0]}, {args[1]})" if is_int else f"{args[0]} ** {args[1]}", dtype
-        )
-    if op == "negative":
-        return cast(f"-{args[0]}", dtype)
-    if dtype == "float32" and op in _WIDE_F32:
-        return f"{_WIDE_F32[op]}({args[0]})"
-    if op in _UFUNCS:
-        return cast(f"{_UFUNCS[op]}({args[0]})", dtype)
-    if op == "sigmoid":
-        return cast(f"nbyoc_sigmoid({args[0]})", dtype)
-    if op == "relu":
-        return f"np.maximum({args[0]}, {cast('0', dtype)})"
-    raise KeyError(op)
+    return SCALAR_RULES[op].expression(args, dtype)
 
 
 def literal(value, dtype: str) -> str:

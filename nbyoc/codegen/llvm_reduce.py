@@ -29,8 +29,9 @@ def _subscript(parts) -> str:
     return ", ".join(parts) + ("," if len(parts) == 1 else "")
 
 
-def reduce_stage(node: Call, source: str, dest: str, parallel: bool) -> list[str]:
-    """sum / mean / max of ``source`` over the node's axes into ``dest``."""
+def reduce_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:
+    """sum / mean / max of the operand over the node's axes into ``dest``."""
+    (source,) = sources
     (x,) = node.args
     shape = x.type.shape
     axes = set(node.attrs["axis"])
@@ -61,8 +62,9 @@ def reduce_stage(node: Call, source: str, dest: str, parallel: bool) -> list[str
     return _loops([shape[d] for d in kept], inner, parallel and bool(kept), [f"i{d}" for d in kept])
 
 
-def matmul_stage(node: Call, a_name: str, b_name: str, dest: str, parallel: bool) -> list[str]:
+def matmul_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:
     """NumPy's matmul (batched, broadcasting, 1-D operands) as loops into ``dest``."""
+    a_name, b_name = sources
     a, b = node.args
     out = node.type
     dtype = out.dtype
@@ -117,3 +119,14 @@ def concatenate_stage(node: Call, sources: list[str], dest: str, parallel: bool)
         lines += _loops(shape, [f"{dest}[{_subscript(out_index)}] = {value}"], parallel, names)
         offset += shape[axis]
     return lines
+
+
+#: The ops llvm runs as stages of their own, op -> emitter(node, operand arrays, destination
+#: array, parallel): with llvm_ops.SCALAR_RULES and the views, what the backend supports.
+STAGES = {
+    "sum": reduce_stage,
+    "mean": reduce_stage,
+    "max": reduce_stage,
+    "matmul": matmul_stage,
+    "concatenate": concatenate_stage,
+}
