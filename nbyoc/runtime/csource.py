@@ -19,8 +19,8 @@ import threading
 
 import numpy as np
 
-from ..codegen.c_ops import DLPACK_DTYPES
-from ..codegen.csource import Subgraph, emit_c
+from ..codegen.csource.emit import Subgraph, emit_c
+from ..codegen.csource.rules import DLPACK_DTYPES
 from ..errors import ArgumentError, ExecutionError, LoadError, NbyocError
 from ..ir.nodes import Function
 from .arguments import ArgumentSpec

@@ -30,10 +30,10 @@ import threading
 
 import numpy as np
 
+from ..codegen.examplejson.parse import parse_examplejson
 from ..errors import LoadError, NbyocError
 from ..ir.nodes import Call, Constant, Expr, Function, Tuple, Var
 from ..ir.traversal import last_reads, post_order
-from .examplejson_parse import parse_examplejson
 from .llvm import PARALLEL_THRESHOLD, compiled_kernel
 from .module import Module, destination_passing, register_loader
 

@@ -112,7 +112,7 @@ def _export_llvm(modules: dict, path: Path) -> Path:
             f"numba.pycc is not available in Numba {numba.__version__} ({e}); it was pending "
             f"deprecation since 0.57. Use Executable.save and nbyoc.load instead."
         ) from None
-    from ..codegen.llvm_lower import lower
+    from ..codegen.llvm.lower import lower
     from .kernels import load_kernel
 
     name = path.name.split(".")[0]

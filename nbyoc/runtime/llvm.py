@@ -20,7 +20,7 @@ import threading
 
 import numpy as np
 
-from ..codegen.llvm_lower import Lowered, lower
+from ..codegen.llvm.lower import Lowered, lower
 from ..errors import ArgumentError, ExecutionError, LoadError, NbyocError
 from ..ir.nodes import Function
 from ..ir.structural import structural_digest

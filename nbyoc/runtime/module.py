@@ -163,6 +163,21 @@ def get_loader(type_key: str) -> Callable[[bytes], Module]:
     return loader
 
 
+def builtin_module_class(type_key: str) -> type[Module]:
+    """The ``Module`` class of one of nbyoc's own backends, its runtime module imported
+    now: how a codegen makes its module without importing ``nbyoc.runtime``'s backend
+    modules (they import the codegen's lowering, never the reverse).
+
+    >>> builtin_module_class("examplejson").__name__
+    'ExampleJSONModule'
+    """
+    if type_key not in BUILTIN_LOADERS:
+        raise NbyocError(f"{type_key!r} is not one of nbyoc's own module types")
+    module_class = getattr(get_loader(type_key), "__self__", None)
+    assert isinstance(module_class, type) and issubclass(module_class, Module), type_key
+    return module_class
+
+
 def _discover(type_key: str) -> None:
     """Import what registers ``type_key``'s loader, if nbyoc or an installed package names it."""
     if type_key in BUILTIN_LOADERS:

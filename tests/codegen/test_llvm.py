@@ -198,7 +198,7 @@ WIDE_OPS = {
 
 @pytest.mark.parametrize("op", sorted(WIDE_OPS))
 def test_float32_exp_tanh_sigmoid_are_within_one_ulp_of_the_truth(op):
-    """These run in float64 arithmetic (see llvm_ops.HELPERS): check them against
+    """These run in float64 arithmetic (see nbyoc.codegen.llvm.rules.HELPERS): check them against
     float64 NumPy rounded to float32, over a dense range and the special values."""
     x = nbyoc.var("in0", (8192,))
     f = external([x], [nbyoc.call_op(op, x)], "llvm_0", "llvm")
@@ -383,7 +383,7 @@ def test_zero_size_arrays():
 
 
 def test_an_identical_compile_reuses_the_kernel_without_numba(monkeypatch):
-    from nbyoc.codegen import llvm_lower
+    from nbyoc.codegen.llvm import lower as llvm_lower
     from nbyoc.runtime import kernels
 
     x = nbyoc.var("x", (5,))
@@ -421,7 +421,7 @@ def test_a_tampered_cache_file_is_rewritten_not_imported(tmp_path, monkeypatch):
     monkeypatch.setenv("NBYOC_CACHE_DIR", str(tmp_path))
     x = nbyoc.var("in0", (3,))
     f = external([x], [x + 7.0], "llvm_tamper", "llvm")
-    lowered = nbyoc.codegen.llvm_lower.lower(f)
+    lowered = nbyoc.codegen.llvm.lower.lower(f)
     path = tmp_path / "kernels" / f"k{kernels.source_key(lowered.source)}.py"
     path.parent.mkdir(parents=True)
     path.write_text("raise SystemExit('tampered cache code ran')\n")

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import nbyoc
-from nbyoc.codegen import llvm_lower, llvm_stages
+from nbyoc.codegen.llvm import lower as llvm_lower
+from nbyoc.codegen.llvm import stages as llvm_stages
 from nbyoc.runtime import jit_address, kernels
 from nbyoc.runtime import llvm as llvm_runtime
 from nbyoc.runtime.llvm import LLVMModule

@@ -23,12 +23,12 @@ import binascii
 
 import numpy as np
 
-from ..codegen.examplejson import FROM_GUIDE
-from ..errors import NbyocError, ParseError
-from ..ir.names import check_symbol
-from ..ir.nodes import Call, Constant, Expr, Function, Tuple, Var
-from ..ir.op import get_op, list_ops
-from ..ir.types import TensorType
+from ...errors import NbyocError, ParseError
+from ...ir.names import check_symbol
+from ...ir.nodes import Call, Constant, Expr, Function, Tuple, Var
+from ...ir.op import get_op, list_ops
+from ...ir.types import TensorType
+from .format import FROM_GUIDE
 
 KEYWORDS = ("input", "const", "output")
 

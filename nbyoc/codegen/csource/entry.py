@@ -12,7 +12,7 @@ integer power), 4 out of memory.
 
 from __future__ import annotations
 
-from . import c_ops
+from . import rules
 
 CHECK_TENSOR = """\
 static int nbyoc_check_tensor(const DLTensor* t, const char* what, int32_t ndim,
@@ -86,7 +86,7 @@ def entry_point_source(graph) -> str:
     tensor_names = [f"arg{k}" for k in range(n_in)] + [name for name, _, out in arguments if out]
     casts = []
     for (_, t, out), tensor in zip(arguments, tensor_names):
-        c_type = c_ops.C_TYPES[t.dtype]
+        c_type = rules.C_TYPES[t.dtype]
         qualifier = "" if out else "const "
         casts.append(f"({qualifier}{c_type}*)((char*){tensor}->data + {tensor}->byte_offset)")
     lines = [
@@ -101,7 +101,7 @@ def entry_point_source(graph) -> str:
         "",
         f"NBYOC_EXPORT int {sym}(DLTensor** args, int32_t num_args) {{",
         f"  {sym}_message[0] = 0;",
-        f"  {c_ops.ERROR_FLAG} = NULL;",
+        f"  {rules.ERROR_FLAG} = NULL;",
         f"  if (args == NULL || num_args != {len(arguments)}) {{",
         f"    snprintf({sym}_message, sizeof {sym}_message,",
         f'             "{sym} takes {len(arguments)} arguments ({n_in} inputs, then '
@@ -112,7 +112,7 @@ def entry_point_source(graph) -> str:
     ]
     for k, (name, t, out) in enumerate(arguments):
         dims = ", ".join(str(d) for d in t.shape) or "0"
-        code, bits = c_ops.DLPACK_DTYPES[t.dtype]
+        code, bits = rules.DLPACK_DTYPES[t.dtype]
         what = f"argument {k} ({'output' if out else 'input'} {name})"
         lines += [
             f"  static const int64_t shape_{k}[] = {{{dims}}};",
@@ -135,8 +135,8 @@ def entry_point_source(graph) -> str:
     call_args = ", ".join(f"args[{k}]" for k in range(len(arguments)))
     lines += [
         f"  rc = {sym}_wrapper({call_args});",
-        f"  if (rc && {c_ops.ERROR_FLAG})",
-        f'    snprintf({sym}_message, sizeof {sym}_message, "%s", {c_ops.ERROR_FLAG});',
+        f"  if (rc && {rules.ERROR_FLAG})",
+        f'    snprintf({sym}_message, sizeof {sym}_message, "%s", {rules.ERROR_FLAG});',
         "  return rc;",
         "}",
     ]

@@ -31,14 +31,11 @@ from __future__ import annotations
 
 import base64
 
-from ..errors import CompileError
-from ..ir.nodes import Call, Constant, Expr, Function, Tuple, Var
-from ..ir.op import Op
-from ..ir.traversal import post_order
-from .llvm import lowerable_ops, small_matmul
-from .registry import register_codegen, register_op_support
+from ...errors import CompileError
+from ...ir.nodes import Call, Constant, Expr, Function, Tuple, Var
+from ...ir.op import Op
+from ...ir.traversal import post_order
 
-BACKEND = "examplejson"
 #: The guide's names for three ops; the others keep their nbyoc names.
 GUIDE_NAMES = {"add": "add", "subtract": "sub", "multiply": "mul"}
 FROM_GUIDE = {v: k for k, v in GUIDE_NAMES.items()}
@@ -97,16 +94,3 @@ def to_examplejson(func: Function) -> str:
     if [ids[o] for o in outputs] != [last]:
         lines.append(f"  output {' '.join(str(ids[o]) for o in outputs)}")
     return "\n".join(lines)
-
-
-@register_codegen(BACKEND)
-def examplejson_codegen(func: Function):
-    """The examplejson codegen: ExampleJSON text, run by the interpreter runtime."""
-    from ..runtime.examplejson import ExampleJSONModule
-
-    return ExampleJSONModule(to_examplejson(func))
-
-
-# The per-node kernels are the llvm backend's, so it takes the same ops on the same terms.
-for _op in lowerable_ops():
-    register_op_support(BACKEND, _op, small_matmul if _op == "matmul" else None)

@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..ir.dtypes import DTYPES, dtype_info
+from ...ir.dtypes import DTYPES, dtype_info
 
 #: The Numba spelling of each dtype's scalar constructor.
 NP_TYPES = {d: f"np.{d}" for d in DTYPES}

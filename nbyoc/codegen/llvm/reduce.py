@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 
-from ..ir.dtypes import dtype_info
-from ..ir.nodes import Call
-from . import llvm_ops
+from ...ir.dtypes import dtype_info
+from ...ir.nodes import Call
+from . import rules
 
 
 def _loops(shape, inner, parallel, names):
@@ -41,13 +41,13 @@ def reduce_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
     value = f"{source}[{_subscript([f'i{d}' for d in range(len(shape))])}]"
     if op == "max":
         init = "-np.inf" if dtype_info(in_dtype).is_float else str(dtype_info(in_dtype).min)
-        start = llvm_ops.cast(init, in_dtype)
+        start = rules.cast(init, in_dtype)
         update = ["v = " + value, "if v > acc or v != v:", "    acc = v"]
         result = "acc"
     else:
         acc_dtype = "int64" if dtype_info(in_dtype).is_integer and op == "sum" else "float64"
-        start = llvm_ops.cast("0", acc_dtype)
-        update = [f"acc += {llvm_ops.cast(value, acc_dtype)}"]
+        start = rules.cast("0", acc_dtype)
+        update = [f"acc += {rules.cast(value, acc_dtype)}"]
         count = math.prod(shape[d] for d in reduced)
         result = f"acc / {float(count)!r}" if op == "mean" else "acc"
     if node.attrs["keepdims"]:
@@ -57,7 +57,7 @@ def reduce_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
     inner = [
         f"acc = {start}",
         *_loops([shape[d] for d in reduced], update, False, [f"i{d}" for d in reduced]),
-        f"{dest}[{_subscript(out_index)}] = {llvm_ops.cast(result, out_dtype)}",
+        f"{dest}[{_subscript(out_index)}] = {rules.cast(result, out_dtype)}",
     ]
     return _loops([shape[d] for d in kept], inner, parallel and bool(kept), [f"i{d}" for d in kept])
 
@@ -86,14 +86,14 @@ def matmul_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
     b_index = batch_index(b_shape) + ["kk"] + (["n"] if b.type.ndim > 1 else [])
     out_index = names + (["m"] if a.type.ndim > 1 else []) + (["n"] if b.type.ndim > 1 else [])
     update = (
-        f"acc += {llvm_ops.cast(f'{a_name}[{_subscript(a_index)}]', acc_dtype)} * "
-        f"{llvm_ops.cast(f'{b_name}[{_subscript(b_index)}]', acc_dtype)}"
+        f"acc += {rules.cast(f'{a_name}[{_subscript(a_index)}]', acc_dtype)} * "
+        f"{rules.cast(f'{b_name}[{_subscript(b_index)}]', acc_dtype)}"
     )
     inner = [
-        f"acc = {llvm_ops.cast('0', acc_dtype)}",
+        f"acc = {rules.cast('0', acc_dtype)}",
         f"for kk in range({k}):",
         f"    {update}",
-        f"{dest}[{_subscript(out_index)}] = {llvm_ops.cast('acc', dtype)}",
+        f"{dest}[{_subscript(out_index)}] = {rules.cast('acc', dtype)}",
     ]
     shape = [
         *batch,
@@ -115,14 +115,14 @@ def concatenate_stage(node: Call, sources: list[str], dest: str, parallel: bool)
         out_index = [
             f"i{d} + {offset}" if d == axis and offset else f"i{d}" for d in range(len(shape))
         ]
-        value = llvm_ops.cast(f"{source}[{_subscript(names)}]", dtype)
+        value = rules.cast(f"{source}[{_subscript(names)}]", dtype)
         lines += _loops(shape, [f"{dest}[{_subscript(out_index)}] = {value}"], parallel, names)
         offset += shape[axis]
     return lines
 
 
 #: The ops llvm runs as stages of their own, op -> emitter(node, operand arrays, destination
-#: array, parallel): with llvm_ops.SCALAR_RULES and the views, what the backend supports.
+#: array, parallel): with rules.SCALAR_RULES and the views, what the backend supports.
 STAGES = {
     "sum": reduce_stage,
     "mean": reduce_stage,

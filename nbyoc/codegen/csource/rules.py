@@ -15,7 +15,10 @@ static inline int32_t csource_relu_int32(int32_t a) { return (a >= 0 || a != a) 
 
 from __future__ import annotations
 
-from ..ir.dtypes import DTYPES, dtype_info
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ...ir.dtypes import DTYPES, dtype_info
 
 
 def c_type(dtype: str) -> str:
@@ -38,12 +41,6 @@ UNSIGNED = {d: f"uint{dtype_info(d).bits}_t" for d in DTYPES if dtype_info(d).is
 #: (type code, bits) of each dtype, as DLTensor.dtype holds them.
 DLPACK_DTYPES = {d: (DLPACK_CODES[dtype_info(d).kind], dtype_info(d).bits) for d in DTYPES}
 
-INFIX = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
-PREFIX = {"negative": "-"}
-BINARY_HELPERS = ("maximum", "minimum", "power")
-UNARY_HELPERS = ("abs", "exp", "log", "sqrt", "tanh", "sigmoid", "relu")
-SUPPORTED = (*INFIX, *BINARY_HELPERS, *PREFIX, *UNARY_HELPERS)
-
 #: Set by a helper that hits an error NumPy would raise; the entry point reports it.
 ERROR_FLAG = "nbyoc_error"
 
@@ -64,27 +61,58 @@ def _int_power(dtype: str) -> str:
     )
 
 
-def _body(op: str, dtype: str) -> str:
-    is_float = dtype_info(dtype).is_float
+def _math_call(function: str):
+    return lambda dtype: f"return {_math(function, dtype)}(a);"
+
+
+def _sigmoid(dtype: str) -> str:
     t = C_TYPES[dtype]
-    if op == "maximum":
-        return "return (a >= b || a != a) ? a : b;"  # NumPy's test: NaN wins
-    if op == "minimum":
-        return "return (a <= b || a != a) ? a : b;"
-    if op == "power":
-        return f"return {_math('pow', dtype)}(a, b);" if is_float else _int_power(dtype)
-    if op == "abs":
-        return f"return {_math('fabs', dtype)}(a);" if is_float else "return a < 0 ? -a : a;"
-    if op in ("exp", "log", "sqrt", "tanh"):
-        return f"return {_math(op, dtype)}(a);"
-    if op == "sigmoid":
-        return (
-            f"{t} e = {_math('exp', dtype)}(-{_math('fabs', dtype)}(a)); "
-            f"return a >= 0 ? ({t})1 / (({t})1 + e) : e / (({t})1 + e);"
-        )
-    if op == "relu":
-        return "return (a >= 0 || a != a) ? a : 0;"
-    raise KeyError(op)
+    return (
+        f"{t} e = {_math('exp', dtype)}(-{_math('fabs', dtype)}(a)); "
+        f"return a >= 0 ? ({t})1 / (({t})1 + e) : e / (({t})1 + e);"
+    )
+
+
+@dataclass(frozen=True)
+class CRule:
+    """How csource computes one elementwise op in its result dtype: a C ``operator``
+    the macros apply directly (infix for two operands, prefix for one), or the ``body``
+    (given the dtype) of a ``static inline`` helper taking ``a`` (and ``b``)."""
+
+    arity: int
+    operator: str | None = None
+    body: Callable[[str], str] | None = None
+
+
+def _float_or_int(float_body: Callable[[str], str], int_body: Callable[[str], str]):
+    return lambda dtype: (float_body if dtype_info(dtype).is_float else int_body)(dtype)
+
+
+#: The ops csource lowers, op -> rule: the table its support comes from (an op without a
+#: row is never offered to csource, so it runs elsewhere).
+C_RULES: dict[str, CRule] = {
+    "add": CRule(2, operator="+"),
+    "subtract": CRule(2, operator="-"),
+    "multiply": CRule(2, operator="*"),
+    "divide": CRule(2, operator="/"),
+    # NumPy's test: NaN wins.
+    "maximum": CRule(2, body=lambda dtype: "return (a >= b || a != a) ? a : b;"),
+    "minimum": CRule(2, body=lambda dtype: "return (a <= b || a != a) ? a : b;"),
+    "power": CRule(2, body=_float_or_int(lambda d: f"return {_math('pow', d)}(a, b);", _int_power)),
+    "negative": CRule(1, operator="-"),
+    "abs": CRule(1, body=_float_or_int(_math_call("fabs"), lambda d: "return a < 0 ? -a : a;")),
+    "exp": CRule(1, body=_math_call("exp")),
+    "log": CRule(1, body=_math_call("log")),
+    "sqrt": CRule(1, body=_math_call("sqrt")),
+    "tanh": CRule(1, body=_math_call("tanh")),
+    "sigmoid": CRule(1, body=_sigmoid),
+    "relu": CRule(1, body=lambda dtype: "return (a >= 0 || a != a) ? a : 0;"),
+}
+
+
+def is_helper(op: str) -> bool:
+    """True if ``op`` is computed by a ``static inline`` helper rather than an operator."""
+    return C_RULES[op].operator is None
 
 
 def helper_name(op: str, dtype: str) -> str:
@@ -94,8 +122,9 @@ def helper_name(op: str, dtype: str) -> str:
 def helper_definition(op: str, dtype: str) -> str:
     """The ``static inline`` C function computing ``op`` in ``dtype``."""
     t = C_TYPES[dtype]
-    params = f"{t} a, {t} b" if op in BINARY_HELPERS else f"{t} a"
-    return f"static inline {t} {helper_name(op, dtype)}({params}) {{ {_body(op, dtype)} }}"
+    rule = C_RULES[op]
+    params = f"{t} a, {t} b" if rule.arity == 2 else f"{t} a"
+    return f"static inline {t} {helper_name(op, dtype)}({params}) {{ {rule.body(dtype)} }}"
 
 
 def c_literal(value, dtype: str) -> str:

@@ -1,10 +1,10 @@
 """The ``llvm`` backend (the default): each external function becomes one fused
-Numba ``@njit`` kernel (see ``llvm_lower`` for the lowering, ``nbyoc.runtime.llvm``
+Numba ``@njit`` kernel (see ``lower`` for the lowering, ``nbyoc.runtime.llvm``
 for calling and caching).
 
 It takes the ops its lowering has a rule for (``lowerable_ops``: the elementwise
-ops of ``llvm_ops.SCALAR_RULES``, the reductions, concatenate and matmul of
-``llvm_reduce.STAGES``, reshape and transpose as views), matmul only when it is
+ops of ``rules.SCALAR_RULES``, the reductions, concatenate and matmul of
+``reduce.STAGES``, reshape and transpose as views), matmul only when it is
 small enough that a loop beats a call to NumPy's BLAS (at most
 ``MATMUL_MAX_WORK`` multiply-adds). An op without a rule runs elsewhere.
 
@@ -19,8 +19,12 @@ Codegen options: ``fuse`` (default True; False gives one loop per node) and
 
 from __future__ import annotations
 
-from ..ir.nodes import Call, Function
-from .registry import register_codegen, register_op_support
+from ...ir.nodes import Call, Function
+from ...runtime.module import builtin_module_class
+from ..registry import register_codegen, register_op_support
+from .lower import VIEWS
+from .reduce import STAGES
+from .rules import SCALAR_RULES
 
 BACKEND = "llvm"
 #: matmul is offloaded only up to this many multiply-adds; beyond, NumPy's BLAS wins.
@@ -36,10 +40,8 @@ def small_matmul(call: Call) -> bool:
 @register_codegen(BACKEND)
 def llvm_codegen(func: Function, fuse: bool = True, parallel_threshold: int | None = None):
     """The llvm codegen: a fused Numba kernel, compiled (or loaded from the cache)."""
-    from ..runtime.llvm import PARALLEL_THRESHOLD, LLVMModule
-
-    threshold = PARALLEL_THRESHOLD if parallel_threshold is None else parallel_threshold
-    return LLVMModule(func, fuse=fuse, parallel_threshold=threshold)
+    options = {} if parallel_threshold is None else {"parallel_threshold": parallel_threshold}
+    return builtin_module_class(BACKEND)(func, fuse=fuse, **options)
 
 
 def lowerable_ops() -> list[str]:
@@ -49,12 +51,21 @@ def lowerable_ops() -> list[str]:
     >>> "add" in lowerable_ops() and "matmul" in lowerable_ops()
     True
     """
-    from .llvm_lower import VIEWS
-    from .llvm_ops import SCALAR_RULES
-    from .llvm_reduce import STAGES
-
     return [*SCALAR_RULES, *STAGES, *VIEWS]
 
 
-for _op in lowerable_ops():
-    register_op_support(BACKEND, _op, small_matmul if _op == "matmul" else None)
+def support_rules() -> dict:
+    """op -> the predicate under which llvm takes a call of it (``None``: always). Other
+    backends that run llvm's kernels (examplejson) claim ops by this table.
+
+    >>> support_rules()["matmul"] is small_matmul, support_rules()["add"]
+    (True, None)
+    """
+    return {op: CONDITIONS.get(op) for op in lowerable_ops()}
+
+
+#: Ops llvm lowers but takes only under a condition.
+CONDITIONS = {"matmul": small_matmul}
+
+for _op, _condition in support_rules().items():
+    register_op_support(BACKEND, _op, _condition)

@@ -7,7 +7,7 @@ The kernel is a sequence of *stages* in evaluation order:
   element; only values needed outside the nest are stored. A nest holds at
   most ``MAX_NEST_OPS`` ops (a longer run continues in the next nest). A nest
   of ``FUNCTION_MIN_OPS`` or more ops is a *stage function* of its own
-  (``llvm_stages``): compiled once however often it appears, large ones called
+  (``stages``): compiled once however often it appears, large ones called
   through their address, consecutive parallel ones sharing one ``prange``;
   smaller nests stay loops in the kernel;
 - every other op (reductions, matmul, concatenate) is a stage of its own with
@@ -43,19 +43,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._version import __version__
-from ..errors import CompileError
-from ..ir.dtypes import DTYPES
-from ..ir.nodes import Call, Constant, Expr, Function, Tuple, Var
-from ..ir.op import Op
-from ..ir.traversal import post_order
-from ..ir.types import TensorType
-from . import llvm_ops
-from .llvm_reduce import STAGES
-from .llvm_stages import StageCall, StageFunctions, emit_calls, lead_axes
+from ..._version import __version__
+from ...errors import CompileError
+from ...ir.dtypes import DTYPES
+from ...ir.nodes import Call, Constant, Expr, Function, Tuple, Var
+from ...ir.op import Op
+from ...ir.traversal import post_order
+from ...ir.types import TensorType
+from . import rules
+from .reduce import STAGES
+from .stages import StageCall, StageFunctions, emit_calls, lead_axes
 
 #: Ops that are views of their operand (no stage of work): the last part of what llvm
-#: supports, beside llvm_ops.SCALAR_RULES and llvm_reduce.STAGES.
+#: supports, beside rules.SCALAR_RULES and reduce.STAGES.
 VIEWS = ("reshape", "transpose")
 #: A fused loop nest holds at most this many ops; a longer run of elementwise ops
 #: continues in the next nest (see ``plan_stages``). LLVM's time on one loop body grows
@@ -63,7 +63,7 @@ VIEWS = ("reshape", "transpose")
 #: 600 ops 18 s, 1000 ops 54 s), and consecutive parallel nests share one prange, so the
 #: values crossing a cut stay in cache.
 MAX_NEST_OPS = 64
-#: Nests of at least this many ops become stage functions (``llvm_stages``); smaller ones
+#: Nests of at least this many ops become stage functions (``stages``); smaller ones
 #: stay loops in the kernel: a function of its own costs Numba about 0.2 s to compile,
 #: more than a few ops cost anywhere (the reference graph's cold compile: 1.9 s inline,
 #: 2.1 s as a stage function).
@@ -140,7 +140,7 @@ class _Lowering:
         for node in self.nodes:
             if isinstance(node, Constant):
                 if node.type.shape == ():
-                    self.literals[node] = llvm_ops.literal(node.data[()], node.type.dtype)
+                    self.literals[node] = rules.literal(node.data[()], node.type.dtype)
                 else:
                     self.arrays[node] = ArrayValue(
                         f"c{len(self.constants)}", node.type, readonly=True
@@ -159,7 +159,7 @@ class _Lowering:
         for node in self.nodes:
             if not isinstance(node, Call):
                 continue
-            if node.op.name in llvm_ops.SCALAR_RULES:
+            if node.op.name in rules.SCALAR_RULES:
                 shape = node.type.shape
                 candidates = [
                     stage_of[a]
@@ -333,9 +333,9 @@ class _Lowering:
             args = [
                 self.read(a, stage.shape, values, dtype, names, scalars, flat) for a in node.args
             ]
-            self.helpers.update(llvm_ops.helpers_for(node.op.name, dtype))
+            self.helpers.update(rules.helpers_for(node.op.name, dtype))
             values[node] = f"v{k}"
-            inner.append(f"v{k} = {llvm_ops.scalar_expression(node.op.name, args, dtype)}")
+            inner.append(f"v{k} = {rules.scalar_expression(node.op.name, args, dtype)}")
         stores = [
             (names[n], "i0" if flat else _index(stage.shape, n.type.shape), values[n], n.dtype)
             for n in stage.nodes
@@ -429,7 +429,7 @@ class _Lowering:
             text = f"{arrays[node]}[{'i0' if flat else _index(domain, node.type.shape)}]"
         else:
             text = f"{self.read_array(node)}[{_index(domain, node.type.shape)}]"
-        return text if node.type.dtype == dtype else llvm_ops.cast(text, dtype)
+        return text if node.type.dtype == dtype else rules.cast(text, dtype)
 
     def parallel_size(self, shape: tuple[int, ...]) -> bool:
         """Whether a loop nest over ``shape`` is large enough to run in parallel (a 0-d
@@ -493,7 +493,7 @@ class _Lowering:
             "from numba.core import types as nbt",
             *(["from nbyoc.runtime.jit_address import function_at"] if addressed else []),
             "",
-            *(llvm_ops.HELPERS[h] for h in sorted(self.helpers)),
+            *(rules.HELPERS[h] for h in sorted(self.helpers)),
             *self.stages.source,
             "",
             f"SIGNATURE = nbt.void({', '.join(types)})",

@@ -1,0 +1,43 @@
+"""The ``csource`` backend: an external function becomes C source in the shape of the
+BYOC guide's C codegen (``emit``), compiled by the system C compiler and called through
+cffi (``nbyoc.runtime.csource``).
+
+Its support is derived from its rules table (``rules.C_RULES``: op -> C expression):
+an op without a row is never offered to it, and runs elsewhere.
+
+>>> import nbyoc
+>>> x = nbyoc.var("x", (3,))
+>>> nbyoc.codegen.supports("csource", nbyoc.exp(x)), nbyoc.codegen.supports("csource", x @ x)
+(True, False)
+"""
+
+from __future__ import annotations
+
+from ...ir.nodes import Function
+from ...runtime.module import builtin_module_class
+from ..registry import register_codegen, register_op_support
+from .emit import Subgraph, emit_c
+from .rules import C_RULES
+
+__all__ = ["BACKEND", "Subgraph", "csource_codegen", "emit_c", "lowerable_ops"]
+
+BACKEND = "csource"
+
+
+@register_codegen(BACKEND)
+def csource_codegen(func: Function, fused: bool = False):
+    """The csource codegen: C source, compiled by the system C compiler on first use."""
+    return builtin_module_class(BACKEND)(func, fused=fused)
+
+
+def lowerable_ops() -> list[str]:
+    """The ops csource has a C rule for: exactly the ops it claims.
+
+    >>> "add" in lowerable_ops(), "matmul" in lowerable_ops()
+    (True, False)
+    """
+    return list(C_RULES)
+
+
+for _op in lowerable_ops():
+    register_op_support(BACKEND, _op)

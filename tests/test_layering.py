@@ -1,0 +1,85 @@
+"""The package's layering, read from the source (every import, also those inside functions):
+codegen and runtime import each other one way only, and no backend reaches into another's
+internals."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import nbyoc
+
+ROOT = Path(nbyoc.__file__).parent
+BACKENDS = ("llvm", "csource", "examplejson")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every nbyoc module ``path`` imports, as absolute dotted names (``from X import y``
+    counts as X and X.y, since y may be a submodule)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.add(target)
+            found |= {f"{target}.{a.name}" for a in node.names}
+    return {m for m in found if m == "nbyoc" or m.startswith("nbyoc.")}
+
+
+MODULES = {_module_name(p): _imports(p) for p in ROOT.rglob("*.py")}
+
+
+def _existing(names: set[str]) -> set[str]:
+    return {n for n in names if n in MODULES}
+
+
+def test_the_import_reader_sees_known_edges():
+    # The test can fail: it must see the edges we know are there.
+    assert "nbyoc.codegen.llvm.lower" in MODULES["nbyoc.runtime.llvm"]
+    assert "nbyoc.runtime.module" in MODULES["nbyoc.codegen.llvm"]
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("nbyoc.codegen")))
+def test_codegen_imports_only_the_runtime_contract(module):
+    """A codegen makes its runtime module through ``runtime.module`` (the Module base and
+    the table of nbyoc's own module types), never by importing a runtime backend, which
+    imports the codegen's lowering: so there is no cycle between the two packages."""
+    runtime = _existing({m for m in MODULES[module] if m.startswith("nbyoc.runtime")})
+    assert runtime <= {"nbyoc.runtime", "nbyoc.runtime.module"}, runtime
+
+
+def test_the_runtime_contract_imports_no_codegen():
+    assert not {m for m in MODULES["nbyoc.runtime.module"] if m.startswith("nbyoc.codegen")}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_backend_imports_another_backends_internals(backend):
+    """Another backend is used through its package's public names only."""
+    own = f"nbyoc.codegen.{backend}"
+    for module, imports in MODULES.items():
+        if module == own or module.startswith(own + "."):
+            continue
+        internals = _existing({m for m in imports if m.startswith(own + ".")})
+        if module.startswith("nbyoc.codegen."):
+            assert not internals, f"{module} imports {sorted(internals)}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("nbyoc.transform")))
+def test_passes_never_import_a_codegen(module):
+    codegen = _existing({m for m in MODULES[module] if m.startswith("nbyoc.codegen")})
+    assert codegen <= {"nbyoc.codegen.registry"}, codegen
