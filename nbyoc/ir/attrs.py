@@ -196,11 +196,18 @@ class Attr:
         return list(value) if KINDS[self.kind].many else value
 
     def from_json(self, op: str, name: str, value):
-        """Inverse of ``to_json``, normalised."""
-        if self.kind == "float" and isinstance(value, str):
-            value = _parse_float(value)
+        """Inverse of ``to_json``, normalised (a type error names the op and attribute)."""
+
+        def number(v):
+            try:
+                return _parse_float(v) if isinstance(v, str) else v
+            except ValueError:
+                return v  # normalise refuses it with the attribute's name
+
+        if self.kind == "float":
+            value = number(value)
         elif self.kind == "floats" and isinstance(value, list):
-            value = [_parse_float(v) if isinstance(v, str) else v for v in value]
+            value = [number(v) for v in value]
         return self.normalise(op, name, value)
 
 

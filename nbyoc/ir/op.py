@@ -4,7 +4,7 @@ An :class:`Op` is looked up by name when a ``Call`` is built. Its type rule runs
 at once, so every node knows its shape and dtype; its reference implementation
 is what the host executor runs.
 
->>> get_op("add").kind, get_op("sum").attrs
+>>> get_op("add").kind, get_op("sum").defaults
 ('elementwise', {'axis': None, 'keepdims': False})
 >>> get_op("ad")
 Traceback (most recent call last):
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import DuplicateRegistrationError, NbyocTypeError, UnknownOpError
+from .attrs import REQUIRED, Attr
 from .types import TensorType, Type
 
 #: The kinds of op. Backends use them to decide what can be fused into one loop.
@@ -38,6 +39,10 @@ class Op:
     ``reference(*arrays, **attrs)`` returns an ``ndarray`` of exactly that type
     (or, for a 0-d result, possibly a NumPy scalar of that dtype, as ufuncs do).
     ``arity`` is the number of operands, or ``None`` for "one or more".
+    ``attrs`` maps each attribute name to its typed spec (``nbyoc.ir.attrs.Attr``):
+    a given value is checked and normalised by it before the type rule runs.
+    ``decompose(*args, **attrs)``, if given, builds the same result from other ops;
+    ``nbyoc.transform.legalize`` uses it for a backend that lacks the op.
     """
 
     name: str
@@ -46,7 +51,13 @@ class Op:
     reference: Callable[..., np.ndarray]
     kind: str
     summary: str
-    attrs: Mapping[str, object] = field(default_factory=dict)
+    attrs: Mapping[str, Attr] = field(default_factory=dict)
+    decompose: Callable[..., object] | None = None
+
+    @property
+    def defaults(self) -> dict:
+        """Each attribute's default (``REQUIRED`` where the caller must give it)."""
+        return {name: spec.default for name, spec in self.attrs.items()}
 
     def __repr__(self) -> str:
         return f"Op({self.name})"
@@ -61,6 +72,12 @@ def register_op(op: Op) -> Op:
         raise DuplicateRegistrationError(f"op {op.name!r} is already registered")
     if op.kind not in OP_KINDS:
         raise ValueError(f"op kind must be one of {OP_KINDS}, got {op.kind!r}")
+    for name, spec in op.attrs.items():
+        if not isinstance(spec, Attr):
+            raise TypeError(
+                f"op {op.name!r}: attribute {name!r} needs a spec, nbyoc.ir.attrs.Attr(kind, "
+                f"default), got {spec!r}"
+            )
     _REGISTRY[op.name] = op
     return op
 
@@ -128,5 +145,12 @@ def infer_call(op: Op, arg_types: tuple[Type, ...], attrs: Mapping) -> tuple[Ten
         raise NbyocTypeError(
             f"{op.name}: unknown attribute(s) {', '.join(sorted(unknown))}; allowed: {allowed}"
         )
-    full = {**op.attrs, **attrs}
+    full = {}
+    for name, spec in op.attrs.items():
+        if name in attrs:
+            full[name] = spec.normalise(op.name, name, attrs[name])
+        elif spec.default is REQUIRED:
+            raise NbyocTypeError(f"{op.name}: attribute {name} is required")
+        else:
+            full[name] = spec.default
     return op.infer(arg_types, full)

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import LoadError, NbyocError
 from .nodes import Call, Constant, Expr, Function, GlobalVar, IRModule, Tuple, TupleGetItem, Var
+from .op import get_op
 from .traversal import post_order
 from .types import FuncType, TensorType, TupleType
 
@@ -96,7 +97,9 @@ class _Writer:
             args = [numbers[a] for a in node.args]
             if isinstance(node.op, GlobalVar):
                 return {"kind": "call", "function": node.op.name_hint, "args": args}
-            return {"kind": "call", "op": node.op.name, "args": args, "attrs": dict(node.attrs)}
+            specs = node.op.attrs
+            attrs = {k: specs[k].to_json(v) for k, v in node.attrs.items()}
+            return {"kind": "call", "op": node.op.name, "args": args, "attrs": attrs}
         if isinstance(node, Constant):
             return {"kind": "constant", "index": self.constant(node.data)}
         if isinstance(node, Tuple):
@@ -224,9 +227,8 @@ class _Reader:
                 if callee not in globals_:
                     self.fail(f"calls unknown function {callee!r}")
                 return Call(globals_[callee], args)
-            return Call(
-                self.field(node, "op", str), args, self.attrs(self.field(node, "attrs", dict))
-            )
+            op = get_op(self.field(node, "op", str))
+            return Call(op, args, self.attrs(op, self.field(node, "attrs", dict)))
         if kind == "constant":
             index = self.field(node, "index", int)
             if not 0 <= index < len(self.constants):
@@ -246,8 +248,10 @@ class _Reader:
         return values[index]
 
     @staticmethod
-    def attrs(attrs: dict) -> dict:
-        return {k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()}
+    def attrs(op, attrs: dict) -> dict:
+        """Attributes read back by their specs (an unknown name is left for Call to refuse)."""
+        specs = op.attrs
+        return {k: specs[k].from_json(op.name, k, v) if k in specs else v for k, v in attrs.items()}
 
     def type(self, obj):
         if isinstance(obj, dict) and "fields" in obj:

@@ -12,8 +12,9 @@ names ``add``, ``sub``, ``mul`` are used for those three; every other op uses
 its nbyoc name. Extensions, all optional keywords after the guide's fields:
 
 - ``dtype: <dtype>`` on inputs and ops (default float32, the guide's type);
-- op attributes as ``<name>: <values>`` (``axis: 1 keepdims: 0``,
-  ``newshape: 4 25``, ``axes: 1 0``, a lone ``axis: 0`` for concatenate);
+- op attributes as ``<name>: <values>``, written by the attribute's kind
+  (``nbyoc.ir.attrs``): ``axis: 1 keepdims: 0``, ``newshape: 4 25``,
+  ``alpha: 0.01``, ``mode: reflect``, ``to: float16``, ``none`` for None;
 - ``const <id> shape: <dims> dtype: <dtype> data: <base64>`` (little-endian);
 - ``output <ids>``: the subgraph's results, when they are not just its last node.
 
@@ -47,12 +48,11 @@ def _dims(shape) -> str:
 
 
 def _attrs(call: Call) -> str:
+    """`` key: tokens`` per attribute, each written by its kind (``nbyoc.ir.attrs``)."""
     parts = []
     for key, value in call.attrs.items():
-        if isinstance(value, bool):
-            value = int(value)
-        items = value if isinstance(value, tuple) else (value,)
-        parts.append(f"{key}: {' '.join(str(int(v)) for v in items)}".rstrip())
+        tokens = call.op.attrs[key].to_tokens(value)
+        parts.append(" ".join([f"{key}:", *tokens]))
     return (" " + " ".join(parts)) if parts else ""
 
 

@@ -200,14 +200,10 @@ class _Subgraph:
                     f"{name} has no attribute {key!r}; it takes {', '.join(op.attrs) or 'none'}",
                     line,
                 )
-            ints = [_int(v, f"a value of {key}", line) for v in values]
-            default = op.attrs[key]
-            if isinstance(default, bool):
-                attrs[key] = bool(self._one([str(v) for v in ints], key, line) != "0")
-            elif isinstance(default, int):
-                attrs[key] = int(self._one([str(v) for v in ints], key, line))
-            else:
-                attrs[key] = tuple(ints)
+            try:
+                attrs[key] = op.attrs[key].from_tokens(values)
+            except ValueError as e:
+                raise ParseError(f"{name}: attribute {key!r} {e}", line) from None
         call = self._build(line, lambda: Call(op, args, attrs))
         if call.type.shape != shape or call.type.dtype != dtype:
             raise ParseError(

@@ -17,6 +17,7 @@ import operator
 import numpy as np
 
 from ...errors import NbyocTypeError
+from ..attrs import Attr
 from ..builder import call_op
 from ..dtypes import accumulate, same, to_float
 from ..op import Op, register_op
@@ -91,7 +92,7 @@ for _name, (_fn, _rule, _identity, _summary) in REDUCE_OPS.items():
             _reduce_reference(_fn, _rule),
             "reduce",
             _summary,
-            attrs={"axis": None, "keepdims": False},
+            attrs={"axis": Attr("ints", None), "keepdims": Attr("bool", False)},
         )
     )
 

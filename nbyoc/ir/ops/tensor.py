@@ -18,6 +18,7 @@ import operator
 import numpy as np
 
 from ...errors import NbyocTypeError
+from ..attrs import Attr
 from ..builder import call_op
 from ..dtypes import promote
 from ..op import Op, describe, register_op
@@ -154,7 +155,7 @@ register_op(
         _reshape_reference,
         "layout",
         "The same elements in a new shape (C order)",
-        attrs={"newshape": None},
+        attrs={"newshape": Attr("ints")},
     )
 )
 register_op(
@@ -165,11 +166,11 @@ register_op(
         _transpose_reference,
         "layout",
         "Permute axes (default: reverse them)",
-        attrs={"axes": None},
+        attrs={"axes": Attr("ints", None)},
     )
 )
 register_op(Op("concatenate", None, _concatenate_rule, _concatenate_reference, "layout",
-               "Join tensors along an existing axis", attrs={"axis": 0}))  # fmt: skip
+               "Join tensors along an existing axis", attrs={"axis": Attr("int", 0)}))  # fmt: skip
 
 
 def matmul(a, b):
