@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import IRError, NbyocTypeError
+from .attrs import REQUIRED
 from .dtypes import promote, scalar_dtype
 from .nodes import Call, Constant, Expr, Function, Tuple, Var
 from .types import TensorType
@@ -120,3 +121,55 @@ def _as_operand(value, partner: str | None) -> Expr:
         f"cannot use {value!r} ({type(value).__name__}) as an operand; "
         f"use an IR expression, a number or a NumPy array"
     )
+
+
+def op_builder(name: str):
+    """The builder function of a registered op: its operands, then its attributes
+    (positionally in declared order, or by keyword). Ops whose family module defines
+    no builder of their own get this one (see ``nbyoc.ir.ops``).
+
+    >>> from nbyoc.ir.op import get_op
+    >>> softmax = op_builder("softmax")
+    >>> softmax(var("x", (2, 3)), 0).attrs["axis"]
+    0
+    """
+    from .op import get_op
+
+    op = get_op(name)
+    attr_names = list(op.attrs)
+
+    def build(*args, **attrs):
+        if op.arity is None:  # one or more operands, given as one sequence
+            if not args or isinstance(args[0], Expr):
+                raise NbyocTypeError(f"{name} takes its operands as one list: {name}([a, b], ...)")
+            operands, rest = list(args[0]), args[1:]
+        else:
+            operands, rest = args[: op.arity], args[op.arity :]
+            if len(operands) < op.arity:
+                raise NbyocTypeError(f"{name} takes {op.arity} operand(s), got {len(operands)}")
+        if len(rest) > len(attr_names):
+            raise NbyocTypeError(
+                f"{name} takes {op.arity} operand(s) and the attributes "
+                f"{', '.join(attr_names) or 'none'}; got {len(rest)} more positional argument(s)"
+            )
+        for key, value in zip(attr_names, rest):
+            if key in attrs:
+                raise NbyocTypeError(f"{name}: attribute {key} given twice")
+            attrs[key] = value
+        return call_op(name, *operands, **attrs)
+
+    operand_text = {None: "xs", 1: "x", 2: "lhs, rhs"}.get(
+        op.arity, "a, b, c, d"[: 3 * op.arity - 2]
+    )
+    attr_text = "".join(
+        f", {k}" if spec.default is REQUIRED else f", {k}={spec.default!r}"
+        for k, spec in op.attrs.items()
+    )
+    build.__name__ = build.__qualname__ = name
+    build.__module__ = "nbyoc"
+    build.__doc__ = (
+        f"{name}({operand_text}{attr_text})\n\n{op.summary}.\n\n"
+        f"Attributes go positionally after the operands or by keyword; "
+        f"``nbyoc.ir.get_op({name!r})`` describes the op."
+    )
+    return build

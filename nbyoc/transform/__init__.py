@@ -1,15 +1,24 @@
 """Graph passes: which backend runs what.
 
-``annotate_target`` tags each op call with a backend, ``merge_compiler_regions``
-joins neighbouring calls of one backend into regions (never into a cycle),
+``legalize`` decomposes composite ops no target backend takes, ``annotate_target``
+tags each op call with a backend, ``merge_compiler_regions`` joins neighbouring
+calls of one backend into regions (never into a cycle),
 ``partition_graph`` lifts each region into an external function, and
-``partition`` runs all three. Each pass returns new IR; ``verify`` checks it.
+``partition`` runs all four. Each pass returns new IR; ``verify`` checks it.
 """
 
 from .annotate import annotate_target
+from .legalize import legalize
 from .merge import merge_compiler_regions
 from .partition import partition_graph
 from .pipeline import partition
 from .regions import Regions
 
-__all__ = ["Regions", "annotate_target", "merge_compiler_regions", "partition", "partition_graph"]
+__all__ = [
+    "Regions",
+    "annotate_target",
+    "legalize",
+    "merge_compiler_regions",
+    "partition",
+    "partition_graph",
+]

@@ -1,28 +1,31 @@
-"""The built-in ops. Importing this package registers them; each module holds
-the type rules, NumPy references and builder functions of one family."""
+"""The built-in ops and their builder functions. Importing this package registers the
+ops; each module holds the type rules and NumPy references of one family.
 
-from .elementwise import (
-    abs,
-    add,
-    divide,
-    exp,
-    log,
-    maximum,
-    minimum,
-    multiply,
-    negative,
-    power,
-    relu,
-    sigmoid,
-    sqrt,
-    subtract,
-    tanh,
-)
-from .reduce import max, mean, sum
-from .tensor import concatenate, matmul, reshape, transpose
+Every registered op has a builder here, named after it: the one its family module
+spells out (with its own signature and example), else one made from the op's row
+(``nbyoc.ir.builder.op_builder``). So a new row is a new builder, with no other edit.
 
-__all__ = [
-    "abs", "add", "concatenate", "divide", "exp", "log", "matmul", "max", "maximum", "mean",
-    "minimum", "multiply", "negative", "power", "relu", "reshape", "sigmoid", "sqrt",
-    "subtract", "sum", "tanh", "transpose",
-]  # fmt: skip
+>>> from nbyoc.ir import ops
+>>> ops.softmax.__doc__.splitlines()[0]
+'softmax(x, axis=-1)'
+"""
+
+from ..builder import op_builder
+from ..op import list_ops
+from . import elementwise, nn, reduce, tensor
+
+_FAMILIES = (elementwise, reduce, tensor, nn)
+
+
+def _builder(name: str):
+    for family in _FAMILIES:
+        explicit = getattr(family, name, None)
+        if callable(explicit) and getattr(explicit, "__module__", None) == family.__name__:
+            return explicit
+    return op_builder(name)
+
+
+#: op name -> builder function, for every op registered by the families above.
+BUILDERS = {name: _builder(name) for name in list_ops()}
+globals().update(BUILDERS)
+__all__ = sorted(BUILDERS)
