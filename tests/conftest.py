@@ -15,3 +15,22 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     shutil.rmtree(_CACHE, ignore_errors=True)
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--run-slow",
+        action="store_true",
+        help="also run the tests marked slow (full dtype matrices); CI runs a fast slice",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    if config.getoption("--run-slow") or os.environ.get("NBYOC_RUN_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow (or NBYOC_RUN_SLOW=1)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

@@ -69,8 +69,10 @@ def random_inputs(func, seed: int = 0) -> list[np.ndarray]:
     arrays = []
     for p in func.params:
         t = p.type
-        if t.dtype.startswith("int"):
-            arrays.append(rng.integers(-5, 6, size=t.shape).astype(t.dtype))
+        kind = np.dtype(t.dtype).kind
+        if kind in "biu":  # bool: 0 and 1; unsigned: 0 to 5
+            low, high = {"b": (0, 2), "u": (0, 6)}.get(kind, (-5, 6))
+            arrays.append(rng.integers(low, high, size=t.shape).astype(t.dtype))
         else:
             arrays.append(rng.uniform(-2, 2, size=t.shape).astype(t.dtype))
     return arrays

@@ -49,10 +49,7 @@ def const(value, dtype=None) -> Constant:
         raise IRError("const() takes data, not an IR expression")
     if dtype is not None:
         return Constant(np.asarray(value, dtype=np.dtype(dtype)))
-    array = np.asarray(value)
-    if array.dtype == np.bool_:
-        raise NbyocTypeError("bool constants are not supported; use integers 0/1")
-    return Constant(array)
+    return Constant(np.asarray(value))
 
 
 def tuple(fields: Sequence[Expr]) -> Expr:
@@ -113,7 +110,7 @@ def call_op(name: str, *args, **attrs) -> Call:
 def _as_operand(value, partner: str | None) -> Expr:
     if isinstance(value, Expr):
         return value
-    if isinstance(value, (int, float)) and not isinstance(value, (bool, np.generic)):
+    if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
         return Constant(np.asarray(value, dtype=scalar_dtype(value, partner)))
     if isinstance(value, (np.ndarray, np.generic, list)):
         return const(value)

@@ -1,26 +1,25 @@
 """Supported dtypes: one list of names, a ``DType`` record per name derived from NumPy,
 and promotion that is NumPy's own.
 
-nbyoc supports four dtypes: ``float32``, ``float64``, ``int32``, ``int64``.
-Mixing two of them in one op gives ``np.result_type`` of the pair (the tests
-check every pair)::
+nbyoc supports ``bool``, ``int8``, ``int16``, ``int32``, ``int64``, ``uint8``,
+``uint16``, ``uint32``, ``uint64``, ``float16``, ``float32`` and ``float64``.
+Mixing dtypes in one op gives what NumPy gives (``np.result_type``; each op's
+result dtype is NumPy's for that op, see ``nbyoc.ir.ops.elementwise``)::
 
-               int32    int64    float32  float64
-    int32      int32    int64    float64  float64
-    int64      int64    int64    float64  float64
-    float32    float64  float64  float32  float64
-    float64    float64  float64  float64  float64
+    int32 + float32 -> float64      uint8 + int8 -> int16      uint64 + int64 -> float64
+    bool + bool -> bool             int8 / int8 -> float64     exp(int8) -> float16
 
 Python scalars are *weak*, as in NumPy 2 (NEP 50): they take the dtype of the
-tensor they meet, except that a Python ``float`` meeting an integer tensor gives
-``float64``. NumPy scalars and arrays are *strong*: they keep their own dtype.
-Code that needs a fact about a dtype (is it a float, how many bits, its range)
-asks its record, ``dtype_info(name)``, never the spelling of its name.
+tensor they meet, except that a Python ``float`` meeting an integer or bool
+tensor gives ``float64`` and a Python ``int`` meeting a bool tensor ``int64``.
+NumPy scalars and arrays are *strong*: they keep their own dtype. Code that needs
+a fact about a dtype (is it a float, how many bits, its range) asks its record,
+``dtype_info(name)``, never the spelling of its name.
 
->>> promote("int32", "float32")
-'float64'
->>> scalar_dtype(2.5, "float32"), scalar_dtype(2, "int32"), scalar_dtype(2.5, "int32")
-('float32', 'int32', 'float64')
+>>> promote("int32", "float32"), promote("uint8", "int8")
+('float64', 'int16')
+>>> scalar_dtype(2.5, "float32"), scalar_dtype(2, "uint8"), scalar_dtype(2.5, "int32")
+('float32', 'uint8', 'float64')
 """
 
 from __future__ import annotations
@@ -72,16 +71,23 @@ class DType:
 
     @property
     def min(self):
-        """The smallest value (a Python int for integers, -inf for floats)."""
+        """The smallest value (a Python int for integers and bool, -inf for floats)."""
+        if self.kind == "bool":
+            return 0
         return int(np.iinfo(self.numpy).min) if self.is_integer else float("-inf")
 
     @property
     def max(self):
+        if self.kind == "bool":
+            return 1
         return int(np.iinfo(self.numpy).max) if self.is_integer else float("inf")
 
 
 #: The supported dtypes: the one list; everything else is derived from NumPy's records.
-DTYPES: tuple[str, ...] = ("float32", "float64", "int32", "int64")
+DTYPES: tuple[str, ...] = (
+    "float32", "float64", "int32", "int64", "bool", "int8", "int16",
+    "uint8", "uint16", "uint32", "uint64", "float16",
+)  # fmt: skip
 _RECORDS: dict[str, DType] = {name: DType(name) for name in DTYPES}
 FLOAT_DTYPES: frozenset[str] = frozenset(d for d in DTYPES if _RECORDS[d].is_float)
 INT_DTYPES: frozenset[str] = frozenset(d for d in DTYPES if _RECORDS[d].is_integer)
@@ -137,51 +143,52 @@ def _promote(*dtypes: str) -> str:
 
 
 def same(dtype: str) -> str:
-    """The dtype rule of ops whose result has their operand's dtype (add, max, ...)."""
+    """The dtype rule of ops whose result has their operand's dtype (max, reshape, ...)."""
     return dtype
 
 
 def to_float(dtype: str) -> str:
-    """The dtype of a float-valued op (exp, divide, mean, ...) on ``dtype``:
-    integers become float64, floats stay as they are.
+    """The dtype of a float-valued reduction or division on ``dtype`` (``np.mean``,
+    ``np.true_divide``): floats stay as they are, integers and bool become float64.
 
-    >>> to_float("int32"), to_float("float32")
-    ('float64', 'float32')
+    >>> to_float("int8"), to_float("float16")
+    ('float64', 'float16')
     """
     return dtype if dtype in FLOAT_DTYPES else "float64"
 
 
+@functools.cache
 def accumulate(dtype: str) -> str:
-    """The dtype of ``sum`` over ``dtype``: NumPy widens int32 to int64.
+    """The dtype of ``sum`` over ``dtype``, as NumPy chooses it: small signed integers and
+    bool sum to int64, small unsigned ones to uint64, floats stay.
 
-    >>> accumulate("int32"), accumulate("float32")
-    ('int64', 'float32')
+    >>> accumulate("int32"), accumulate("uint8"), accumulate("bool"), accumulate("float16")
+    ('int64', 'uint64', 'int64', 'float16')
     """
-    return "int64" if dtype in INT_DTYPES else dtype
+    return normalize_dtype(np.sum(np.zeros(1, dtype)).dtype)
 
 
-def scalar_dtype(value: int | float, partner: str | None) -> str:
-    """The dtype a weak Python scalar takes next to a tensor of dtype ``partner``.
+def scalar_dtype(value: int | float | bool, partner: str | None) -> str:
+    """The dtype a weak Python scalar takes next to a tensor of dtype ``partner``
+    (NumPy 2's rule, NEP 50).
 
-    With no partner (both operands are Python scalars), ints are int64 and
-    floats float64, NumPy's defaults. Raises if an int does not fit the
+    With no partner (both operands are Python scalars), bools are bool, ints int64
+    and floats float64, NumPy's defaults. Raises if an int does not fit the
     partner's integer dtype, as NumPy 2 does.
 
-    >>> scalar_dtype(3, "float32"), scalar_dtype(3, None)
-    ('float32', 'int64')
+    >>> scalar_dtype(3, "float32"), scalar_dtype(3, None), scalar_dtype(3, "bool")
+    ('float32', 'int64', 'int64')
     """
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not isinstance(value, (bool, int, float)):
         raise NbyocTypeError(
             f"cannot use {value!r} ({type(value).__name__}) as a constant; "
-            f"use an int, a float, or nbyoc.const(array)"
+            f"use a bool, an int, a float, or nbyoc.const(array)"
         )
     if partner is None:
-        result = "int64" if isinstance(value, int) else "float64"
-    elif isinstance(value, float):
-        result = to_float(partner)
+        result = normalize_dtype(np.asarray(value).dtype)
     else:
-        result = partner
-    if isinstance(value, int) and result in INT_DTYPES:
+        result = _weak_result(partner, type(value))
+    if isinstance(value, int) and not isinstance(value, bool) and result in INT_DTYPES:
         info = dtype_info(result)
         if not info.min <= value <= info.max:
             raise NbyocTypeError(
@@ -189,3 +196,10 @@ def scalar_dtype(value: int | float, partner: str | None) -> str:
                 f"use nbyoc.const(np.int64({value})) or a float"
             )
     return result
+
+
+@functools.cache
+def _weak_result(partner: str, kind: type) -> str:
+    # NumPy's promotion of a tensor with a weak Python scalar of this kind (the value
+    # does not matter under NEP 50; 0 fits every dtype).
+    return normalize_dtype(np.result_type(np.dtype(partner), kind(0)))

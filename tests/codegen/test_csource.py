@@ -50,7 +50,8 @@ def run_module(func, inputs, fused=False):
 def check_against_numpy(func, inputs, fused=False, exact_ops=EXACT):
     """Bitwise equal where only exactly rounded ops are involved, else within 2 ulp-ish."""
     outputs = run_module(func, inputs, fused)
-    assert_matches_host(func, outputs, inputs, exact_ops, {"float32": 2e-6, "float64": 1e-14})
+    tolerance = {"float16": 1e-3, "float32": 2e-6, "float64": 1e-14}
+    assert_matches_host(func, outputs, inputs, exact_ops, tolerance)
 
 
 # -- the reference design's text ------------------------------------------------
@@ -133,8 +134,7 @@ def test_fused_option_emits_one_loop_nest_and_no_buffers():
 
 
 @pytest.mark.parametrize("fused", [False, True])
-@pytest.mark.parametrize("da", DTYPES)
-@pytest.mark.parametrize("db", DTYPES)
+@pytest.mark.parametrize("da, db", conformance.dtype_pairs(DTYPES))
 def test_binary_ops_every_dtype_pair_with_broadcasting(da, db, fused):
     check_against_numpy(*conformance.binary_ops("csource", da, db), fused)
 

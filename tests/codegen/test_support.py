@@ -9,9 +9,8 @@ import nbyoc
 from nbyoc.codegen import supports
 from nbyoc.codegen.llvm import lowerable_ops
 from nbyoc.ir import op as op_registry
-from nbyoc.ir.dtypes import same
 from nbyoc.ir.op import Op
-from nbyoc.ir.ops.elementwise import _unary_rule
+from nbyoc.ir.ops.elementwise import same_type
 
 BACKENDS = ["llvm", "csource", "examplejson"]
 
@@ -20,7 +19,7 @@ BACKENDS = ["llvm", "csource", "examplejson"]
 def cube_op(monkeypatch):
     """An elementwise op only the IR knows, registered for one test."""
     summary = "x cubed: an op with no backend rows"
-    cube = Op("test_cube", 1, _unary_rule(same), lambda x: x * x * x, "elementwise", summary)
+    cube = Op("test_cube", 1, same_type, lambda x: x * x * x, "elementwise", summary)
     monkeypatch.setitem(op_registry._REGISTRY, "test_cube", cube)
     return cube
 

@@ -14,9 +14,9 @@ from nbyoc.codegen.examplejson.parse import parse_examplejson
 from nbyoc.errors import NbyocTypeError, ParseError
 from nbyoc.ir import op as op_registry
 from nbyoc.ir.attrs import KINDS, Attr
-from nbyoc.ir.dtypes import DTYPES, same
+from nbyoc.ir.dtypes import DTYPES
 from nbyoc.ir.op import Op
-from nbyoc.ir.ops.elementwise import _unary_rule
+from nbyoc.ir.ops.elementwise import same_type
 
 SPECS = {
     "count": Attr("int", 0),
@@ -37,7 +37,7 @@ def test_every_kind_is_exercised():
 @pytest.fixture
 def attrs_op(monkeypatch):
     """A host-only op with one attribute of every kind (it ignores them)."""
-    op = Op("test_attrs", 1, _unary_rule(same), lambda x, **_: x.copy(), "elementwise",
+    op = Op("test_attrs", 1, same_type, lambda x, **_: x.copy(), "elementwise",
             "identity with attributes", attrs=SPECS)  # fmt: skip
     monkeypatch.setitem(op_registry._REGISTRY, "test_attrs", op)
     return op
@@ -126,7 +126,7 @@ def test_a_required_attribute_must_be_given():
 def test_an_op_must_declare_its_attributes_with_specs():
     with pytest.raises(TypeError, match="attribute 'k' needs a spec"):
         op_registry.register_op(
-            Op("test_bad_attrs", 1, _unary_rule(same), np.copy, "elementwise", "", attrs={"k": 1})
+            Op("test_bad_attrs", 1, same_type, np.copy, "elementwise", "", attrs={"k": 1})
         )
     assert "test_bad_attrs" not in nbyoc.ir.list_ops()
 

@@ -57,9 +57,11 @@ def test_const_copies_and_freezes_its_data():
 
 def test_const_refuses_unsupported_data():
     with pytest.raises(NbyocTypeError):
-        nbyoc.const(np.ones(3, np.float16))
+        nbyoc.const(np.ones(3, np.complex64))
     with pytest.raises(NbyocTypeError):
-        nbyoc.const([True, False])
+        nbyoc.const(["a", "b"])
+    assert nbyoc.const([True, False]).type.dtype == "bool"
+    assert nbyoc.const(np.ones(3, np.float16)).type.dtype == "float16"
 
 
 def test_tuples_indexing_and_unpacking(ab):

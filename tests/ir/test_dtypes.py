@@ -19,9 +19,14 @@ def test_promotion_table_is_numpys(a, b):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("value", [2, -7, 2.5, -0.0])
+@pytest.mark.parametrize("value", [2, -7, 2.5, -0.0, True])
 def test_python_scalars_are_weak_like_numpy(dtype, value):
-    expected = (np.zeros(3, dtype) + value).dtype.name
+    try:
+        expected = (np.zeros(3, dtype) + value).dtype.name
+    except OverflowError:  # -7 next to an unsigned tensor: NumPy 2 refuses, so does nbyoc
+        with pytest.raises(NbyocTypeError, match=f"out of bounds for {dtype}"):
+            nbyoc.var("a", (3,), dtype) + value
+        return
     assert scalar_dtype(value, dtype) == expected
     a = nbyoc.var("a", (3,), dtype)
     assert (a + value).type.dtype == expected
@@ -38,7 +43,8 @@ def test_numpy_scalars_are_strong_like_numpy(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_float_valued_and_accumulating_rules(dtype):
     x = np.ones(3, dtype)
-    assert to_float(dtype) == np.exp(x).dtype.name == np.mean(x).dtype.name
+    assert to_float(dtype) == np.mean(x).dtype.name
+    assert nbyoc.exp(nbyoc.var("x", (3,), dtype)).dtype == np.exp(x).dtype.name
     assert accumulate(dtype) == np.sum(x).dtype.name
 
 
@@ -50,10 +56,11 @@ def test_out_of_range_python_int_is_refused_like_numpy():
 
 
 @pytest.mark.parametrize(
-    "bad", ["float16", np.bool_, "complex64", "uint8", "banana", ",", "f4,", "(f4, 2", "f4, i4"]
-)
+    "bad", ["complex64", np.complex128, "longdouble", "U3", object, "datetime64[s]", "V4",
+            "banana", ",", "f4,", "(f4, 2", "f4, i4"]
+)  # fmt: skip
 def test_unsupported_dtypes_are_named_with_the_supported_ones(bad):
-    with pytest.raises(UnsupportedDTypeError, match="float32, float64, int32, int64"):
+    with pytest.raises(UnsupportedDTypeError, match="float32, float64, int32, int64, bool"):
         normalize_dtype(bad)
 
 
@@ -62,9 +69,11 @@ def test_dtype_spellings():
     assert normalize_dtype(np.dtype(">i4")) == "int32"
 
 
-def test_bool_scalars_are_refused():
-    with pytest.raises(NbyocTypeError):
-        nbyoc.var("a", (3,), "int32") + True
+def test_non_numbers_are_refused_as_scalars():
+    with pytest.raises(NbyocTypeError, match="cannot use 'x'"):
+        nbyoc.var("a", (3,), "int32") + "x"
+    with pytest.raises(NbyocTypeError, match="cannot use 1j"):
+        nbyoc.var("a", (3,), "int32") + 1j
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

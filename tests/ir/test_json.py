@@ -83,7 +83,7 @@ def corrupt(doc_mutator):
         (corrupt(lambda d: first_call(d).update(args=[7])), "earlier value"),
         (corrupt(lambda d: first_call(d).update(args=[True])), "earlier value"),
         (corrupt(lambda d: d["functions"][0].update(result=99)), "refers to no value"),
-        (corrupt(lambda d: d["functions"][0]["params"][0].update(dtype="float16")), "not supported"),
+        (corrupt(lambda d: d["functions"][0]["params"][0].update(dtype="complex64")), "not supported"),
         (corrupt(lambda d: d["functions"][0]["params"][0].update(shape=[2, 4])), "inner dimensions"),
         (corrupt(lambda d: d["constants"][0].update(base64="AAAA")), "needs 24"),
         (corrupt(lambda d: d["constants"][0].update(base64="*")), "bad base64"),

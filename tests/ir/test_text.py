@@ -150,7 +150,7 @@ GOOD_HEAD = "fn (%a: Tensor[(2,), float32])"
         (f"{GOOD_HEAD} {{ frobnicate(%a) }}", 1, "unknown op 'frobnicate'"),
         (f"{GOOD_HEAD} {{ add(%a, const([1, 2, 3], dtype=float32)) }}", 1, "do not broadcast"),
         (f"{GOOD_HEAD} -> Tensor[(3,), float32] {{ exp(%a) }}", 1, "declared return type"),
-        ("fn (%a: Tensor[(2,), float16]) { %a }", 1, "not supported"),
+        ("fn (%a: Tensor[(2,), complex64]) { %a }", 1, "not supported"),
         ("fn (%a: Tensor[(2, x), float32]) { %a }", 1, "expected a dimension"),
         ("fn (%a: Tensor[(2,), float32], %a: Tensor[(2,), float32]) { %a }", 1, "declared twice"),
         (f"{GOOD_HEAD} {{ add(%a, const([1.5, 2], dtype=int32)) }}", 1, "non-integer"),

@@ -7,9 +7,8 @@ import pytest
 import nbyoc
 from nbyoc.errors import NbyocError
 from nbyoc.ir import op as op_registry
-from nbyoc.ir.dtypes import same
 from nbyoc.ir.op import Op
-from nbyoc.ir.ops.elementwise import _unary_rule
+from nbyoc.ir.ops.elementwise import same_type
 from nbyoc.transform import legalize
 from tests.helpers import reload
 
@@ -72,7 +71,7 @@ def test_legalize_keeps_what_it_does_not_touch():
 
 
 def _register(monkeypatch, name, decompose):
-    op = Op(name, 1, _unary_rule(same), np.copy, "elementwise", "test", decompose=decompose)
+    op = Op(name, 1, same_type, np.copy, "elementwise", "test", decompose=decompose)
     monkeypatch.setitem(op_registry._REGISTRY, name, op)
 
 

@@ -24,18 +24,32 @@ from ...ir.dtypes import DTYPES, dtype_info
 def c_type(dtype: str) -> str:
     """The C type of ``dtype``, spelt from its kind and bits.
 
-    >>> c_type("float64"), c_type("int32")
-    ('double', 'int32_t')
+    >>> c_type("float64"), c_type("uint8"), c_type("float16"), c_type("bool")
+    ('double', 'uint8_t', '_Float16', '_Bool')
     """
     info = dtype_info(dtype)
     if info.is_float:
-        return {32: "float", 64: "double"}[info.bits]
+        return {16: "_Float16", 32: "float", 64: "double"}[info.bits]
+    if info.kind == "bool":
+        return "_Bool"
     return f"{'u' if info.kind == 'uint' else ''}int{info.bits}_t"
+
+
+def compute_type(dtype: str) -> str:
+    """The C type arithmetic on ``dtype`` is done in: float16 in float, rounded when
+    stored (as NumPy computes float16), every other dtype in its own type.
+
+    >>> compute_type("float16"), compute_type("int8")
+    ('float', 'int8_t')
+    """
+    info = dtype_info(dtype)
+    return "float" if info.is_float and info.bits < 32 else c_type(dtype)
 
 
 #: DLPack's type codes by kind (kDLInt, kDLUInt, kDLFloat, kDLBool).
 DLPACK_CODES = {"int": 0, "uint": 1, "float": 2, "bool": 6}
 C_TYPES = {d: c_type(d) for d in DTYPES}
+COMPUTE_TYPES = {d: compute_type(d) for d in DTYPES}
 #: The unsigned type of each integer dtype's width (for arithmetic that must wrap).
 UNSIGNED = {d: f"uint{dtype_info(d).bits}_t" for d in DTYPES if dtype_info(d).is_integer}
 #: (type code, bits) of each dtype, as DLTensor.dtype holds them.
@@ -46,17 +60,21 @@ ERROR_FLAG = "nbyoc_error"
 
 
 def _math(name: str, dtype: str) -> str:
-    """The <math.h> function for ``dtype``: ``expf`` for float32, ``exp`` for float64."""
-    return name + "f" if dtype_info(dtype).bits == 32 else name
+    """The <math.h> function for ``dtype``: ``expf`` for float32 (and float16, computed in
+    float), ``exp`` for float64."""
+    return name + "f" if dtype_info(dtype).bits <= 32 else name
 
 
 def _int_power(dtype: str) -> str:
     # NumPy raises on negative exponents and wraps on overflow; unsigned
     # arithmetic wraps in C, so square-and-multiply on unsigned values matches.
     u = UNSIGNED[dtype]
-    return (
+    refuse = (
         f'if (b < 0) {{ {ERROR_FLAG} = "Integers to negative integer powers are not allowed."; '
-        f"return 0; }} {u} r = 1, x = ({u})a, e = ({u})b; "
+        f"return 0; }} "
+    )
+    return (
+        (refuse if dtype_info(dtype).kind == "int" else "") + f"{u} r = 1, x = ({u})a, e = ({u})b; "
         f"while (e) {{ if (e & 1) r *= x; x *= x; e >>= 1; }} return ({C_TYPES[dtype]})r;"
     )
 
@@ -66,7 +84,7 @@ def _math_call(function: str):
 
 
 def _sigmoid(dtype: str) -> str:
-    t = C_TYPES[dtype]
+    t = COMPUTE_TYPES[dtype]
     return (
         f"{t} e = {_math('exp', dtype)}(-{_math('fabs', dtype)}(a)); "
         f"return a >= 0 ? ({t})1 / (({t})1 + e) : e / (({t})1 + e);"
@@ -140,9 +158,10 @@ def c_literal(value, dtype: str) -> str:
         if v in (float("inf"), float("-inf")):
             return "INFINITY" if v > 0 else "-INFINITY"
         return v.hex() + ("f" if dtype_info(dtype).bits == 32 else "")
+    info = dtype_info(dtype)
     v = int(value)
-    suffix = "LL" if dtype_info(dtype).bits == 64 else ""
-    low = dtype_info(dtype).min
-    if v == low:
+    suffix = {"int": "LL", "uint": "ULL"}.get(info.kind, "") if info.bits == 64 else ""
+    low = info.min
+    if v == low and v < 0:
         return f"({low + 1}{suffix} - 1)"
     return f"{v}{suffix}"

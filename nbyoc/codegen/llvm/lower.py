@@ -45,13 +45,14 @@ import numpy as np
 
 from ..._version import __version__
 from ...errors import CompileError
-from ...ir.dtypes import DTYPES
+from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call, Constant, Expr, Function, Tuple, Var
 from ...ir.op import Op
 from ...ir.traversal import post_order
 from ...ir.types import TensorType
 from . import rules
 from .reduce import STAGES
+from .rules import LLVM_DTYPES
 from .stages import StageCall, StageFunctions, emit_calls, lead_axes
 
 #: Ops that are views of their operand (no stage of work): the last part of what llvm
@@ -69,8 +70,10 @@ MAX_NEST_OPS = 64
 #: 2.1 s as a stage function).
 FUNCTION_MIN_OPS = 8
 
-#: The Numba type of each dtype (Numba names its scalar types as NumPy does).
-NUMBA_TYPES = {d: f"nbt.{d}" for d in DTYPES}
+#: The Numba type of each dtype (Numba names its scalar types as NumPy does, bool aside).
+NUMBA_TYPES = {
+    d: "nbt.boolean" if dtype_info(d).kind == "bool" else f"nbt.{d}" for d in LLVM_DTYPES
+}
 
 
 @dataclass
@@ -132,6 +135,12 @@ class _Lowering:
             )
             if not ok:
                 raise CompileError(f"the llvm backend cannot compile {node!r} in @{self.symbol}")
+            if node.type.dtype not in LLVM_DTYPES:
+                raise CompileError(
+                    f"the llvm backend cannot compute {node.type.dtype} ({node!r} in "
+                    f"@{self.symbol}): Numba has no {node.type.dtype} on the CPU; such calls "
+                    f"run on another backend or the host"
+                )
         self.arrays: dict[Expr, ArrayValue] = {}
         self.literals: dict[Expr, str] = {}
         self.constants: list[np.ndarray] = []

@@ -19,8 +19,11 @@ from dataclasses import dataclass
 
 from ...ir.dtypes import DTYPES, dtype_info
 
-#: The Numba spelling of each dtype's scalar constructor.
-NP_TYPES = {d: f"np.{d}" for d in DTYPES}
+#: The dtypes llvm computes in: every one but float16, which Numba cannot compute with
+#: on the CPU (no loads, stores or arithmetic); calls touching float16 run elsewhere.
+LLVM_DTYPES = tuple(d for d in DTYPES if not (dtype_info(d).is_float and dtype_info(d).bits < 32))
+#: The Numba spelling of each dtype's scalar constructor (NumPy's type, np.bool_ for bool).
+NP_TYPES = {d: "np.bool_" if dtype_info(d).kind == "bool" else f"np.{d}" for d in LLVM_DTYPES}
 
 
 def _exp_wide_source(taylor_degree: int, squarings: int) -> str:
@@ -178,7 +181,9 @@ SCALAR_RULES: dict[str, ScalarRule] = {
             lambda dtype: ["nbyoc_sigmoid"],
         ),
     ),
-    "relu": ScalarRule(lambda args, dtype: f"np.maximum({args[0]}, {cast('0', dtype)})"),
+    "relu": ScalarRule(
+        lambda args, dtype: cast(f"np.maximum({args[0]}, {cast('0', dtype)})", dtype)
+    ),
 }
 
 

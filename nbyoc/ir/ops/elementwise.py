@@ -12,11 +12,13 @@ Tensor[(4, 3), float64]
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...errors import NbyocTypeError
 from ..builder import call_op
-from ..dtypes import promote, same, to_float
+from ..dtypes import DTYPES
 from ..op import Op, describe, register_op
 from ..types import TensorType
 
@@ -42,23 +44,60 @@ def broadcast_shapes(op_name: str, types: tuple[TensorType, ...]) -> tuple[int, 
     return tuple(out)
 
 
-# name -> (NumPy reference, dtype rule on the promoted operand dtype, summary)
+@functools.cache
+def numpy_loop(ufunc: np.ufunc, dtypes: tuple[str, ...]) -> tuple[str, ...]:
+    """The dtypes NumPy computes ``ufunc`` in for operands of ``dtypes``: the operands'
+    (after NumPy's casts), then the result's. The type rules of the elementwise ops are
+    this, so every result dtype is NumPy's own.
+
+    >>> numpy_loop(np.add, ("uint8", "int8")), numpy_loop(np.exp, ("int8",))
+    (('int16', 'int16', 'int16'), ('float16', 'float16'))
+    """
+    try:
+        resolved = ufunc.resolve_dtypes((*(np.dtype(d) for d in dtypes), None))
+    except TypeError as e:  # NumPy has no loop (e.g. subtract of bools)
+        raise NbyocTypeError(
+            f"NumPy refuses {ufunc.__name__} on {', '.join(dtypes)}: {e}"
+        ) from None
+    names = tuple(d.name for d in resolved)
+    if any(n not in DTYPES for n in names):
+        raise NbyocTypeError(
+            f"{ufunc.__name__} on {', '.join(dtypes)} computes in {', '.join(names)}, "
+            f"which nbyoc does not support"
+        )
+    return names
+
+
+def loop_dtypes(call) -> tuple[str, ...]:
+    """The dtypes an elementwise call computes in: its operands' (as NumPy casts them),
+    then its result's. Backends read operands as these.
+
+    >>> import nbyoc
+    >>> loop_dtypes(nbyoc.var("a", (2,), "int8") + nbyoc.var("b", (2,), "uint8"))
+    ('int16', 'int16', 'int16')
+    """
+    return numpy_loop(ELEMENTWISE_LOOPS[call.op.name], tuple(a.type.dtype for a in call.args))
+
+
+# name -> (NumPy reference, summary)
 BINARY_OPS = {
-    "add": (np.add, same, "Elementwise ``lhs + rhs``"),
-    "subtract": (np.subtract, same, "Elementwise ``lhs - rhs``"),
-    "multiply": (np.multiply, same, "Elementwise ``lhs * rhs``"),
-    "divide": (np.true_divide, to_float, "Elementwise true division ``lhs / rhs``"),
-    "maximum": (np.maximum, same, "Elementwise maximum (NaN propagates)"),
-    "minimum": (np.minimum, same, "Elementwise minimum (NaN propagates)"),
-    "power": (np.power, same, "Elementwise ``lhs ** rhs``"),
+    "add": (np.add, "Elementwise ``lhs + rhs``"),
+    "subtract": (np.subtract, "Elementwise ``lhs - rhs``"),
+    "multiply": (np.multiply, "Elementwise ``lhs * rhs``"),
+    "divide": (np.true_divide, "Elementwise true division ``lhs / rhs``"),
+    "maximum": (np.maximum, "Elementwise maximum (NaN propagates)"),
+    "minimum": (np.minimum, "Elementwise minimum (NaN propagates)"),
+    "power": (np.power, "Elementwise ``lhs ** rhs``"),
 }
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    # exp of a non-positive number never overflows, so both branches are exact.
-    x = x if x.dtype.kind == "f" else x.astype(np.float64)
+    # exp of a non-positive number never overflows, so both branches are exact. float16
+    # is computed in float32 and rounded once, as NumPy computes float16.
+    dtype = numpy_loop(np.exp, (x.dtype.name,))[-1]
+    x = x.astype(np.float32 if dtype == "float16" else dtype)
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(dtype)
 
 
 def _relu(x: np.ndarray) -> np.ndarray:
@@ -66,34 +105,47 @@ def _relu(x: np.ndarray) -> np.ndarray:
 
 
 UNARY_OPS = {
-    "negative": (np.negative, same, "Elementwise ``-x``"),
-    "abs": (np.abs, same, "Elementwise absolute value"),
-    "exp": (np.exp, to_float, "Elementwise ``e ** x``"),
-    "log": (np.log, to_float, "Elementwise natural logarithm"),
-    "sqrt": (np.sqrt, to_float, "Elementwise square root"),
-    "tanh": (np.tanh, to_float, "Elementwise hyperbolic tangent"),
-    "sigmoid": (_sigmoid, to_float, "Elementwise logistic function ``1 / (1 + exp(-x))``"),
-    "relu": (_relu, same, "Elementwise ``max(x, 0)``"),
+    "negative": (np.negative, "Elementwise ``-x``"),
+    "abs": (np.abs, "Elementwise absolute value"),
+    "exp": (np.exp, "Elementwise ``e ** x``"),
+    "log": (np.log, "Elementwise natural logarithm"),
+    "sqrt": (np.sqrt, "Elementwise square root"),
+    "tanh": (np.tanh, "Elementwise hyperbolic tangent"),
+    "sigmoid": (_sigmoid, "Elementwise logistic function ``1 / (1 + exp(-x))``"),
+    "relu": (_relu, "Elementwise ``max(x, 0)``"),
+}
+
+#: op -> the NumPy ufunc whose loops give its dtypes: its reference when that is a
+#: ufunc, else the ufunc that computes like it (sigmoid like exp, relu like abs).
+ELEMENTWISE_LOOPS = {
+    name: fn if isinstance(fn, np.ufunc) else {"sigmoid": np.exp, "relu": np.abs}[name]
+    for name, (fn, _) in {**BINARY_OPS, **UNARY_OPS}.items()
 }
 
 
-def _binary_rule(name, dtype_rule):
+def same_type(types, attrs):
+    """The type rule of an op whose result has its (first) operand's type.
+
+    >>> same_type((TensorType((2,), "int8"),), {})
+    (Tensor[(2,), int8], {})
+    """
+    return types[0], attrs
+
+
+def _elementwise_rule(name: str):
     def infer(types, attrs):
-        shape = broadcast_shapes(name, types)
-        return TensorType(shape, dtype_rule(promote(*(t.dtype for t in types)))), attrs
-
-    return infer
-
-
-def _unary_rule(dtype_rule):
-    def infer(types, attrs):
-        return TensorType(types[0].shape, dtype_rule(types[0].dtype)), attrs
+        shape = broadcast_shapes(name, types) if len(types) > 1 else types[0].shape
+        try:
+            loop = numpy_loop(ELEMENTWISE_LOOPS[name], tuple(t.dtype for t in types))
+        except NbyocTypeError as e:
+            raise NbyocTypeError(f"{name}({describe(types)}): {e}") from None
+        return TensorType(shape, loop[-1]), attrs
 
     return infer
 
 
 def _binary_builder(name: str):
-    summary = BINARY_OPS[name][2]
+    summary = BINARY_OPS[name][1]
 
     def build(lhs, rhs):
         return call_op(name, lhs, rhs)
@@ -111,7 +163,7 @@ def _binary_builder(name: str):
 
 
 def _unary_builder(name: str):
-    summary = UNARY_OPS[name][2]
+    summary = UNARY_OPS[name][1]
 
     def build(x):
         return call_op(name, x)
@@ -126,11 +178,11 @@ def _unary_builder(name: str):
     return build
 
 
-for _name, (_fn, _rule, _summary) in BINARY_OPS.items():
-    register_op(Op(_name, 2, _binary_rule(_name, _rule), _fn, "elementwise", _summary))
+for _name, (_fn, _summary) in BINARY_OPS.items():
+    register_op(Op(_name, 2, _elementwise_rule(_name), _fn, "elementwise", _summary))
 
-for _name, (_fn, _rule, _summary) in UNARY_OPS.items():
-    register_op(Op(_name, 1, _unary_rule(_rule), _fn, "elementwise", _summary))
+for _name, (_fn, _summary) in UNARY_OPS.items():
+    register_op(Op(_name, 1, _elementwise_rule(_name), _fn, "elementwise", _summary))
 
 # The builder functions, spelt out so readers and tools can find them.
 add = _binary_builder("add")
