@@ -17,10 +17,10 @@ an array, a Python bool, or something that computes another thing.
 Tensor[(2, 1), float32]
 >>> x.T.shape, x.max(axis=0).shape, x.reshape(3, 2).shape
 ((3, 2), (3,), (3, 2))
->>> np.sin(x)
+>>> np.arctan(x)
 Traceback (most recent call last):
     ...
-nbyoc.errors.NbyocTypeError: numpy.sin has no nbyoc op yet; ...
+nbyoc.errors.NbyocTypeError: numpy.arctan has no nbyoc op yet; ...
 """
 
 from __future__ import annotations
@@ -37,12 +37,10 @@ UFUNC_REDUCTIONS = {np.add: "sum", np.maximum: "max"}
 UFUNC_HINTS = {
     (np.minimum, "reduce"): "write -nbyoc.max(-x) for floats",
     (np.square, "__call__"): "write x * x",
-    (np.reciprocal, "__call__"): "write 1.0 / x",
     (np.positive, "__call__"): "write x itself",
     (np.expm1, "__call__"): "write nbyoc.exp(x) - 1.0",
     (np.log1p, "__call__"): "write nbyoc.log(1.0 + x)",
 }
-_COMPARISONS = {np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal}
 
 
 def _ops():
@@ -92,10 +90,6 @@ def array_ufunc(ufunc, method: str, inputs, kwargs):
         return getattr(_ops(), UFUNC_REDUCTIONS[ufunc])(inputs[0], axis=axis, keepdims=keepdims)
     if method == "__call__" and ufunc in ufunc_ops():
         return call_op(ufunc_ops()[ufunc], *inputs)
-    if method == "__call__" and ufunc in _COMPARISONS:
-        raise NbyocTypeError(
-            f"{name}: nbyoc has no comparison ops yet, so a graph value cannot be compared"
-        )
     hint = UFUNC_HINTS.get((ufunc, method))
     what = name if method == "__call__" else f"{name}.{method}"
     raise NbyocTypeError(
@@ -132,6 +126,15 @@ def _dot(a, b, out=None):
     return _ops().matmul(a, b)
 
 
+def _clip(a, a_min=None, a_max=None, out=None, **kwargs):
+    from .nodes import Expr
+
+    if out is not None or kwargs or isinstance(a_min, Expr) or isinstance(a_max, Expr):
+        _no("clip", "is nbyoc.clip(x, min, max) with number bounds and no out= on graph values")
+    bounds = [None if b is None else float(np.asarray(b)) for b in (a_min, a_max)]
+    return _ops().clip(a, *bounds)
+
+
 def _squeeze(a, axis=None):
     shape = a.shape
     axes = range(len(shape)) if axis is None else np.atleast_1d(axis).tolist()
@@ -160,6 +163,8 @@ ARRAY_FUNCTIONS = {
     np.concatenate: lambda arrays, axis=0, **kw: _ops().concatenate(list(arrays), axis=axis),
     np.dot: _dot,
     np.squeeze: _squeeze,
+    np.clip: _clip,
+    np.where: lambda condition, x, y: _ops().where(condition, x, y),
     np.expand_dims: _expand_dims,
     np.ravel: lambda a, order="C": _reshape(a, (-1,), order),
     np.shape: lambda a: a.shape,
@@ -170,8 +175,6 @@ ARRAY_FUNCTIONS = {
 FUNCTION_HINTS = {
     np.min: "nbyoc has no min reduction yet; write -nbyoc.max(-x) for floats",
     np.amin: "nbyoc has no min reduction yet; write -nbyoc.max(-x) for floats",
-    np.where: "nbyoc has no select op yet",
-    np.clip: "write nbyoc.minimum(nbyoc.maximum(x, low), high)",
     np.stack: "write nbyoc.concatenate of operands reshaped to add the new axis",
     np.copy: "use x itself (graph values are immutable)",
 }
@@ -195,16 +198,30 @@ def array_function(func, args, kwargs):
     )
 
 
-def _refuse_comparison(symbol: str):
-    """A comparison operator that raises: there is no comparison op to build yet."""
+def _refuse_equality(symbol: str, op: str):
+    """``==`` and ``!=`` raise: nodes keep identity semantics, so that lists, dicts and
+    sets of nodes work; the elementwise comparison is ``nbyoc.equal`` / ``not_equal``."""
 
     def compare(self, other):
         raise NbyocTypeError(
-            f"graph values cannot be compared with {symbol}: nbyoc has no comparison ops yet "
-            f"(use 'is' to ask whether two nodes are the same node, and "
-            f"nbyoc.structural_equal to compare graphs)"
+            f"graph values are not compared with {symbol}: write nbyoc.{op}(x, y) for the "
+            f"elementwise comparison ({symbol} is kept from building graphs so that nodes "
+            f"work in lists and dicts; use 'is' to ask whether two nodes are the same node, "
+            f"and nbyoc.structural_equal to compare graphs)"
         )
 
+    return compare
+
+
+def _comparison(op: str):
+    """``<``, ``<=``, ``>``, ``>=``: the elementwise comparison op (a bool tensor)."""
+
+    def compare(self, other):
+        from .builder import call_op
+
+        return call_op(op, self, other)
+
+    compare.__name__ = op
     return compare
 
 
@@ -231,12 +248,12 @@ class ArrayMethods:
             "if/and/or/not cannot branch on data the graph has not computed yet"
         )
 
-    __eq__ = _refuse_comparison("==")
-    __ne__ = _refuse_comparison("!=")
-    __lt__ = _refuse_comparison("<")
-    __le__ = _refuse_comparison("<=")
-    __gt__ = _refuse_comparison(">")
-    __ge__ = _refuse_comparison(">=")
+    __eq__ = _refuse_equality("==", "equal")
+    __ne__ = _refuse_equality("!=", "not_equal")
+    __lt__ = _comparison("less")
+    __le__ = _comparison("less_equal")
+    __gt__ = _comparison("greater")
+    __ge__ = _comparison("greater_equal")
     __hash__ = object.__hash__  # nodes hash by identity (defining __eq__ would unset it)
 
     @property

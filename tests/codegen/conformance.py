@@ -18,10 +18,82 @@ import nbyoc
 from ..helpers import external
 from ..strategies import random_inputs
 
-BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power"]
-UNARY = ["negative", "abs", "exp", "log", "sqrt", "tanh", "sigmoid", "relu"]
+BINARY = [
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "maximum",
+    "minimum",
+    "power",
+    "floor_divide",
+    "mod",
+    "fmod",
+    "equal",
+    "not_equal",
+    "less",
+    "less_equal",
+    "greater",
+    "greater_equal",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+]
+UNARY = [
+    "negative",
+    "abs",
+    "exp",
+    "log",
+    "sqrt",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "floor",
+    "ceil",
+    "round",
+    "sign",
+    "reciprocal",
+    "sin",
+    "cos",
+    "erf",
+    "isnan",
+    "isinf",
+    "logical_not",
+]
 #: Ops that round exactly, so a backend must match NumPy bit for bit on them.
-EXACT = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "negative", "abs", "relu"}
+EXACT = {
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "maximum",
+    "minimum",
+    "negative",
+    "abs",
+    "relu",
+    "floor_divide",
+    "mod",
+    "fmod",
+    "equal",
+    "not_equal",
+    "less",
+    "less_equal",
+    "greater",
+    "greater_equal",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "floor",
+    "ceil",
+    "round",
+    "sign",
+    "reciprocal",
+    "isnan",
+    "isinf",
+    "logical_not",
+    "where",
+    "cast",
+}
 
 
 #: Mixed dtype pairs run by default beside every dtype with itself: each dtype meets one
@@ -60,12 +132,12 @@ def _values(shape, dtype, seed=0):
     return rng.uniform(1, 5, shape).astype(dtype)
 
 
-def accepted(backend, op, *args) -> list:
+def accepted(backend, op, *args, **attrs) -> list:
     """``[op(*args)]``, or ``[]`` where the op's type rule (NumPy's) refuses the dtypes
     (subtract and negative of bools; ``tests/ir/test_ops.py`` checks the refusals) or
     the backend does not claim the call (llvm and float16; tested on its own)."""
     try:
-        call = nbyoc.call_op(op, *args)
+        call = nbyoc.call_op(op, *args, **attrs)
     except nbyoc.errors.NbyocTypeError:
         return []
     return [call] if nbyoc.codegen.supports(backend, call) else []
@@ -90,17 +162,41 @@ def special_values(backend, dtype, extra=lambda x, y: []):
     """NaN, infinities and signed zeros through the ops that treat them specially."""
     x, y = nbyoc.var("in0", (6,), dtype), nbyoc.var("in1", (6,), dtype)
     ops = [nbyoc.maximum(x, y), nbyoc.minimum(x, y), nbyoc.relu(x), nbyoc.sigmoid(x), x / y,
-           nbyoc.abs(x), *extra(x, y)]  # fmt: skip
+           nbyoc.abs(x), nbyoc.floor_divide(x, y), nbyoc.mod(x, y), nbyoc.fmod(x, y),
+           nbyoc.floor(x), nbyoc.ceil(x), nbyoc.round(x), nbyoc.sign(x), nbyoc.isnan(x),
+           nbyoc.isinf(x), x < y, x >= y, nbyoc.equal(x, y), nbyoc.not_equal(x, y),
+           nbyoc.logical_and(x, y), nbyoc.logical_not(x), nbyoc.where(x > y, x, y),
+           nbyoc.reciprocal(x), nbyoc.cast(nbyoc.isnan(y), x.dtype), *extra(x, y)]  # fmt: skip
     values = np.array([np.nan, 1, -0.0, np.inf, -np.inf, 0.0], dtype)
     other = np.array([1, np.nan, 0.0, -1, 0.0, -0.0], dtype)
     return _ext(backend, [x, y], ops), [values, other]
 
 
 def integer_overflow(backend):
-    """int32 arithmetic at the edges of the range, which NumPy wraps."""
-    x = nbyoc.var("in0", (4,), "int32")
-    f = _ext(backend, [x], [x * x, x + x, -x, nbyoc.abs(x), x**3])
-    return f, [np.array([2**31 - 1, -(2**31), 123456789, -7], np.int32)]
+    """int32 arithmetic at the edges of the range, which NumPy wraps, and integer division
+    by 0 and -1 (NumPy gives 0 for x // 0 and x % 0, wraps INT_MIN // -1)."""
+    x, y = nbyoc.var("in0", (6,), "int32"), nbyoc.var("in1", (6,), "int32")
+    u = nbyoc.cast(x, "uint32")
+    outs = [x * x, x + x, -x, nbyoc.abs(x), x**3, nbyoc.floor_divide(x, y), nbyoc.mod(x, y),
+            nbyoc.fmod(x, y), nbyoc.floor_divide(u, nbyoc.cast(y, "uint32")),
+            nbyoc.mod(u, nbyoc.cast(y, "uint32")), nbyoc.sign(u), nbyoc.cast(x, "int8")]  # fmt: skip
+    return _ext(backend, [x, y], outs), [
+        np.array([2**31 - 1, -(2**31), 123456789, -7, -(2**31), 7], np.int32),
+        np.array([0, -1, -1, 2, 0, -3], np.int32),
+    ]
+
+
+def where_and_cast(backend, dtypes):
+    """where over broadcast operands of three dtypes, and casts of its result to each
+    dtype the backend computes in."""
+    c = nbyoc.var("in0", (3, 1), dtypes[0])
+    x, y = nbyoc.var("in1", (4,), dtypes[1]), nbyoc.var("in2", (3, 4), dtypes[2])
+    chosen = nbyoc.where(c, x, y)
+    casts = [c for d in nbyoc.DTYPES for c in accepted(backend, "cast", chosen, to=d)]
+    f = _ext(backend, [c, x, y], [chosen, *casts])
+    rng = np.random.default_rng(3)
+    values = [rng.integers(0, 2, (3, 1)), rng.integers(0, 100, (4,)), rng.integers(0, 100, (3, 4))]
+    return f, [v.astype(d) for v, d in zip(values, dtypes)]
 
 
 def broadcast_ranks(backend, shapes, dtypes, extra=lambda t: []):

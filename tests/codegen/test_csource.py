@@ -155,7 +155,18 @@ def test_special_values_follow_numpy(dtype):
 
 
 def test_integer_overflow_wraps_like_numpy():
-    check_against_numpy(*conformance.integer_overflow("csource"))
+    with np.errstate(all="ignore"):  # NumPy warns of the divisions by zero it computes
+        check_against_numpy(*conformance.integer_overflow("csource"))
+
+
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize(
+    "dtypes",
+    [("bool", "float32", "int32"), ("uint8", "int8", "uint16"), ("int64", "uint64", "bool")],
+)
+def test_where_and_cast_like_numpy(dtypes, fused):
+    with np.errstate(all="ignore"):  # casts of large values to small dtypes wrap, as in NumPy
+        check_against_numpy(*conformance.where_and_cast("csource", dtypes), fused=fused)
 
 
 @settings(max_examples=12, deadline=None)

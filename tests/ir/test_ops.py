@@ -2,6 +2,7 @@
 broadcasting case; and type errors that say what is wrong and how to fix it."""
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 import nbyoc
 from nbyoc.errors import NbyocTypeError
+from nbyoc.ir.ops.nn import ACTIVATIONS
 
 DTYPES = nbyoc.DTYPES
 PAIRS = list(itertools.product(DTYPES, DTYPES))
@@ -30,7 +32,36 @@ BINARY = {
     "maximum": np.maximum,
     "minimum": np.minimum,
     "power": lambda a, b: a**b,
+    "floor_divide": lambda a, b: a // b,
+    "mod": lambda a, b: a % b,
+    "fmod": np.fmod,
+    "equal": lambda a, b: a == b,
+    "not_equal": lambda a, b: a != b,
+    "less": lambda a, b: a < b,
+    "less_equal": lambda a, b: a <= b,
+    "greater": lambda a, b: a > b,
+    "greater_equal": lambda a, b: a >= b,
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor,
 }
+
+
+def reciprocal(x):
+    if x.dtype.kind != "f":
+        raise TypeError("nbyoc refuses integer reciprocals (they truncate)")
+    return np.reciprocal(x)
+
+
+def erf(x):
+    out_dtype = np.sin(x.reshape(-1)[:0]).dtype
+    return (
+        np.array([math.erf(v) for v in x.astype(np.float64).reshape(-1)])
+        .reshape(x.shape)
+        .astype(out_dtype)
+    )
+
+
 UNARY = {
     "negative": lambda x: -x,
     "abs": np.abs,
@@ -40,6 +71,17 @@ UNARY = {
     "tanh": np.tanh,
     "sigmoid": sigmoid,
     "relu": lambda x: np.maximum(x, np.zeros((), x.dtype)),
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round": np.round,  # half to even, like np.rint
+    "sign": np.sign,
+    "reciprocal": reciprocal,
+    "sin": np.sin,
+    "cos": np.cos,
+    "erf": erf,
+    "isnan": np.isnan,
+    "isinf": np.isinf,
+    "logical_not": np.logical_not,
 }
 
 
@@ -118,7 +160,7 @@ def test_unary_ops(name, dtype, shape):
     )
     expected = numpy_or_error(UNARY[name], x)
     if expected is None:
-        with pytest.raises(NbyocTypeError, match="NumPy refuses"):
+        with pytest.raises(NbyocTypeError, match=r"NumPy refuses|takes floats"):
             run(lambda v: nbyoc.call_op(name, v), x)
         return
     got, t = run(lambda v: nbyoc.call_op(name, v), x)
@@ -190,6 +232,7 @@ def test_every_registered_op_has_a_builder_and_a_test():
     tested = (
         set(BINARY) | set(UNARY) | set(REDUCE) | {"matmul", "reshape", "transpose", "concatenate"}
     ) | {"softmax", "log_softmax"}  # composite: tests/transform/test_legalize.py
+    tested |= {"where", "cast", "clip"} | set(ACTIVATIONS)  # below, and tests/ir/test_nn.py
     assert set(nbyoc.ir.list_ops()) == tested
     for name in nbyoc.ir.list_ops():
         assert callable(getattr(nbyoc, name)), name
@@ -232,3 +275,50 @@ def test_type_errors_name_the_op_the_operands_and_a_fix(build, needles):
 def test_unknown_op_suggests_a_close_name():
     with pytest.raises(nbyoc.errors.UnknownOpError, match="did you mean 'multiply'"):
         nbyoc.call_op("multiplyy", A, A)
+
+
+# -- where, cast, clip ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtypes", [("bool", "int8", "uint8"), ("float32", "float32", "int64"),
+                                    ("int32", "float16", "float64"), ("uint8", "bool", "bool")])  # fmt: skip
+def test_where_like_numpy(dtypes):
+    rng = np.random.default_rng(7)
+    c, x, y = (arrays_for(s, d, rng, low=0) for s, d in zip([(3, 1), (4,), (3, 4)], dtypes))
+    got, t = run(nbyoc.where, c, x, y)
+    check(got, t, np.where(c, x, y))
+
+
+@pytest.mark.parametrize("source", DTYPES)
+@pytest.mark.parametrize("target", DTYPES)
+def test_cast_like_astype(source, target):
+    x = arrays_for((2, 5), source, np.random.default_rng(8), low=-3, high=100)
+    got, t = run(lambda v: nbyoc.cast(v, target), x)
+    check(got, t, x.astype(target))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "uint16", "float16"])
+def test_clip_like_numpy(dtype):
+    x = arrays_for((3, 4), dtype, np.random.default_rng(9), low=0, high=50)
+    got, t = run(lambda v: nbyoc.clip(v, 3, 20), x)
+    check(got, t, np.clip(x, np.dtype(dtype).type(3), np.dtype(dtype).type(20)))
+    got, t = run(lambda v: nbyoc.clip(v, max=10), x)
+    check(got, t, np.minimum(x, np.dtype(dtype).type(10)))
+
+
+def test_clip_refuses_what_it_cannot_mean():
+    with pytest.raises(NbyocTypeError, match=r"min=0\.5 is not an integer"):
+        nbyoc.clip(nbyoc.var("x", (2,), "int32"), 0.5, 3)
+    with pytest.raises(NbyocTypeError, match="clip takes numbers"):
+        nbyoc.clip(nbyoc.var("x", (2,), "bool"), 0, 1)
+    # a bound beyond the dtype's range never binds
+    assert nbyoc.clip(nbyoc.var("x", (2,), "uint8"), -5, 300).op.name == "clip"
+
+
+def test_comparison_operators_build_ops_and_equality_stays_identity():
+    x, y = nbyoc.var("x", (3,), "uint8"), nbyoc.var("y", (3,), "int8")
+    assert (x < y).op.name == "less" and (x > 0).op.name == "greater"
+    assert (x >= 1.5).type.dtype == "bool"
+    with pytest.raises(NbyocTypeError, match=r"write nbyoc.equal\(x, y\)"):
+        x == y  # noqa: B015
+    assert x in [x] and {x: 1}[x] == 1

@@ -8,7 +8,7 @@ operands of the output's shape, is kept as a shorthand.
 
 >>> print(macro_definition("BINARY_OP", 1))
 #define CSOURCE_BINARY_OP_1D(p_ID_, p_OP_, p_DIM1_) \\
-  CSOURCE_BINARY_OP_T_1D(p_ID_, p_OP_, float, float, float, p_DIM1_, 1, 1)
+  CSOURCE_BINARY_OP_T_1D(p_ID_, p_OP_, float, float, float, float, p_DIM1_, 1, 1)
 >>> broadcast_strides((3, 1), (2, 3, 4))
 (0, 1, 0)
 """
@@ -23,7 +23,10 @@ FAMILIES = {
     "BINARY_FN_T": (2, False),
     "UNARY_OP_T": (1, True),
     "UNARY_FN_T": (1, False),
+    "TERNARY_FN_T": (3, False),
 }
+#: The family stem for each number of operands.
+ARITY_NAMES = {1: "UNARY", 2: "BINARY", 3: "TERNARY"}
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -67,20 +70,22 @@ def macro_definition(family: str, rank: int) -> str:
     dims = [f"p_DIM{d + 1}_" for d in range(rank)]
     if family == "BINARY_OP":  # the guide's float32 form, via the general one
         inner = [" * ".join(dims[d + 1 :]) or "1" for d in range(rank)]
-        args = ["p_ID_", "p_OP_", "float", "float", "float", *dims, *inner, *inner]
+        args = ["p_ID_", "p_OP_", "float", "float", "float", "float", *dims, *inner, *inner]
         head = f"#define {macro_name(family, rank)}({', '.join(['p_ID_', 'p_OP_', *dims])})"
         return f"{head} \\\n  {macro_name('BINARY_OP_T', rank)}({', '.join(args)})"
     arity, infix = FAMILIES[family]
-    operands = "ab"[:arity]
+    operands = "abc"[:arity]
     types = [f"p_T{x.upper()}_" for x in operands]
     strides = {x: [f"p_S{x.upper()}{d + 1}_" for d in range(rank)] for x in operands}
-    params = ["p_ID_", "p_OP_" if infix else "p_FN_", *types, "p_TO_", *dims]
+    # Operands are read in the working type (p_TW_: the op's loop dtype, float for
+    # float16), the result converted to the output type (p_TO_).
+    params = ["p_ID_", "p_OP_" if infix else "p_FN_", *types, "p_TO_", "p_TW_", *dims]
     for x in operands:
         params += strides[x]
     reads = []
     for x in operands:
         index = " + ".join(f"i{d + 1} * ({s})" for d, s in enumerate(strides[x])) or "0"
-        reads.append(f"(p_TO_){x}[{index}]")
+        reads.append(f"(p_TW_){x}[{index}]")
     if infix:
         value = f"{reads[0]} p_OP_ {reads[1]}" if arity == 2 else f"p_OP_ {reads[0]}"
     else:

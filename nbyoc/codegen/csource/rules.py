@@ -91,11 +91,64 @@ def _sigmoid(dtype: str) -> str:
     )
 
 
+def _by_kind(float_body, signed_body, unsigned_body=None):
+    """A body by the loop dtype's kind (bool computes as unsigned)."""
+
+    def body(dtype):
+        kind = dtype_info(dtype).kind
+        if kind == "float":
+            return float_body(dtype)
+        if kind in ("uint", "bool"):
+            return (unsigned_body or signed_body)(dtype)
+        return signed_body(dtype)
+
+    return body
+
+
+def _const(text: str):
+    return lambda dtype: text
+
+
+def _float_floor_divide(dtype: str) -> str:
+    # NumPy's npy_floor_divide: exact through fmod, the quotient rounded toward -inf.
+    t, m = COMPUTE_TYPES[dtype], lambda f: _math(f, dtype)
+    return (
+        f"if (b == 0) return a / b; {t} mod = {m('fmod')}(a, b); {t} div = (a - mod) / b; "
+        f"if (mod && ((b < 0) != (mod < 0))) div -= 1; "
+        f"if (!div) return {m('copysign')}(0, a / b); "
+        f"{t} q = {m('floor')}(div); if (div - q > 0.5) q += 1; return q;"
+    )
+
+
+def _float_mod(dtype: str) -> str:
+    # NumPy's npy_remainder: the divisor's sign; a zero remainder takes it too.
+    t, m = COMPUTE_TYPES[dtype], lambda f: _math(f, dtype)
+    return (
+        f"{t} mod = {m('fmod')}(a, b); if (b == 0) return mod; "
+        f"if (mod) {{ if ((b < 0) != (mod < 0)) mod += b; }} "
+        f"else mod = {m('copysign')}(0, b); return mod;"
+    )
+
+
+# x // 0 and x % 0 are 0 for integers in NumPy; INT_MIN // -1 wraps (-fwrapv) and
+# INT_MIN % -1 is 0 (C leaves both undefined, so -1 is handled apart).
+_SIGNED_FLOOR_DIVIDE = (
+    "if (b == 0) return 0; if (b == -1) return -a; "
+    "return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));"
+)
+_SIGNED_MOD = (
+    "if (b == 0 || b == -1) return 0; { int64_t r = a % b; "
+    "return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }"
+)
+
+
 @dataclass(frozen=True)
 class CRule:
-    """How csource computes one elementwise op in its result dtype: a C ``operator``
-    the macros apply directly (infix for two operands, prefix for one), or the ``body``
-    (given the dtype) of a ``static inline`` helper taking ``a`` (and ``b``)."""
+    """How csource computes one elementwise op: a C ``operator`` the macros apply
+    directly (infix for two operands, prefix for one), or the ``body`` of a ``static
+    inline`` helper taking ``a`` (``b``, ``c``). Operands arrive in the compute type of
+    the op's loop dtype (``nbyoc.ir.ops.elementwise.loop_dtypes``), which is what
+    ``body`` is given; the result is converted to the op's dtype."""
 
     arity: int
     operator: str | None = None
@@ -125,7 +178,39 @@ C_RULES: dict[str, CRule] = {
     "tanh": CRule(1, body=_math_call("tanh")),
     "sigmoid": CRule(1, body=_sigmoid),
     "relu": CRule(1, body=lambda dtype: "return (a >= 0 || a != a) ? a : 0;"),
-}
+    "floor_divide": CRule(2, body=_by_kind(
+        _float_floor_divide, _const(_SIGNED_FLOOR_DIVIDE), _const("return b ? a / b : 0;"))),
+    "mod": CRule(2, body=_by_kind(
+        _float_mod, _const(_SIGNED_MOD), _const("return b ? a % b : 0;"))),
+    "fmod": CRule(2, body=_by_kind(
+        lambda d: f"return {_math('fmod', d)}(a, b);",
+        _const("return (b == 0 || b == -1) ? 0 : a % b;"), _const("return b ? a % b : 0;"))),
+    "floor": CRule(1, body=_by_kind(_math_call("floor"), _const("return a;"))),
+    "ceil": CRule(1, body=_by_kind(_math_call("ceil"), _const("return a;"))),
+    # rint rounds halves to even in the default rounding mode
+    "round": CRule(1, body=_by_kind(_math_call("rint"), _const("return a;"))),
+    "sign": CRule(1, body=_by_kind(
+        _const("return a > 0 ? 1 : (a < 0 ? -1 : (a == 0 ? 0 : a));"),
+        _const("return (a > 0) - (a < 0);"), _const("return a > 0;"))),
+    "reciprocal": CRule(1, body=_const("return 1 / a;")),
+    "sin": CRule(1, body=_math_call("sin")),
+    "cos": CRule(1, body=_math_call("cos")),
+    "erf": CRule(1, body=_math_call("erf")),
+    "equal": CRule(2, operator="=="),
+    "not_equal": CRule(2, operator="!="),
+    "less": CRule(2, operator="<"),
+    "less_equal": CRule(2, operator="<="),
+    "greater": CRule(2, operator=">"),
+    "greater_equal": CRule(2, operator=">="),
+    "logical_and": CRule(2, operator="&&"),
+    "logical_or": CRule(2, operator="||"),
+    "logical_xor": CRule(2, body=_const("return (a != 0) != (b != 0);")),
+    "logical_not": CRule(1, operator="!"),
+    "isnan": CRule(1, body=_by_kind(_const("return a != a;"), _const("return 0;"))),
+    "isinf": CRule(1, body=_by_kind(_const("return isinf(a);"), _const("return 0;"))),
+    "where": CRule(3, body=_const("return a ? b : c;")),
+    "cast": CRule(1, operator="+"),  # converted to the result type by the macro
+}  # fmt: skip
 
 
 def is_helper(op: str) -> bool:
@@ -133,16 +218,21 @@ def is_helper(op: str) -> bool:
     return C_RULES[op].operator is None
 
 
-def helper_name(op: str, dtype: str) -> str:
-    return f"csource_{op}_{dtype}"
+def helper_name(op: str, dtype: str, out_dtype: str | None = None) -> str:
+    """The helper computing ``op`` on operands of loop dtype ``dtype`` (giving
+    ``out_dtype``, when that differs)."""
+    tail = "" if out_dtype in (None, dtype) else f"_{out_dtype}"
+    return f"csource_{op}_{dtype}{tail}"
 
 
-def helper_definition(op: str, dtype: str) -> str:
-    """The ``static inline`` C function computing ``op`` in ``dtype``."""
-    t = C_TYPES[dtype]
+def helper_definition(op: str, dtype: str, out_dtype: str | None = None) -> str:
+    """The ``static inline`` C function computing ``op`` on operands of loop dtype
+    ``dtype`` (taken in its compute type: float for float16), returning ``out_dtype``."""
+    out = C_TYPES[out_dtype or dtype]
     rule = C_RULES[op]
-    params = f"{t} a, {t} b" if rule.arity == 2 else f"{t} a"
-    return f"static inline {t} {helper_name(op, dtype)}({params}) {{ {rule.body(dtype)} }}"
+    params = ", ".join(f"{COMPUTE_TYPES[dtype]} {x}" for x in "abc"[: rule.arity])
+    name = helper_name(op, dtype, out_dtype)
+    return f"static inline {out} {name}({params}) {{ {rule.body(dtype)} }}"
 
 
 def c_literal(value, dtype: str) -> str:

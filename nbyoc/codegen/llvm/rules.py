@@ -68,6 +68,54 @@ def nbyoc_ipow(a, b):
         b >>= 1
     return result
 """,
+    # Integer division by zero traps (SIGFPE) in Numba's //, % and np.fmod, and so does
+    # INT_MIN // -1; NumPy gives 0 for x // 0 and x % 0 and wraps INT_MIN // -1.
+    "nbyoc_ifloordiv": """\
+@njit(error_model="numpy")
+def nbyoc_ifloordiv(a, b):
+    if b == 0:
+        return a - a
+    if b == -1:
+        return -a
+    return a // b
+""",
+    # NumPy's float floor division (npy_floor_divide): exact through fmod, the quotient
+    # rounded toward -inf; floor(a / b) would round a / b first (-3.5 // 0.7 is -6 in
+    # float32, not -5). ``one`` carries the dtype, so float32 stays float32.
+    "nbyoc_ffloordiv": """\
+@njit(error_model="numpy")
+def nbyoc_ffloordiv(a, b, one):
+    if b == 0:
+        return a / b
+    mod = np.fmod(a, b)
+    div = (a - mod) / b
+    if mod != 0 and ((b < 0) != (mod < 0)):
+        div = div - one
+    if div == 0:
+        return np.copysign(one - one, a / b)
+    q = np.floor(div)
+    if div - q > one / (one + one):
+        q = q + one
+    return q
+""",
+    "nbyoc_imod": """\
+@njit(error_model="numpy")
+def nbyoc_imod(a, b):
+    if b == 0 or b == -1:
+        return a - a
+    return a % b
+""",
+    "nbyoc_ifmod": """\
+@njit(error_model="numpy")
+def nbyoc_ifmod(a, b):
+    # C's remainder (the dividend's sign) from Python's (the divisor's).
+    if b == 0 or b == -1:
+        return a - a
+    r = a % b
+    if r != 0 and (r < 0) != (a < 0):
+        r = r - b
+    return r
+""",
     "nbyoc_sigmoid": """\
 @njit(error_model="numpy")
 def nbyoc_sigmoid(x):
@@ -116,10 +164,14 @@ def nbyoc_sigmoid_f32(x):
 @dataclass(frozen=True)
 class ScalarRule:
     """How llvm computes one elementwise op on one element: ``expression(args, dtype)``
-    gives the Numba source, ``helpers(dtype)`` the HELPERS it calls."""
+    gives the Numba source (operands already in the op's loop dtypes, see
+    ``nbyoc.ir.ops.elementwise.loop_dtypes``; ``dtype`` is the result's),
+    ``helpers(dtype)`` the HELPERS it calls. A rule that depends on the operands' dtypes
+    or the call's attributes gives ``typed(args, loop, attrs)`` instead."""
 
-    expression: Callable[[list[str], str], str]
+    expression: Callable[[list[str], str], str] | None = None
     helpers: Callable[[str], list[str]] = lambda dtype: []
+    typed: Callable[[list[str], tuple, dict], str] | None = None
 
 
 def cast(expression: str, dtype: str) -> str:
@@ -148,6 +200,45 @@ def _wide(op: str, other: ScalarRule) -> ScalarRule:
         return ["nbyoc_exp_wide", helper] if dtype == "float32" else other.helpers(dtype)
 
     return ScalarRule(expression, helpers)
+
+
+def _compare(symbol: str) -> ScalarRule:
+    return ScalarRule(lambda args, dtype: f"np.bool_({args[0]} {symbol} {args[1]})")
+
+
+def _truth(symbol: str) -> ScalarRule:
+    # NumPy's truth value: nonzero (NaN included) is True.
+    return ScalarRule(lambda args, dtype: f"np.bool_(({args[0]} != 0) {symbol} ({args[1]} != 0))")
+
+
+def _by_kind(float_rule: ScalarRule, other: ScalarRule) -> ScalarRule:
+    """``float_rule`` where the loop computes in a float dtype, else ``other``."""
+
+    def typed(args, loop, attrs):
+        rule = float_rule if dtype_info(loop[0]).is_float else other
+        return rule.typed(args, loop, attrs) if rule.typed else rule.expression(args, loop[-1])
+
+    def helpers(dtype):
+        return (float_rule if dtype_info(dtype).is_float else other).helpers(dtype)
+
+    return ScalarRule(helpers=helpers, typed=typed)
+
+
+def _helper(name: str) -> ScalarRule:
+    return ScalarRule(
+        lambda args, dtype: cast(f"{name}({', '.join(args)})", dtype), lambda dtype: [name]
+    )
+
+
+def _same(args, dtype):
+    return cast(args[0], dtype)
+
+
+def _sign(args, loop, attrs):
+    dtype = loop[-1]
+    if dtype_info(dtype).kind == "uint":  # Numba's np.sign wraps unsigned values to -1
+        return cast(f"{args[0]} > 0", dtype)
+    return cast(f"np.sign({args[0]})", dtype)
 
 
 def _power(args, dtype):
@@ -184,17 +275,55 @@ SCALAR_RULES: dict[str, ScalarRule] = {
     "relu": ScalarRule(
         lambda args, dtype: cast(f"np.maximum({args[0]}, {cast('0', dtype)})", dtype)
     ),
+    "floor_divide": _by_kind(
+        ScalarRule(
+            lambda args, dtype: cast(
+                f"nbyoc_ffloordiv({args[0]}, {args[1]}, {cast('1', dtype)})", dtype
+            ),
+            lambda dtype: ["nbyoc_ffloordiv"],
+        ),
+        _helper("nbyoc_ifloordiv"),
+    ),
+    "mod": _by_kind(_numpy("remainder"), _helper("nbyoc_imod")),
+    "fmod": _by_kind(_numpy("fmod"), _helper("nbyoc_ifmod")),
+    "floor": _by_kind(_numpy("floor"), ScalarRule(_same)),
+    "ceil": _by_kind(_numpy("ceil"), ScalarRule(_same)),
+    "round": _by_kind(_numpy("rint"), ScalarRule(_same)),
+    "sign": ScalarRule(typed=_sign),
+    "reciprocal": ScalarRule(lambda args, dtype: cast(f"{cast('1', dtype)} / {args[0]}", dtype)),
+    "sin": _numpy("sin"),
+    "cos": _numpy("cos"),
+    "erf": ScalarRule(lambda args, dtype: cast(f"math.erf({args[0]})", dtype)),
+    "equal": _compare("=="),
+    "not_equal": _compare("!="),
+    "less": _compare("<"),
+    "less_equal": _compare("<="),
+    "greater": _compare(">"),
+    "greater_equal": _compare(">="),
+    "logical_and": _truth("&"),
+    "logical_or": _truth("|"),
+    "logical_xor": _truth("^"),
+    "logical_not": ScalarRule(lambda args, dtype: f"np.bool_({args[0]} == 0)"),
+    "isnan": _by_kind(_numpy("isnan"), ScalarRule(lambda args, dtype: "np.bool_(False)")),
+    "isinf": _by_kind(_numpy("isinf"), ScalarRule(lambda args, dtype: "np.bool_(False)")),
+    "where": ScalarRule(lambda args, dtype: f"({args[1]} if {args[0]} else {args[2]})"),
+    "cast": ScalarRule(typed=lambda args, loop, attrs: cast(args[0], loop[-1])),
 }
 
 
 def helpers_for(op: str, dtype: str) -> list[str]:
-    """Names of the helpers an op needs."""
+    """Names of the helpers an op needs (``dtype``: its loop's operand dtype)."""
     return SCALAR_RULES[op].helpers(dtype)
 
 
-def scalar_expression(op: str, args: list[str], dtype: str) -> str:
-    """Numba source computing ``op`` on ``args`` (already of ``dtype``), of ``dtype``."""
-    return SCALAR_RULES[op].expression(args, dtype)
+def scalar_expression(op: str, args: list[str], dtype: str, loop=None, attrs=None) -> str:
+    """Numba source computing ``op`` on ``args`` (already in the loop's operand dtypes,
+    ``loop``; by default all ``dtype``), giving ``dtype``."""
+    rule = SCALAR_RULES[op]
+    if rule.typed is not None:
+        loop = loop or (dtype,) * (len(args) + 1)
+        return rule.typed(args, loop, attrs or {})
+    return rule.expression(args, dtype)
 
 
 def literal(value, dtype: str) -> str:

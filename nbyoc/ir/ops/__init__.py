@@ -12,9 +12,9 @@ spells out (with its own signature and example), else one made from the op's row
 
 from ..builder import op_builder
 from ..op import list_ops
-from . import elementwise, nn, reduce, tensor
+from . import compare, elementwise, nn, reduce, tensor
 
-_FAMILIES = (elementwise, reduce, tensor, nn)
+_FAMILIES = (elementwise, compare, reduce, tensor, nn)
 
 
 def _builder(name: str):

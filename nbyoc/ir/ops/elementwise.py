@@ -13,12 +13,14 @@ Tensor[(4, 3), float64]
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
 from ...errors import NbyocTypeError
+from ..attrs import Attr
 from ..builder import call_op
-from ..dtypes import DTYPES
+from ..dtypes import DTYPES, dtype_info
 from ..op import Op, describe, register_op
 from ..types import TensorType
 
@@ -76,7 +78,31 @@ def loop_dtypes(call) -> tuple[str, ...]:
     >>> loop_dtypes(nbyoc.var("a", (2,), "int8") + nbyoc.var("b", (2,), "uint8"))
     ('int16', 'int16', 'int16')
     """
-    return numpy_loop(ELEMENTWISE_LOOPS[call.op.name], tuple(a.type.dtype for a in call.args))
+    dtypes = tuple(a.type.dtype for a in call.args)
+    return ELEMENTWISE_LOOPS[call.op.name](dtypes, call.attrs)
+
+
+#: op -> its loop rule: ``(operand dtypes, attrs) -> (loop operand dtypes..., result)``.
+ELEMENTWISE_LOOPS: dict = {}
+
+
+def ufunc_loop(ufunc: np.ufunc):
+    """The loop rule of an op that computes like ``ufunc``."""
+    return lambda dtypes, attrs: numpy_loop(ufunc, dtypes)
+
+
+def register_elementwise(name, arity, reference, summary, loop=None, attrs=None, decompose=None):
+    """Register an elementwise op: one table row. Its dtypes follow ``loop`` (by default
+    NumPy's loop of ``reference``, which must then be a ufunc); its shape, NumPy's
+    broadcasting of the operands.
+
+    >>> from nbyoc.ir.op import get_op
+    >>> get_op("add").kind, ELEMENTWISE_LOOPS["add"](("int8", "int8"), {})
+    ('elementwise', ('int8', 'int8', 'int8'))
+    """
+    ELEMENTWISE_LOOPS[name] = loop or ufunc_loop(reference)
+    return register_op(Op(name, arity, _elementwise_rule(name), reference, "elementwise", summary,
+                          attrs=attrs or {}, decompose=decompose))  # fmt: skip
 
 
 # name -> (NumPy reference, summary)
@@ -88,7 +114,11 @@ BINARY_OPS = {
     "maximum": (np.maximum, "Elementwise maximum (NaN propagates)"),
     "minimum": (np.minimum, "Elementwise minimum (NaN propagates)"),
     "power": (np.power, "Elementwise ``lhs ** rhs``"),
-}
+    "floor_divide": (np.floor_divide, "Elementwise ``lhs // rhs`` (rounded down; x // 0 is 0 "
+                     "for integers, as in NumPy)"),
+    "mod": (np.remainder, "Elementwise remainder with the divisor's sign (NumPy's ``%``)"),
+    "fmod": (np.fmod, "Elementwise remainder with the dividend's sign (C's ``fmod``)"),
+}  # fmt: skip
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -98,6 +128,15 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     x = x.astype(np.float32 if dtype == "float16" else dtype)
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(dtype)
+
+
+_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    # NumPy has no erf: Python's (correctly rounded to float64), rounded to the dtype.
+    dtype = numpy_loop(np.sin, (x.dtype.name,))[-1]
+    return np.asarray(_ERF(x.astype(np.float64)), np.float64).astype(dtype)
 
 
 def _relu(x: np.ndarray) -> np.ndarray:
@@ -113,13 +152,17 @@ UNARY_OPS = {
     "tanh": (np.tanh, "Elementwise hyperbolic tangent"),
     "sigmoid": (_sigmoid, "Elementwise logistic function ``1 / (1 + exp(-x))``"),
     "relu": (_relu, "Elementwise ``max(x, 0)``"),
-}
-
-#: op -> the NumPy ufunc whose loops give its dtypes: its reference when that is a
-#: ufunc, else the ufunc that computes like it (sigmoid like exp, relu like abs).
-ELEMENTWISE_LOOPS = {
-    name: fn if isinstance(fn, np.ufunc) else {"sigmoid": np.exp, "relu": np.abs}[name]
-    for name, (fn, _) in {**BINARY_OPS, **UNARY_OPS}.items()
+    "floor": (np.floor, "Elementwise largest integer not above x (integers unchanged)"),
+    "ceil": (np.ceil, "Elementwise smallest integer not below x (integers unchanged)"),
+    "round": (
+        np.round,
+        "Elementwise nearest integer, halves to even (``np.round``; integers unchanged)",
+    ),
+    "sign": (np.sign, "Elementwise -1, 0 or 1 by the sign of x (NaN stays NaN)"),
+    "reciprocal": (np.reciprocal, "Elementwise ``1 / x`` of floats"),
+    "sin": (np.sin, "Elementwise sine"),
+    "cos": (np.cos, "Elementwise cosine"),
+    "erf": (_erf, "Elementwise error function"),
 }
 
 
@@ -136,7 +179,7 @@ def _elementwise_rule(name: str):
     def infer(types, attrs):
         shape = broadcast_shapes(name, types) if len(types) > 1 else types[0].shape
         try:
-            loop = numpy_loop(ELEMENTWISE_LOOPS[name], tuple(t.dtype for t in types))
+            loop = ELEMENTWISE_LOOPS[name](tuple(t.dtype for t in types), attrs)
         except NbyocTypeError as e:
             raise NbyocTypeError(f"{name}({describe(types)}): {e}") from None
         return TensorType(shape, loop[-1]), attrs
@@ -178,11 +221,103 @@ def _unary_builder(name: str):
     return build
 
 
+#: Ops that compute like a ufunc other than their reference.
+LIKE = {"sigmoid": np.exp, "relu": np.abs, "erf": np.sin}
+
+
+def _floats_only(name: str, ufunc: np.ufunc):
+    def loop(dtypes, attrs):
+        if not all(dtype_info(d).is_float for d in dtypes):
+            raise NbyocTypeError(
+                f"{name} takes floats (the integer form truncates: 1 / 2 is 0); "
+                f"cast the operand to a float dtype first"
+            )
+        return numpy_loop(ufunc, dtypes)
+
+    return loop
+
+
+def _round_loop(dtypes, attrs):
+    # np.round leaves integers as they are (floor's loops) but rounds bools as rint does.
+    return numpy_loop(np.rint if dtypes[0] == "bool" else np.floor, dtypes)
+
+
+LOOPS = {"reciprocal": _floats_only("reciprocal", np.reciprocal), "round": _round_loop}
+
 for _name, (_fn, _summary) in BINARY_OPS.items():
-    register_op(Op(_name, 2, _elementwise_rule(_name), _fn, "elementwise", _summary))
+    register_elementwise(_name, 2, _fn, _summary, loop=ufunc_loop(LIKE.get(_name, _fn)))
 
 for _name, (_fn, _summary) in UNARY_OPS.items():
-    register_op(Op(_name, 1, _elementwise_rule(_name), _fn, "elementwise", _summary))
+    loop = LOOPS.get(_name) or ufunc_loop(LIKE.get(_name, _fn))
+    register_elementwise(_name, 1, _fn, _summary, loop=loop)
+
+
+def _cast_loop(dtypes, attrs):
+    return (dtypes[0], attrs["to"])
+
+
+def _cast(x, to):
+    return x.astype(to)
+
+
+register_elementwise(
+    "cast", 1, _cast, "Elementwise conversion to dtype ``to`` (as ``x.astype(to)``; floats "
+    "to integers truncate toward zero, out-of-range values are undefined, as in NumPy)",
+    loop=_cast_loop, attrs={"to": Attr("dtype")},
+)  # fmt: skip
+
+
+def _clip_bounds(dtype: str, attrs) -> tuple:
+    """clip's bounds for ``dtype``: None where there is none (or it cannot bind)."""
+    info = dtype_info(dtype)
+    bounds = []
+    for key in ("min", "max"):
+        value = attrs[key]
+        if value is not None and info.is_integer:
+            if math.isnan(value) or (math.isfinite(value) and value != int(value)):
+                raise NbyocTypeError(
+                    f"clip of {dtype}: {key}={value!r} is not an integer; cast x to a float "
+                    f"dtype to clip at fractions"
+                )
+            if not info.min < value < info.max:  # beyond the range: never binds
+                low = value <= info.min if key == "min" else value >= info.max
+                value = None if low else (info.min if key == "min" else info.max)
+            value = None if value is None else int(value)
+        bounds.append(value)
+    return tuple(bounds)
+
+
+def _clip_loop(dtypes, attrs):
+    if dtype_info(dtypes[0]).kind == "bool":
+        raise NbyocTypeError("clip takes numbers, not bools")
+    _clip_bounds(dtypes[0], attrs)  # refuses fractional bounds of integers
+    return (dtypes[0], dtypes[0])
+
+
+def _clip(x, min, max):
+    low, high = _clip_bounds(x.dtype.name, {"min": min, "max": max})
+    if low is not None:
+        x = np.maximum(x, x.dtype.type(low))
+    if high is not None:
+        x = np.minimum(x, x.dtype.type(high))
+    return x
+
+
+def _clip_decomposition(x, min, max):
+    low, high = _clip_bounds(x.type.dtype, {"min": min, "max": max})
+    if low is not None:
+        x = call_op("maximum", x, low)
+    if high is not None:
+        x = call_op("minimum", x, high)
+    return x
+
+
+register_elementwise(
+    "clip", 1, _clip, "Elementwise ``minimum(maximum(x, min), max)``; bounds are numbers "
+    "(None: unbounded) converted to x's dtype; NaN stays NaN",
+    loop=_clip_loop, attrs={"min": Attr("float", None), "max": Attr("float", None)},
+    decompose=_clip_decomposition,
+)  # fmt: skip
 
 # The builder functions, spelt out so readers and tools can find them.
 add = _binary_builder("add")

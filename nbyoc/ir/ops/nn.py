@@ -10,6 +10,7 @@ runs, fused: ``nbyoc.transform.legalize``).
 
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -17,9 +18,10 @@ import numpy as np
 from ...errors import NbyocTypeError
 from ..attrs import Attr
 from ..builder import call_op
-from ..dtypes import to_float
-from ..op import Op, register_op
+from ..dtypes import dtype_info, promote, to_float
+from ..op import Op, get_op, register_op
 from ..types import TensorType
+from .elementwise import broadcast_shapes
 
 
 def normalize_axis(op_name: str, t: TensorType, axis: int) -> int:
@@ -91,4 +93,124 @@ for _name, (_reference, _decomposition, _summary) in ALONG_AXIS_OPS.items():
     register_op(
         Op(_name, 1, _along_axis_rule(_name), _reference, "reduce", _summary,
            attrs={"axis": Attr("int", -1)}, decompose=_decomposition)
+    )  # fmt: skip
+
+
+# -- activations: float-only elementwise ops defined by decomposition ---------------------
+
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_GAMMA = 1.0507009873554804934193349852946
+
+
+def _float_activation_rule(name: str, arity: int = 1):
+    def infer(types, attrs):
+        for t in types:
+            if not dtype_info(t.dtype).is_float:
+                raise NbyocTypeError(
+                    f"{name}({t!r}): activations take float tensors; cast the input first "
+                    f"(nbyoc.cast(x, 'float32'))"
+                )
+        shape = broadcast_shapes(name, types) if arity > 1 else types[0].shape
+        return TensorType(shape, promote(*(t.dtype for t in types))), attrs
+
+    return infer
+
+
+def _act(name):
+    return lambda *args, **kw: call_op(name, *args, **kw)
+
+
+_where, _mul, _add = _act("where"), _act("multiply"), _act("add")
+_exp, _erf, _tanh = _act("exp"), _act("erf"), _act("tanh")
+
+
+def _elu_like(x, alpha, scale):
+    # x where x > 0, else alpha * (exp(x) - 1); the reference computes the same steps.
+    negative = _mul(call_op("subtract", _exp(x), 1.0), alpha)
+    out = _where(call_op("greater", x, 0.0), x, negative)
+    return out if scale == 1.0 else _mul(out, scale)
+
+
+def _elu_reference(x, alpha, scale=1.0):
+    out = np.where(x > 0, x, (np.exp(x) - x.dtype.type(1)) * x.dtype.type(alpha))
+    return out if scale == 1.0 else out * x.dtype.type(scale)
+
+
+def _hard_sigmoid(x, alpha, beta):
+    return call_op("clip", _add(_mul(x, alpha), beta), min=0.0, max=1.0)
+
+
+def _hard_sigmoid_reference(x, alpha, beta):
+    t = x.dtype.type
+    return np.minimum(np.maximum(x * t(alpha) + t(beta), t(0)), t(1))
+
+
+def _softplus(x):
+    # log(1 + exp(x)) without overflow: max(x, 0) + log(1 + exp(-|x|)).
+    tail = call_op("log", _add(_exp(call_op("negative", call_op("abs", x))), 1.0))
+    return _add(call_op("maximum", x, 0.0), tail)
+
+
+def _softplus_reference(x):
+    t = x.dtype.type
+    return np.maximum(x, t(0)) + np.log(np.exp(-np.abs(x)) + t(1))
+
+
+_GELU_TANH_SCALE = math.sqrt(2 / math.pi)
+
+
+def _gelu(x, approximate):
+    if approximate == "tanh":
+        inner = _mul(_add(x, _mul(_mul(_mul(x, x), x), 0.044715)), _GELU_TANH_SCALE)
+        return _mul(_mul(x, 0.5), _add(_tanh(inner), 1.0))
+    return _mul(_mul(x, 0.5), _add(_erf(_mul(x, 1 / math.sqrt(2))), 1.0))
+
+
+def _gelu_reference(x, approximate):
+    t = x.dtype.type
+    if approximate == "tanh":
+        inner = (x + x * x * x * t(0.044715)) * t(_GELU_TANH_SCALE)
+        return x * t(0.5) * (np.tanh(inner) + t(1))
+    erf = get_op("erf").reference
+    return x * t(0.5) * (erf(x * t(1 / math.sqrt(2))) + t(1))
+
+
+def _leaky(x, slope):
+    return _where(call_op("greater_equal", x, 0.0), x, _mul(x, slope))
+
+
+def _leaky_reference(x, slope):
+    slope = (
+        x.dtype.type(slope) if np.ndim(slope) == 0 and not isinstance(slope, np.ndarray) else slope
+    )
+    return np.where(x >= 0, x, x * slope).astype(np.result_type(x, slope), copy=False)
+
+
+# name -> (arity, attrs, NumPy reference, decomposition, summary)
+ACTIVATIONS = {
+    "leaky_relu": (1, {"alpha": Attr("float", 0.01)}, lambda x, alpha: _leaky_reference(x, alpha),
+                   lambda x, alpha: _leaky(x, alpha), "``x`` where x >= 0, else ``alpha * x``"),
+    "prelu": (2, {}, _leaky_reference, _leaky,
+              "``x`` where x >= 0, else ``slope * x`` (slope broadcasts against x)"),
+    "elu": (1, {"alpha": Attr("float", 1.0)}, lambda x, alpha: _elu_reference(x, alpha),
+            lambda x, alpha: _elu_like(x, alpha, 1.0), "``x`` where x > 0, else "
+            "``alpha * (exp(x) - 1)``"),
+    "selu": (1, {"alpha": Attr("float", SELU_ALPHA), "gamma": Attr("float", SELU_GAMMA)},
+             lambda x, alpha, gamma: _elu_reference(x, alpha, gamma),
+             lambda x, alpha, gamma: _elu_like(x, alpha, gamma), "``gamma * elu(x, alpha)``"),
+    "softplus": (1, {}, _softplus_reference, _softplus, "``log(1 + exp(x))``, without overflow"),
+    "hard_sigmoid": (1, {"alpha": Attr("float", 0.2), "beta": Attr("float", 0.5)},
+                     _hard_sigmoid_reference, _hard_sigmoid,
+                     "``clip(alpha * x + beta, 0, 1)``"),
+    "hard_swish": (1, {}, lambda x: x * _hard_sigmoid_reference(x, 1 / 6, 0.5),
+                   lambda x: _mul(x, _hard_sigmoid(x, 1 / 6, 0.5)),
+                   "``x * hard_sigmoid(x, 1/6, 1/2)``"),
+    "gelu": (1, {"approximate": Attr("str", "none", choices=("none", "tanh"))}, _gelu_reference,
+             _gelu, "``x * Phi(x)``: by erf (``approximate='none'``) or the tanh formula"),
+}  # fmt: skip
+
+for _name, (_arity, _attrs, _reference, _decomposition, _summary) in ACTIVATIONS.items():
+    register_op(
+        Op(_name, _arity, _float_activation_rule(_name, _arity), _reference, "elementwise",
+           _summary, attrs=_attrs, decompose=_decomposition)
     )  # fmt: skip
