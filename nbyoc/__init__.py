@@ -24,6 +24,7 @@ from .errors import NbyocError
 from .ir.builder import call_op, const, function, tuple, var
 from .ir.dtypes import DTYPES
 from .ir.ops import *  # noqa: F403 - a builder per op (nbyoc.ir.ops.BUILDERS)
+from .ir.ops.index import split
 from .ir.parser import parse
 from .ir.serialize import from_json, to_json
 from .ir.structural import structural_equal, structural_hash
@@ -54,6 +55,7 @@ __all__ = [
     "register_codegen",
     "register_loader",
     "register_op_support",
+    "split",
     "runtime",
     "structural_equal",
     "structural_hash",

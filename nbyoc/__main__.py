@@ -1,4 +1,4 @@
-"""Command line: ``python -m nbyoc demo`` (see ``--help``)."""
+"""Command line: ``python -m nbyoc demo``, ``python -m nbyoc ops`` (see ``--help``)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,15 @@ def main(argv=None) -> int:
         help="run on N x N arrays (default: 10 1024 4096)",
     )  # fmt: skip
     demo.add_argument("--backend", action="append", help="only this backend (repeatable)")
+    commands.add_parser("ops", help="print the op catalog: every op and the backends that run it")
     args = parser.parse_args(argv)
+    if args.command == "ops":
+        import nbyoc  # noqa: F401 - registers the backends
+
+        from .catalog import op_table
+
+        print(op_table())
+        return 0
     from .demo import run_demo
 
     return run_demo(args.sizes, args.backend)

@@ -69,3 +69,14 @@ def test_error_example_matches_the_real_message():
         fn(np.zeros((2, 3)))
     shown = " ".join(README.split("nbyoc.errors.DTypeMismatchError: ")[1].split("```")[0].split())
     assert shown == str(info.value)
+
+
+def test_the_op_table_is_the_registries():
+    from nbyoc.catalog import op_table
+
+    table = re.search(r"<!-- ops table: python -m nbyoc ops -->\n(.*?)\n<!-- end ops table -->",
+                      README, flags=re.DOTALL)  # fmt: skip
+    assert table is not None, "the README lost its op table"
+    assert table.group(1) == op_table(), "run python -m nbyoc ops and paste its table"
+    listed = re.findall(r"^\| \w+ \| `(\w+)` \|", table.group(1), flags=re.MULTILINE)
+    assert sorted(listed) == sorted(nbyoc.ir.list_ops())

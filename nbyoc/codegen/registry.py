@@ -118,6 +118,15 @@ def get_codegen(compiler: str) -> Callable:
     return _CODEGENS[compiler]
 
 
+def declared_ops(compiler: str) -> list[str]:
+    """The ops ``compiler`` declared support for (each may carry a predicate).
+
+    >>> "add" in declared_ops("csource"), "matmul" in declared_ops("csource")
+    (True, False)
+    """
+    return list(_SUPPORT.get(compiler, {}))
+
+
 def supports(compiler: str, call: Call) -> bool:
     """True if ``compiler`` declared support for ``call``'s op and its predicate accepts it."""
     if not isinstance(call.op, Op):

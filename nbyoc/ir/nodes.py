@@ -106,6 +106,18 @@ class Expr(Node, ArrayMethods):
     def __rtruediv__(self, other):
         return self._binary("divide", other, reflected=True)
 
+    def __floordiv__(self, other):
+        return self._binary("floor_divide", other)
+
+    def __rfloordiv__(self, other):
+        return self._binary("floor_divide", other, reflected=True)
+
+    def __mod__(self, other):
+        return self._binary("mod", other)
+
+    def __rmod__(self, other):
+        return self._binary("mod", other, reflected=True)
+
     def __pow__(self, other):
         return self._binary("power", other)
 
@@ -128,7 +140,13 @@ class Expr(Node, ArrayMethods):
 
         return call_op("abs", self)
 
-    def __getitem__(self, index: int) -> TupleGetItem:
+    def __getitem__(self, index):
+        """A field of a tuple value; for a tensor, NumPy-style indexing (``x[1:, ::2]``,
+        ``x[..., 0]``, ``x[None]``, ``x[:, [0, 2]]``) built from slice, reshape, gather."""
+        if isinstance(self.type, TensorType):
+            from .ops.index import index as tensor_index
+
+            return tensor_index(self, index)
         return TupleGetItem(self, index)
 
     def __iter__(self):

@@ -6,10 +6,10 @@ is what the host executor runs.
 
 >>> get_op("add").kind, get_op("sum").defaults
 ('elementwise', {'axis': None, 'keepdims': False})
->>> get_op("ad")
+>>> get_op("ad_d")
 Traceback (most recent call last):
     ...
-nbyoc.errors.UnknownOpError: unknown op 'ad'; did you mean 'add'? ...
+nbyoc.errors.UnknownOpError: unknown op 'ad_d'; did you mean 'add'? ...
 """
 
 from __future__ import annotations

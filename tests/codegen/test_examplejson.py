@@ -76,8 +76,8 @@ def test_codegen_then_parse_gives_the_same_graph(f):
 @pytest.mark.parametrize(
     "dtypes",
     [("float32", "float32"), ("int32", "float64"), ("int64", "int32"), ("uint8", "int16"),
-     pytest.param("bool", "int8", marks=pytest.mark.slow),
-     pytest.param("uint64", "uint32", marks=pytest.mark.slow)],
+     pytest.param(("bool", "int8"), marks=pytest.mark.slow),
+     pytest.param(("uint64", "uint32"), marks=pytest.mark.slow)],
 )  # fmt: skip
 def test_every_op_matches_numpy(dtypes):
     da, db = dtypes

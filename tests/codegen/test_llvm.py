@@ -123,11 +123,17 @@ def test_reductions(dtype):
     x = nbyoc.var("in0", (3, 4, 5), dtype)
     outs = [
         nbyoc.call_op(op, x, axis=axis, keepdims=keep)
-        for op in ("sum", "mean", "max")
+        for op in ("sum", "mean", "max", "min", "prod")
         for axis, keep in [(None, False), (1, False), ((0, 2), True), (-1, True)]
     ]
+    outs += [
+        nbyoc.call_op(op, x, axis=axis, keepdims=keep)
+        for op in ("argmax", "argmin")
+        for axis, keep in [(None, False), (1, False), (-1, True)]
+    ]
     f = external([x], outs, "llvm_0", "llvm")
-    check_against_numpy(f, [values((3, 4, 5), dtype, low=-9, high=9)], exact_ops=EXACT | {"max"})
+    exact = EXACT | {"max", "min", "argmax", "argmin"}
+    check_against_numpy(f, [values((3, 4, 5), dtype, low=-9, high=9)], exact_ops=exact)
 
 
 @pytest.mark.parametrize(

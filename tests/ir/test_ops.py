@@ -173,7 +173,7 @@ def test_sigmoid_is_stable_at_the_extremes():
     np.testing.assert_allclose(got, [0, 9.357623e-14, 0.5, 1, 1], rtol=1e-6)
 
 
-REDUCE = {"sum": np.sum, "mean": np.mean, "max": np.max}
+REDUCE = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod}
 
 
 @pytest.mark.parametrize("name", REDUCE)
@@ -232,7 +232,9 @@ def test_every_registered_op_has_a_builder_and_a_test():
     tested = (
         set(BINARY) | set(UNARY) | set(REDUCE) | {"matmul", "reshape", "transpose", "concatenate"}
     ) | {"softmax", "log_softmax"}  # composite: tests/transform/test_legalize.py
-    tested |= {"where", "cast", "clip"} | set(ACTIVATIONS)  # below, and tests/ir/test_nn.py
+    tested |= {"where", "cast", "clip", "argmax", "argmin"} | set(ACTIVATIONS)  # below, test_nn
+    tested |= {"slice", "gather", "squeeze", "unsqueeze", "flatten", "broadcast_to", "expand",
+               "tile", "pad", "identity"}  # tests/ir/test_index.py  # fmt: skip
     assert set(nbyoc.ir.list_ops()) == tested
     for name in nbyoc.ir.list_ops():
         assert callable(getattr(nbyoc, name)), name
@@ -322,3 +324,22 @@ def test_comparison_operators_build_ops_and_equality_stays_identity():
     with pytest.raises(NbyocTypeError, match=r"write nbyoc.equal\(x, y\)"):
         x == y  # noqa: B015
     assert x in [x] and {x: 1}[x] == 1
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("axis", [None, 0, -1])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_argmax_argmin_like_numpy(name, dtype, axis, keepdims):
+    x = arrays_for((3, 4, 5), dtype, np.random.default_rng(10), low=0, high=4)  # ties: first wins
+    if np.dtype(dtype).kind == "f":
+        x[1, 2, 3] = x[2, 0, 1] = np.nan  # the first NaN wins
+    got, t = run(lambda v: nbyoc.call_op(name, v, axis=axis, keepdims=keepdims), x)
+    check(got, t, getattr(np, name)(x, axis=axis, keepdims=keepdims))
+
+
+@pytest.mark.parametrize("name", ["max", "min", "argmax", "argmin"])
+def test_reductions_without_identity_refuse_empty_axes(name):
+    with pytest.raises(NbyocTypeError, match=r"empty|length 0"):
+        nbyoc.call_op(name, nbyoc.var("x", (2, 0)), axis=1)
+    assert nbyoc.prod(nbyoc.var("x", (2, 0)), axis=1).shape == (2,)  # prod of nothing is 1

@@ -210,6 +210,8 @@ C_RULES: dict[str, CRule] = {
     "isinf": CRule(1, body=_by_kind(_const("return isinf(a);"), _const("return 0;"))),
     "where": CRule(3, body=_const("return a ? b : c;")),
     "cast": CRule(1, operator="+"),  # converted to the result type by the macro
+    "identity": CRule(1, operator="+"),
+    "broadcast_to": CRule(1, operator="+"),  # the macros' operand strides broadcast
 }  # fmt: skip
 
 

@@ -14,7 +14,8 @@ its nbyoc name. Extensions, all optional keywords after the guide's fields:
 - ``dtype: <dtype>`` on inputs and ops (default float32, the guide's type);
 - op attributes as ``<name>: <values>``, written by the attribute's kind
   (``nbyoc.ir.attrs``): ``axis: 1 keepdims: 0``, ``newshape: 4 25``,
-  ``alpha: 0.01``, ``mode: reflect``, ``to: float16``, ``none`` for None;
+  ``alpha: 0.01``, ``mode: reflect``, ``to: float16``, ``none`` for None; an
+  attribute named like a node key is prefixed (``attr.shape: 3 6``);
 - ``const <id> shape: <dims> dtype: <dtype> data: <base64>`` (little-endian);
 - ``output <ids>``: the subgraph's results, when they are not just its last node.
 
@@ -47,12 +48,18 @@ def _dims(shape) -> str:
     return "".join(f" {d}" for d in shape)
 
 
+#: The keys of a node line; an op attribute of one of these names is written "attr.<name>:".
+NODE_KEYS = ("inputs", "shape", "dtype")
+ATTR_PREFIX = "attr."
+
+
 def _attrs(call: Call) -> str:
     """`` key: tokens`` per attribute, each written by its kind (``nbyoc.ir.attrs``)."""
     parts = []
     for key, value in call.attrs.items():
         tokens = call.op.attrs[key].to_tokens(value)
-        parts.append(" ".join([f"{key}:", *tokens]))
+        written = ATTR_PREFIX + key if key in NODE_KEYS else key
+        parts.append(" ".join([f"{written}:", *tokens]))
     return (" " + " ".join(parts)) if parts else ""
 
 

@@ -28,7 +28,7 @@ from ...ir.names import check_symbol
 from ...ir.nodes import Call, Constant, Expr, Function, Tuple, Var
 from ...ir.op import get_op, list_ops
 from ...ir.types import TensorType
-from .format import FROM_GUIDE
+from .format import ATTR_PREFIX, FROM_GUIDE, NODE_KEYS
 
 KEYWORDS = ("input", "const", "output")
 
@@ -194,8 +194,9 @@ class _Subgraph:
         shape = tuple(_int(d, "a dimension", line) for d in sections.pop("shape"))
         dtype = self._one(sections.pop("dtype", ["float32"]), "dtype", line)
         attrs = {}
-        for key, values in sections.items():
-            if key not in op.attrs:
+        for written, values in sections.items():
+            key = written[len(ATTR_PREFIX) :] if written.startswith(ATTR_PREFIX) else written
+            if key not in op.attrs or (key in NODE_KEYS) != (written != key):
                 raise ParseError(
                     f"{name} has no attribute {key!r}; it takes {', '.join(op.attrs) or 'none'}",
                     line,

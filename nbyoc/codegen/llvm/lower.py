@@ -49,6 +49,7 @@ from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call, Constant, Expr, Function, Tuple, Var
 from ...ir.op import Op
 from ...ir.ops.elementwise import loop_dtypes
+from ...ir.ops.index import python_slices
 from ...ir.traversal import post_order
 from ...ir.types import TensorType
 from . import rules
@@ -58,7 +59,7 @@ from .stages import StageCall, StageFunctions, emit_calls, lead_axes
 
 #: Ops that are views of their operand (no stage of work): the last part of what llvm
 #: supports, beside rules.SCALAR_RULES and reduce.STAGES.
-VIEWS = ("reshape", "transpose")
+VIEWS = ("reshape", "transpose", "slice")
 #: A fused loop nest holds at most this many ops; a longer run of elementwise ops
 #: continues in the next nest (see ``plan_stages``). LLVM's time on one loop body grows
 #: faster than its length (measured: 300 transcendental-heavy ops in one loop 6.5 s,
@@ -391,6 +392,14 @@ class _Lowering:
             line = f"{name} = {base}.reshape({_shape_literal(node.type.shape)})"
             # A contiguous copy of a read-only view is writeable; the view itself is not.
             self.arrays[node] = ArrayValue(name, node.type, True, readonly and contiguous)
+        elif node.op.name == "slice":
+            subscript = ", ".join(
+                f"{s.start}:{'' if s.stop is None else s.stop}:{s.step}"
+                for s in python_slices(node.attrs)
+            )
+            line = f"{name} = {source}[{subscript}]" if subscript else f"{name} = {source}"
+            # Numba types a sliced array as layout "A", whatever its strides.
+            self.arrays[node] = ArrayValue(name, node.type, not subscript, readonly)
         else:
             axes = node.attrs["axes"]
             if tuple(axes) == tuple(range(len(axes))):

@@ -39,10 +39,19 @@ def reduce_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
     reduced = [d for d in range(len(shape)) if d in axes]
     op, out_dtype, in_dtype = node.op.name, node.type.dtype, x.type.dtype
     value = f"{source}[{_subscript([f'i{d}' for d in range(len(shape))])}]"
-    if op == "max":
-        init = "-np.inf" if dtype_info(in_dtype).is_float else str(dtype_info(in_dtype).min)
-        start = rules.cast(init, in_dtype)
-        update = ["v = " + value, "if v > acc or v != v:", "    acc = v"]
+    if op in ("max", "min"):
+        info = dtype_info(in_dtype)
+        bound = {"max": ("-np.inf", info.min), "min": ("np.inf", info.max)}[op]
+        start = rules.cast(bound[0] if info.is_float else str(bound[1]), in_dtype)
+        better = ">" if op == "max" else "<"
+        update = ["v = " + value, f"if v {better} acc or v != v:", "    acc = v"]
+        result = "acc"
+    elif op == "prod":
+        # Integers multiply in the result dtype (int64/uint64 wrap as NumPy's do); floats
+        # in float64, closer to NumPy's float32 product than a float32 running one.
+        acc_dtype = "float64" if dtype_info(in_dtype).is_float else out_dtype
+        start = rules.cast("1", acc_dtype)
+        update = [f"acc *= {rules.cast(value, acc_dtype)}"]
         result = "acc"
     else:
         acc_dtype = "int64" if dtype_info(in_dtype).is_integer and op == "sum" else "float64"
@@ -58,6 +67,39 @@ def reduce_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
         f"acc = {start}",
         *_loops([shape[d] for d in reduced], update, False, [f"i{d}" for d in reduced]),
         f"{dest}[{_subscript(out_index)}] = {rules.cast(result, out_dtype)}",
+    ]
+    return _loops([shape[d] for d in kept], inner, parallel and bool(kept), [f"i{d}" for d in kept])
+
+
+def arg_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:
+    """argmax / argmin: the first extreme's index along the axis (or of the flattened
+    operand); the first NaN wins, as in NumPy."""
+    (source,) = sources
+    shape = node.args[0].type.shape
+    axis = node.attrs["axis"]
+    reduced = list(range(len(shape))) if axis is None else [axis]
+    kept = [d for d in range(len(shape)) if d not in reduced]
+    better = ">" if node.op.name == "argmax" else "<"
+    value = f"{source}[{_subscript([f'i{d}' for d in range(len(shape))])}]"
+    # The flat position of the element within the reduced axes, in C order.
+    strides = [math.prod(shape[e] for e in reduced if e > d) for d in reduced]
+    position = " + ".join(f"i{d} * {s}" if s != 1 else f"i{d}" for d, s in zip(reduced, strides))
+    first = f"{source}[{_subscript(['0' if d in reduced else f'i{d}' for d in range(len(shape))])}]"
+    update = [
+        "v = " + value,
+        f"if best == best and (v {better} best or v != v):",
+        "    best = v",
+        f"    index = {position}",
+    ]
+    if node.attrs["keepdims"]:
+        out_index = ["0" if d in reduced else f"i{d}" for d in range(len(shape))]
+    else:
+        out_index = [f"i{d}" for d in kept]
+    inner = [
+        f"best = {first}",
+        "index = 0",
+        *_loops([shape[d] for d in reduced], update, False, [f"i{d}" for d in reduced]),
+        f"{dest}[{_subscript(out_index)}] = np.int64(index)",
     ]
     return _loops([shape[d] for d in kept], inner, parallel and bool(kept), [f"i{d}" for d in kept])
 
@@ -127,6 +169,10 @@ STAGES = {
     "sum": reduce_stage,
     "mean": reduce_stage,
     "max": reduce_stage,
+    "min": reduce_stage,
+    "prod": reduce_stage,
+    "argmax": arg_stage,
+    "argmin": arg_stage,
     "matmul": matmul_stage,
     "concatenate": concatenate_stage,
 }

@@ -308,6 +308,8 @@ SCALAR_RULES: dict[str, ScalarRule] = {
     "isinf": _by_kind(_numpy("isinf"), ScalarRule(lambda args, dtype: "np.bool_(False)")),
     "where": ScalarRule(lambda args, dtype: f"({args[1]} if {args[0]} else {args[2]})"),
     "cast": ScalarRule(typed=lambda args, loop, attrs: cast(args[0], loop[-1])),
+    "identity": ScalarRule(_same),
+    "broadcast_to": ScalarRule(_same),  # the loop nest's indexing does the broadcasting
 }
 
 

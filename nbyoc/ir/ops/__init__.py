@@ -6,15 +6,24 @@ spells out (with its own signature and example), else one made from the op's row
 (``nbyoc.ir.builder.op_builder``). So a new row is a new builder, with no other edit.
 
 >>> from nbyoc.ir import ops
->>> ops.softmax.__doc__.splitlines()[0]
-'softmax(x, axis=-1)'
+>>> ops.softmax.__doc__.splitlines()[0], ops.FAMILY_OF["less"]
+('softmax(x, axis=-1)', 'compare')
 """
+
+import importlib
 
 from ..builder import op_builder
 from ..op import list_ops
-from . import compare, elementwise, nn, reduce, tensor
 
-_FAMILIES = (elementwise, compare, reduce, tensor, nn)
+#: The families, in the order their modules register their ops.
+FAMILY_NAMES = ("elementwise", "compare", "reduce", "tensor", "index", "nn")
+#: op name -> the family module that registered it.
+FAMILY_OF: dict[str, str] = {}
+_FAMILIES = []
+for _family in FAMILY_NAMES:
+    _before = set(list_ops())
+    _FAMILIES.append(importlib.import_module(f"{__name__}.{_family}"))
+    FAMILY_OF.update({name: _family for name in list_ops() if name not in _before})
 
 
 def _builder(name: str):

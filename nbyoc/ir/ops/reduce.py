@@ -1,4 +1,5 @@
-"""Reductions: ``sum``, ``mean``, ``max`` over some axes, optionally keeping them.
+"""Reductions: ``sum``, ``mean``, ``max``, ``min``, ``prod`` over some axes, and
+``argmax``, ``argmin`` along one axis (or the flattened tensor), optionally keeping them.
 
 The ``axis`` attribute is stored in normal form: a sorted tuple of
 non-negative axes (``None``, "all axes", becomes every axis), so
@@ -57,7 +58,7 @@ def _reduce_rule(name: str, dtype_rule, needs_identity: bool):
         if needs_identity and any(t.shape[a] == 0 for a in axes):
             raise NbyocTypeError(
                 f"{name}({t!r}): reducing an axis of length 0 has no result "
-                f"(max has no identity); reduce over non-empty axes"
+                f"({name} has no identity); reduce over non-empty axes"
             )
         if keepdims:
             shape = tuple(1 if i in axes else d for i, d in enumerate(t.shape))
@@ -81,7 +82,10 @@ REDUCE_OPS = {
     "sum": (np.sum, accumulate, False, "Sum over ``axis`` (int32 sums to int64, as in NumPy)"),
     "mean": (np.mean, to_float, False, "Arithmetic mean over ``axis``"),
     "max": (np.max, same, True, "Maximum over ``axis`` (NaN propagates)"),
-}
+    "min": (np.min, same, True, "Minimum over ``axis`` (NaN propagates)"),
+    "prod": (np.prod, accumulate, False, "Product over ``axis`` (small integers multiply in "
+             "int64 or uint64, as in NumPy)"),
+}  # fmt: skip
 
 for _name, (_fn, _rule, _identity, _summary) in REDUCE_OPS.items():
     register_op(
@@ -95,6 +99,48 @@ for _name, (_fn, _rule, _identity, _summary) in REDUCE_OPS.items():
             attrs={"axis": Attr("ints", None), "keepdims": Attr("bool", False)},
         )
     )
+
+
+def _arg_rule(name: str):
+    def infer(types, attrs):
+        (t,) = types
+        axis, keepdims = attrs["axis"], attrs["keepdims"]
+        if axis is None:  # the index into the flattened tensor, as NumPy gives it
+            axes = tuple(range(t.ndim))
+        else:
+            axes = normalize_axes(name, t, axis)
+            axis = axes[0]
+        if t.size == 0 or any(t.shape[a] == 0 for a in axes):
+            raise NbyocTypeError(
+                f"{name}({t!r}): an empty sequence has no {name[3:]}imum to point at; "
+                f"reduce over non-empty axes"
+            )
+        if keepdims:
+            shape = tuple(1 if i in axes else d for i, d in enumerate(t.shape))
+        else:
+            shape = tuple(d for i, d in enumerate(t.shape) if i not in axes)
+        return TensorType(shape, "int64"), {"axis": axis, "keepdims": keepdims}
+
+    return infer
+
+
+def _arg_reference(fn):
+    def reference(x, axis, keepdims):
+        return np.asarray(fn(x, axis=axis, keepdims=keepdims), dtype=np.int64)
+
+    return reference
+
+
+for _name, _fn, _summary in [
+    ("argmax", np.argmax, "Index of the first maximum along ``axis`` (None: of the "
+     "flattened tensor); a NaN is the maximum, as in NumPy"),
+    ("argmin", np.argmin, "Index of the first minimum along ``axis`` (None: of the "
+     "flattened tensor); a NaN is the minimum, as in NumPy"),
+]:  # fmt: skip
+    register_op(
+        Op(_name, 1, _arg_rule(_name), _arg_reference(_fn), "reduce", _summary,
+           attrs={"axis": Attr("int", None), "keepdims": Attr("bool", False)})
+    )  # fmt: skip
 
 
 def sum(x, axis=None, keepdims=False):

@@ -1,0 +1,445 @@
+"""Ops that select, reshape or repeat elements: ``slice``, ``gather``, ``squeeze``,
+``unsqueeze``, ``flatten``, ``broadcast_to``, ``expand``, ``tile``, ``pad``, ``identity``,
+and the ``split`` builder. Their attributes follow ONNX's conventions (so a frontend
+maps onto them directly) and are stored in normal form.
+
+Most are defined by decomposition into ``reshape``, ``slice`` and ``concatenate``, so a
+backend needs no rows for them; ``slice`` is a view on llvm, ``identity`` and
+``broadcast_to`` are elementwise copies that fuse into a loop nest.
+
+>>> import nbyoc
+>>> x = nbyoc.var("x", (4, 6))
+>>> x[1:, ::-2].type, nbyoc.unsqueeze(x, (0, 3)).shape, nbyoc.pad(x, (1, 0, 1, 2)).shape
+(Tensor[(3, 3), float32], (1, 4, 6, 1), (6, 8))
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+
+import numpy as np
+
+from ...errors import NbyocTypeError
+from ..attrs import Attr
+from ..builder import call_op, const
+from ..dtypes import dtype_info
+from ..op import Op, register_op
+from ..types import TensorType
+from .elementwise import ELEMENTWISE_LOOPS, broadcast_shapes, register_elementwise
+from .reduce import normalize_axes
+
+
+def _register(name, arity, rule, reference, summary, attrs=None, decompose=None, kind="layout"):
+    register_op(Op(name, arity, rule, reference, kind, summary, attrs=attrs or {},
+                   decompose=decompose))  # fmt: skip
+
+
+# -- slice ------------------------------------------------------------------------------
+
+
+def _clamp(value: int, size: int, step: int) -> int:
+    """ONNX's (and Python's) resolution of a start or end index on an axis of ``size``:
+    negative counts from the end, then clamped to [0, size] (to [-1, size - 1] when
+    stepping backwards, where -1 means "before the first element")."""
+    if value < 0:
+        value += size
+    if step > 0:
+        return builtins.min(builtins.max(value, 0), size)
+    return builtins.min(builtins.max(value, -1), size - 1)
+
+
+def _slice_rule(types, attrs):
+    (t,) = types
+    starts, ends = attrs["starts"], attrs["ends"]
+    axes = attrs["axes"] if attrs["axes"] is not None else tuple(range(len(starts)))
+    steps = attrs["steps"] if attrs["steps"] is not None else (1,) * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise NbyocTypeError(
+            f"slice({t!r}): starts, ends, axes and steps must have one entry per sliced axis "
+            f"(got {len(starts)}, {len(ends)}, {len(axes)}, {len(steps)})"
+        )
+    full_starts, full_ends, full_steps = [0] * t.ndim, list(t.shape), [1] * t.ndim
+    seen = set()
+    for axis, start, end, step in zip(axes, starts, ends, steps):
+        if not -t.ndim <= axis < t.ndim or axis % t.ndim in seen:
+            raise NbyocTypeError(f"slice({t!r}): axis {axis} is out of range or repeated")
+        if step == 0:
+            raise NbyocTypeError(f"slice({t!r}): a step of 0 selects nothing; use 1 or -1")
+        axis %= t.ndim
+        seen.add(axis)
+        size = t.shape[axis]
+        full_starts[axis] = _clamp(start, size, step)
+        full_ends[axis] = _clamp(end, size, step)
+        full_steps[axis] = step
+    # "Before the first element" (-1 when stepping backwards) is stored as -(size + 1),
+    # which resolves to itself: the normal form must survive the rule again.
+    for axis in range(t.ndim):
+        if full_steps[axis] < 0:
+            size = t.shape[axis]
+            full_starts[axis] = -(size + 1) if full_starts[axis] == -1 else full_starts[axis]
+            full_ends[axis] = -(size + 1) if full_ends[axis] == -1 else full_ends[axis]
+    slices = python_slices({"starts": full_starts, "ends": full_ends, "steps": full_steps})
+    shape = [len(range(*sl.indices(d))) for sl, d in zip(slices, t.shape)]
+    normal = {"starts": tuple(full_starts), "ends": tuple(full_ends),
+              "axes": tuple(range(t.ndim)), "steps": tuple(full_steps)}  # fmt: skip
+    return TensorType(shape, t.dtype), normal
+
+
+def python_slices(attrs) -> tuple[builtins.slice, ...]:
+    """The Python slices of a slice call's normal-form attributes (an end of -1 when
+    stepping backwards means "through the first element": None in Python).
+
+    >>> python_slices({"starts": (3,), "ends": (-5,), "steps": (-1,)})
+    (slice(3, None, -1),)
+    """
+    return tuple(
+        builtins.slice(s, None if e < 0 else e, st)
+        for s, e, st in zip(attrs["starts"], attrs["ends"], attrs["steps"])
+    )
+
+
+def _slice_reference(x, starts, ends, axes, steps):
+    return x[python_slices({"starts": starts, "ends": ends, "steps": steps})]
+
+
+_register(
+    "slice", 1, _slice_rule, _slice_reference,
+    "Elements ``starts[i]:ends[i]:steps[i]`` along ``axes[i]`` (ONNX Slice; negative "
+    "indices count from the end, out-of-range ones are clamped)",
+    attrs={"starts": Attr("ints"), "ends": Attr("ints"), "axes": Attr("ints", None),
+           "steps": Attr("ints", None)},
+)  # fmt: skip
+
+
+# -- gather -----------------------------------------------------------------------------
+
+
+def _gather_rule(types, attrs):
+    x, indices = types
+    if not dtype_info(indices.dtype).is_integer:
+        raise NbyocTypeError(f"gather: indices must be integers, got {indices!r}")
+    if x.ndim == 0:
+        raise NbyocTypeError("gather: cannot index a 0-d tensor")
+    (axis,) = normalize_axes("gather", x, attrs["axis"])
+    shape = x.shape[:axis] + indices.shape + x.shape[axis + 1 :]
+    return TensorType(shape, x.dtype), {"axis": axis}
+
+
+def _gather_reference(x, indices, axis):
+    size = x.shape[axis]
+    if indices.size and (indices.min() < -size or indices.max() >= size):
+        raise IndexError(f"gather: an index is out of range for an axis of length {size}")
+    return np.take(x, indices.astype(np.int64), axis=axis)
+
+
+_register("gather", 2, _gather_rule, _gather_reference,
+          "Entries of ``x`` along ``axis`` picked by integer ``indices`` (negative ones count "
+          "from the end), as ``np.take``; an index out of range is an error when it runs",
+          attrs={"axis": Attr("int", 0)})  # fmt: skip
+
+
+# -- reshapes: squeeze, unsqueeze, flatten (decomposed into reshape) ---------------------
+
+
+def _squeeze_shape(t: TensorType, axes) -> tuple[int, ...]:
+    if axes is None:
+        return tuple(d for d in t.shape if d != 1)
+    axes = normalize_axes("squeeze", t, axes)
+    bad = [a for a in axes if t.shape[a] != 1]
+    if bad:
+        raise NbyocTypeError(f"squeeze({t!r}): axes {bad} do not have length 1")
+    return tuple(d for i, d in enumerate(t.shape) if i not in axes)
+
+
+def _unsqueeze_shape(t: TensorType, axes) -> tuple[int, ...]:
+    rank = t.ndim + len(axes)
+    normal = sorted(a % rank if -rank <= a < rank else rank + 99 for a in axes)
+    if normal and (normal[-1] >= rank or len(set(normal)) != len(normal)):
+        raise NbyocTypeError(f"unsqueeze({t!r}): axes {tuple(axes)} are out of range or repeat")
+    dims = iter(t.shape)
+    return tuple(1 if i in normal else next(dims) for i in range(rank))
+
+
+def _flatten_shape(t: TensorType, axis: int) -> tuple[int, ...]:
+    if not -t.ndim <= axis <= t.ndim:
+        raise NbyocTypeError(f"flatten({t!r}): axis {axis} is out of range [{-t.ndim}, {t.ndim}]")
+    axis %= t.ndim + 1
+    return (math.prod(t.shape[:axis]), math.prod(t.shape[axis:]))
+
+
+RESHAPES = {
+    "squeeze": (_squeeze_shape, {"axes": Attr("ints", None)},
+                "Drop axes of length 1 (``axes``: which; None: all)"),
+    "unsqueeze": (_unsqueeze_shape, {"axes": Attr("ints")},
+                  "Insert axes of length 1 at ``axes`` (positions in the result)"),
+    "flatten": (_flatten_shape, {"axis": Attr("int", 1)},
+                "A 2-D view: axes before ``axis`` become rows, the rest columns (ONNX Flatten)"),
+}  # fmt: skip
+
+
+def _reshape_op(name, shape_of):
+    def rule(types, attrs):
+        (t,) = types
+        return TensorType(shape_of(t, *attrs.values()), t.dtype), attrs
+
+    def reference(x, **attrs):
+        return np.reshape(x, shape_of(TensorType(x.shape, x.dtype.name), *attrs.values()))
+
+    def decompose(x, **attrs):
+        return call_op("reshape", x, newshape=shape_of(x.type, *attrs.values()))
+
+    return rule, reference, decompose
+
+
+for _name, (_shape_of, _attrs, _summary) in RESHAPES.items():
+    _rule, _reference, _decompose = _reshape_op(_name, _shape_of)
+    _register(_name, 1, _rule, _reference, _summary, _attrs, _decompose)
+
+
+# -- copies: identity, broadcast_to, expand, tile ------------------------------------------
+
+
+def _identity_loop(dtypes, attrs):
+    return (dtypes[0], dtypes[0])
+
+
+register_elementwise("identity", 1, np.copy, "A copy of ``x``", loop=_identity_loop)
+
+
+def _broadcast_rule(types, attrs):
+    (t,) = types
+    shape = tuple(attrs["shape"])
+    if broadcast_shapes("broadcast_to", (t, TensorType(shape, t.dtype))) != shape:
+        raise NbyocTypeError(f"broadcast_to({t!r}): cannot broadcast to {shape}")
+    return TensorType(shape, t.dtype), {"shape": shape}
+
+
+def _broadcast_reference(x, shape):
+    return np.broadcast_to(x, shape).copy()
+
+
+register_op(Op("broadcast_to", 1, _broadcast_rule, _broadcast_reference, "elementwise",
+               "``x`` repeated along broadcast axes to ``shape`` (NumPy's rules)",
+               attrs={"shape": Attr("ints")}))  # fmt: skip
+ELEMENTWISE_LOOPS["broadcast_to"] = _identity_loop  # a copy: computes in x's dtype
+
+
+def _expand_shape(t: TensorType, shape) -> tuple[int, ...]:
+    return broadcast_shapes("expand", (t, TensorType(tuple(shape), t.dtype)))
+
+
+def _expand_reference(x, shape):
+    return _broadcast_reference(x, _expand_shape(TensorType(x.shape, x.dtype.name), shape))
+
+
+_register(
+    "expand", 1,
+    lambda types, attrs: (TensorType(_expand_shape(types[0], attrs["shape"]), types[0].dtype),
+                          {"shape": tuple(attrs["shape"])}),
+    _expand_reference,
+    "``x`` broadcast together with ``shape`` (ONNX Expand: the result may be larger than both)",
+    {"shape": Attr("ints")},
+    lambda x, shape: call_op("broadcast_to", x, shape=_expand_shape(x.type, shape)),
+)  # fmt: skip
+
+
+def _tile_rule(types, attrs):
+    (t,) = types
+    repeats = tuple(attrs["repeats"])
+    if len(repeats) != t.ndim or any(r < 0 for r in repeats):
+        raise NbyocTypeError(
+            f"tile({t!r}): repeats needs one non-negative count per axis, got {repeats}"
+        )
+    return TensorType(tuple(d * r for d, r in zip(t.shape, repeats)), t.dtype), attrs
+
+
+def _tile_decomposition(x, repeats):
+    for axis, count in enumerate(repeats):
+        if count == 0:
+            x = call_op("slice", x, starts=(0,), ends=(0,), axes=(axis,))
+        elif count > 1:
+            x = call_op("concatenate", *([x] * count), axis=axis)
+    return x
+
+
+_register("tile", 1, _tile_rule, lambda x, repeats: np.tile(x, repeats),
+          "``x`` repeated ``repeats[i]`` times along each axis i (ONNX Tile)",
+          {"repeats": Attr("ints")}, _tile_decomposition)  # fmt: skip
+
+
+# -- pad --------------------------------------------------------------------------------
+
+
+def _pad_pairs(t: TensorType, pads) -> list[tuple[int, int]]:
+    if len(pads) != 2 * t.ndim or any(p < 0 for p in pads):
+        raise NbyocTypeError(
+            f"pad({t!r}): pads holds the {t.ndim} begins then the {t.ndim} ends "
+            f"(non-negative, ONNX's order), got {tuple(pads)}"
+        )
+    return list(zip(pads[: t.ndim], pads[t.ndim :]))
+
+
+def _pad_rule(types, attrs):
+    (t,) = types
+    pairs = _pad_pairs(t, attrs["pads"])
+    for axis, (before, after) in enumerate(pairs):
+        size = t.shape[axis]
+        if attrs["mode"] == "reflect" and builtins.max(before, after) > size - 1:
+            raise NbyocTypeError(
+                f"pad({t!r}): reflect pads axis {axis} (length {size}) by at most {size - 1}"
+            )
+        if attrs["mode"] == "edge" and size == 0 and (before or after):
+            raise NbyocTypeError(f"pad({t!r}): an empty axis has no edge to repeat")
+    shape = tuple(d + b + a for d, (b, a) in zip(t.shape, pairs))
+    return TensorType(shape, t.dtype), {**attrs, "pads": tuple(attrs["pads"])}
+
+
+def _pad_reference(x, pads, mode, value):
+    pairs = _pad_pairs(TensorType(x.shape, x.dtype.name), pads)
+    if mode == "constant":
+        return np.pad(x, pairs, mode="constant", constant_values=x.dtype.type(value))
+    return np.pad(x, pairs, mode=mode)
+
+
+def _pad_decomposition(x, pads, mode, value):
+    pairs = _pad_pairs(x.type, pads)
+    for axis, (before, after) in enumerate(pairs):
+        if not (before or after):
+            continue
+        size = x.type.shape[axis]
+
+        def part(start, end, step=1, x=x, axis=axis):
+            return call_op("slice", x, starts=(start,), ends=(end,), axes=(axis,), steps=(step,))
+
+        def block(count, x=x, axis=axis):
+            shape = list(x.type.shape)
+            shape[axis] = count
+            return const(np.full(shape, value, x.type.dtype))
+
+        if mode == "constant":
+            sides = [block(before), block(after)]
+        elif mode == "edge":
+            first, last = part(0, 1), part(size - 1, size)
+            sides = [
+                call_op("concatenate", *[first] * before, axis=axis) if before else None,
+                call_op("concatenate", *[last] * after, axis=axis) if after else None,
+            ]
+        else:  # reflect: the mirror image without the edge element itself
+            end = size - 2 - after
+            sides = [part(before, 0, -1), part(size - 2, end if end >= 0 else -(size + 1), -1)]
+        pieces = [p for p, n in zip([sides[0], x, sides[1]], [before, 1, after]) if n]
+        x = call_op("concatenate", *pieces, axis=axis)
+    return x
+
+
+_register(
+    "pad", 1, _pad_rule, _pad_reference,
+    "``x`` padded by ``pads`` (the begins of every axis, then the ends, as in ONNX) with "
+    "``value`` (mode constant), its edge values (edge) or its mirror image (reflect)",
+    {"pads": Attr("ints"), "mode": Attr("str", "constant", choices=("constant", "reflect", "edge")),
+     "value": Attr("float", 0.0)},
+    _pad_decomposition,
+)  # fmt: skip
+
+
+# -- split and Python indexing: builders over the ops above ---------------------------------
+
+
+def split(x, sections, axis=0) -> tuple:
+    """``x`` cut along ``axis`` into ``sections`` equal parts (an int) or parts of the given
+    sizes (a list), as a tuple of slices (split has no op of its own).
+
+    >>> import nbyoc
+    >>> [p.shape for p in split(nbyoc.var("x", (2, 7)), [3, 4], axis=1)]
+    [(2, 3), (2, 4)]
+    """
+    (axis,) = normalize_axes("split", x.type, axis)
+    size = x.type.shape[axis]
+    if isinstance(sections, int):
+        if sections <= 0 or size % sections:
+            raise NbyocTypeError(f"split: an axis of length {size} has no {sections} equal parts")
+        sizes = [size // sections] * sections
+    else:
+        sizes = [operator.index(n) for n in sections]
+        if sum(sizes) != size or any(n < 0 for n in sizes):
+            raise NbyocTypeError(f"split: sizes {sizes} do not add up to the axis length {size}")
+    parts, start = [], 0
+    for n in sizes:
+        parts.append(call_op("slice", x, starts=(start,), ends=(start + n,), axes=(axis,)))
+        start += n
+    return tuple(parts)
+
+
+def index(x, key):
+    """``x[key]`` for a tensor-typed graph value, with NumPy's basic indexing (ints,
+    slices, ``...``, ``None``) built from ``slice``, ``reshape`` and one integer-array
+    index (a list, an array or an integer graph value) built as ``gather``.
+
+    >>> import nbyoc
+    >>> x = nbyoc.var("x", (4, 5, 6))
+    >>> x[1, ..., ::2].shape, x[:, [0, 2]].shape, x[None, -1].shape
+    ((5, 3), (4, 2, 6), (1, 5, 6))
+    """
+    from ..nodes import Expr
+
+    key = key if isinstance(key, tuple) else (key,)
+    if builtins.sum(k is Ellipsis for k in key) > 1:
+        raise NbyocTypeError("an index can only have a single ellipsis ('...')")
+    explicit = builtins.sum(k is not None and k is not Ellipsis for k in key)
+    if explicit > x.type.ndim:
+        raise NbyocTypeError(f"too many indices for {x.type!r}: {explicit}")
+    if Ellipsis not in key:
+        key = (*key, Ellipsis)
+    at = key.index(Ellipsis)
+    key = key[:at] + (builtins.slice(None),) * (x.type.ndim - explicit) + key[at + 1 :]
+    starts, ends, axes, steps, shape, gathers = [], [], [], [], [], []
+    axis = 0
+    for k in key:
+        if k is None:
+            shape.append(1)
+            continue
+        size = x.type.shape[axis]
+        if isinstance(k, builtins.slice):
+            start, stop, step = k.indices(size)
+            # Python's resolved -1 means "before the first element" (stepping backwards);
+            # the slice op reads -1 as the last one, and takes -(size + 1) for "before".
+            starts.append(start if start >= 0 else -(size + 1))
+            ends.append(stop if stop >= 0 else -(size + 1))
+            steps.append(step)
+            axes.append(axis)
+            shape.append(len(range(start, stop, step)))
+        elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+            k = operator.index(k)
+            if not -size <= k < size:
+                raise NbyocTypeError(f"index {k} is out of range for axis {axis} of {x.type!r}")
+            k %= size
+            starts.append(k)
+            ends.append(k + 1)
+            steps.append(1)
+            axes.append(axis)
+        elif isinstance(k, (list, np.ndarray, Expr)):
+            gathers.append((axis, len(shape), k))
+            shape.append(None)  # filled by the gather
+        else:
+            raise NbyocTypeError(f"cannot index a graph value with {k!r} ({type(k).__name__})")
+        axis += 1
+    sliced = any((s, e, st) != (0, x.type.shape[a], 1)
+                 for s, e, st, a in zip(starts, ends, steps, axes))  # fmt: skip
+    if gathers:
+        plain = not sliced and None not in key and len(axes) == x.type.ndim - 1
+        if len(gathers) > 1 or not plain:
+            raise NbyocTypeError(
+                "an integer-array index (which becomes gather) combines only with ':' "
+                "on the other axes; index in two steps"
+            )
+        ((source_axis, _, indices),) = gathers
+        return call_op("gather", x, indices, axis=source_axis)
+    out = x
+    if sliced:
+        out = call_op("slice", out, starts=tuple(starts), ends=tuple(ends), axes=tuple(axes),
+                      steps=tuple(steps))  # fmt: skip
+    if tuple(shape) != out.type.shape:
+        out = call_op("reshape", out, newshape=tuple(shape))
+    return out

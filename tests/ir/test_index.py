@@ -1,0 +1,103 @@
+"""slice, gather, squeeze, unsqueeze, flatten, broadcast_to, expand, tile, pad, identity,
+split and Python indexing, against NumPy on the host and on every backend."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nbyoc
+from nbyoc.errors import NbyocTypeError
+from tests.helpers import reload
+
+X = np.arange(4 * 5 * 6, dtype=np.float32).reshape(4, 5, 6) - 50
+Y = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+
+
+def cases(x, y):
+    """(graph value, what NumPy gives) pairs over x (4, 5, 6) and y (4, 6)."""
+    return [
+        (x[1:, ::-2], X[1:, ::-2]), (x[1, ..., ::2], X[1, ..., ::2]), (x[None, -1], X[None, -1]),
+        (x[::-1, 3:0:-1], X[::-1, 3:0:-1]), (x[-10:10, 10:-10], X[-10:10, 10:-10]),
+        (x[:, [0, 2, -1]], X[:, [0, 2, -1]]), (x[..., 2], X[..., 2]),
+        (nbyoc.slice(x, (3,), (-10,), (2,), (-2,)), X[:, :, 3::-2]),
+        (nbyoc.gather(y, np.array([[3, 0], [-1, 1]]), 0), np.take(Y, [[3, 0], [-1, 1]], axis=0)),
+        (nbyoc.pad(y, (1, 0, 1, 2)), np.pad(Y, ((1, 1), (0, 2)))),
+        (nbyoc.pad(y, (1, 0, 1, 2), value=-7.5), np.pad(Y, ((1, 1), (0, 2)), constant_values=-7.5)),
+        (nbyoc.pad(y, (2, 1, 3, 2), "reflect"), np.pad(Y, ((2, 3), (1, 2)), "reflect")),
+        (nbyoc.pad(y, (2, 1, 0, 2), "edge"), np.pad(Y, ((2, 0), (1, 2)), "edge")),
+        (nbyoc.tile(y, (2, 3)), np.tile(Y, (2, 3))), (nbyoc.tile(y, (2, 0)), np.tile(Y, (2, 0))),
+        (nbyoc.squeeze(x[:1]), np.squeeze(X[:1])), (nbyoc.unsqueeze(y, (0, -1)), Y[None, ..., None]),
+        (nbyoc.flatten(x, 2), X.reshape(20, 6)), (nbyoc.flatten(x, 0), X.reshape(1, -1)),
+        (nbyoc.expand(y[:, :1], (2, 4, 3)), np.broadcast_to(Y[:, :1], (2, 4, 3))),
+        (nbyoc.broadcast_to(y[0], (3, 6)), np.broadcast_to(Y[0], (3, 6))),
+        (nbyoc.identity(y) * 2.0, Y * 2),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["host", "llvm", "csource", "examplejson"])
+def test_index_ops_match_numpy(backend):
+    x, y = nbyoc.var("x", X.shape), nbyoc.var("y", Y.shape)
+    built = cases(x, y)
+    fn = reload(nbyoc.compile(nbyoc.function([x, y], [b for b, _ in built]), backend=backend))
+    for (node, want), got in zip(built, fn(X, Y)):
+        assert got.dtype == want.dtype and got.shape == want.shape, node
+        np.testing.assert_array_equal(got, want, err_msg=str(node.op))
+
+
+def test_split_gives_slices():
+    x = nbyoc.var("x", (2, 7))
+    parts = nbyoc.split(x, [3, 4], axis=1)
+    assert [p.op.name for p in parts] == ["slice", "slice"]
+    got = nbyoc.compile(nbyoc.function([x], list(parts)), backend="host")(np.ones((2, 7), "f4"))
+    assert [g.shape for g in got] == [(2, 3), (2, 4)]
+    assert [p.shape for p in nbyoc.split(nbyoc.var("z", (6,)), 3)] == [(2,), (2,), (2,)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=st.lists(st.integers(0, 5), min_size=1, max_size=3),
+    data=st.data(),
+)
+def test_any_basic_slice_is_numpys(shape, data):
+    keys = tuple(
+        slice(data.draw(st.none() | st.integers(-7, 7)), data.draw(st.none() | st.integers(-7, 7)),
+              data.draw(st.sampled_from([None, 1, 2, -1, -3])))
+        for _ in shape
+    )  # fmt: skip
+    array = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)
+    x = nbyoc.var("x", tuple(shape), "int32")
+    view = x[keys]
+    again = nbyoc.parse(str(nbyoc.function([x], view))).body  # the normal form survives
+    assert nbyoc.structural_equal(again, view)
+    got = nbyoc.compile(nbyoc.function([x], view), backend="host")(array)
+    np.testing.assert_array_equal(got, array[keys])
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda x: x[1, 2, 3, 4], "too many indices"),
+        (lambda x: x[9], "out of range"),
+        (lambda x: x["a"], "cannot index a graph value with 'a'"),
+        (lambda x: x[[0], [1]], "only with ':'"),
+        (lambda x: nbyoc.slice(x, (0,), (1,), steps=(0,)), "step of 0"),
+        (lambda x: nbyoc.squeeze(x, 0), "do not have length 1"),
+        (lambda x: nbyoc.pad(x, (1, 1)), "begins then the 3 ends"),
+        (lambda x: nbyoc.pad(x, (0, 0, 6, 0, 0, 0), "reflect"), "reflect pads axis 2"),
+        (lambda x: nbyoc.tile(x, (2,)), "one non-negative count per axis"),
+        (lambda x: nbyoc.broadcast_to(x, (4, 1, 6)), "cannot broadcast"),
+        (lambda x: nbyoc.gather(x, np.array([0.5]), 0), "indices must be integers"),
+        (lambda x: nbyoc.split(x, 3, axis=1), "no 3 equal parts"),
+    ],
+)
+def test_index_errors_say_what_is_wrong(build, message):
+    with pytest.raises(NbyocTypeError, match=message):
+        build(nbyoc.var("x", (4, 5, 6)))
+
+
+def test_gather_out_of_range_is_an_error_when_it_runs():
+    x, i = nbyoc.var("x", (4,)), nbyoc.var("i", (2,), "int64")
+    fn = nbyoc.compile(nbyoc.function([x, i], nbyoc.gather(x, i)), backend="host")
+    with pytest.raises(Exception, match="out of range"):
+        fn(np.zeros(4, np.float32), np.array([0, 4]))
