@@ -155,9 +155,8 @@ def op_builder(name: str):
             attrs[key] = value
         return call_op(name, *operands, **attrs)
 
-    operand_text = {None: "xs", 1: "x", 2: "lhs, rhs"}.get(
-        op.arity, "a, b, c, d"[: 3 * op.arity - 2]
-    )
+    names = {None: "xs", 1: "x", 2: "lhs, rhs"}
+    operand_text = names[op.arity] if op.arity in names else ", ".join("abcdefgh"[: op.arity])
     attr_text = "".join(
         f", {k}" if spec.default is REQUIRED else f", {k}={spec.default!r}"
         for k, spec in op.attrs.items()

@@ -54,3 +54,16 @@ register_elementwise(
     "where", 3, _where, "Elementwise ``x if condition else y``, broadcasting all three",
     loop=_where_loop,
 )  # fmt: skip
+
+
+def where(condition, x, y):
+    """``x`` where ``condition`` holds, else ``y``, broadcasting all three, as ``np.where``.
+
+    >>> import nbyoc
+    >>> v = nbyoc.var("v", (3,))
+    >>> nbyoc.where(v > 0, v, 0.0).type
+    Tensor[(3,), float32]
+    """
+    from ..builder import call_op
+
+    return call_op("where", condition, x, y)

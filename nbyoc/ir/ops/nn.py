@@ -214,3 +214,150 @@ for _name, (_arity, _attrs, _reference, _decomposition, _summary) in ACTIVATIONS
         Op(_name, _arity, _float_activation_rule(_name, _arity), _reference, "elementwise",
            _summary, attrs=_attrs, decompose=_decomposition)
     )  # fmt: skip
+
+
+# -- normalisation, gemm and global pools: defined by decomposition ----------------------
+
+
+def _float_operands(name, types):
+    for t in types:
+        if not dtype_info(t.dtype).is_float:
+            raise NbyocTypeError(f"{name}({t!r}): takes float tensors; cast the input first")
+
+
+def _batch_norm_rule(types, attrs):
+    x, *params = types
+    _float_operands("batch_norm", types)
+    if x.ndim < 2:
+        raise NbyocTypeError(f"batch_norm({x!r}): needs (N, C, ...) input")
+    for t in params:
+        if t.shape != (x.shape[1],):
+            raise NbyocTypeError(
+                f"batch_norm: scale, bias, mean and var must have shape ({x.shape[1]},) "
+                f"(one value per channel), got {t!r}"
+            )
+    return TensorType(x.shape, promote(*(t.dtype for t in types))), attrs
+
+
+def _per_channel(x_ndim: int, value):
+    return call_op("reshape", value, newshape=(-1,) + (1,) * (x_ndim - 2))
+
+
+def _batch_norm(x, scale, bias, mean, var, epsilon):
+    n = x.type.ndim
+    inv = call_op("divide", _per_channel(n, scale),
+                  call_op("sqrt", call_op("add", _per_channel(n, var), epsilon)))  # fmt: skip
+    centred = call_op("subtract", x, _per_channel(n, mean))
+    return call_op("add", call_op("multiply", centred, inv), _per_channel(n, bias))
+
+
+def _batch_norm_reference(x, scale, bias, mean, var, epsilon):
+    shape = (-1,) + (1,) * (x.ndim - 2)
+    s, b, m, v = (np.reshape(p, shape) for p in (scale, bias, mean, var))
+    return (x - m) * (s / np.sqrt(v + v.dtype.type(epsilon))) + b
+
+
+def _layer_norm_rule(types, attrs):
+    x, scale, bias = types
+    _float_operands("layer_norm", types)
+    (axis,) = (normalize_axis("layer_norm", x, attrs["axis"]),)
+    normalized = x.shape[axis:]
+    for t in (scale, bias):
+        if broadcast_shapes("layer_norm", (t, TensorType(normalized, t.dtype))) != normalized:
+            raise NbyocTypeError(
+                f"layer_norm: scale and bias must broadcast to the normalised shape "
+                f"{normalized}, got {t!r}"
+            )
+    return TensorType(x.shape, promote(*(t.dtype for t in types))), {**attrs, "axis": axis}
+
+
+def _layer_norm(x, scale, bias, axis, epsilon):
+    axes = tuple(range(axis, x.type.ndim))
+    centred = call_op("subtract", x, call_op("mean", x, axis=axes, keepdims=True))
+    var = call_op("mean", call_op("multiply", centred, centred), axis=axes, keepdims=True)
+    normed = call_op("divide", centred, call_op("sqrt", call_op("add", var, epsilon)))
+    return call_op("add", call_op("multiply", normed, scale), bias)
+
+
+def _layer_norm_reference(x, scale, bias, axis, epsilon):
+    axes = tuple(range(axis, x.ndim))
+    centred = x - x.mean(axis=axes, keepdims=True)
+    var = (centred * centred).mean(axis=axes, keepdims=True)
+    return centred / np.sqrt(var + var.dtype.type(epsilon)) * scale + bias
+
+
+def _gemm_shapes(types, attrs):
+    a, b, c = types
+    if a.ndim != 2 or b.ndim != 2:
+        raise NbyocTypeError(f"gemm: a and b must be 2-D, got {a!r} and {b!r}")
+    (m, k) = a.shape[::-1] if attrs["trans_a"] else a.shape
+    (k2, n) = b.shape[::-1] if attrs["trans_b"] else b.shape
+    if k != k2:
+        raise NbyocTypeError(f"gemm: inner dimensions differ ({k} vs {k2}) after the transposes")
+    if broadcast_shapes("gemm", (c, TensorType((m, n), c.dtype))) != (m, n):
+        raise NbyocTypeError(f"gemm: c {c!r} does not broadcast to ({m}, {n})")
+    return (m, n)
+
+
+def _gemm_rule(types, attrs):
+    _float_operands("gemm", types)
+    shape = _gemm_shapes(types, attrs)
+    return TensorType(shape, promote(*(t.dtype for t in types))), attrs
+
+
+def _gemm(a, b, c, alpha, beta, trans_a, trans_b):
+    a = call_op("transpose", a) if trans_a else a
+    b = call_op("transpose", b) if trans_b else b
+    product = call_op("matmul", a, b)
+    product = product if alpha == 1.0 else call_op("multiply", product, alpha)
+    return call_op("add", product, c if beta == 1.0 else call_op("multiply", c, beta))
+
+
+def _gemm_reference(a, b, c, alpha, beta, trans_a, trans_b):
+    a = a.T if trans_a else a
+    b = b.T if trans_b else b
+    product = a @ b
+    dtype = product.dtype.type
+    product = product if alpha == 1.0 else product * dtype(alpha)
+    return product + (c if beta == 1.0 else c * np.asarray(c).dtype.type(beta))
+
+
+def _global_pool_rule(name):
+    def infer(types, attrs):
+        (x,) = types
+        if x.ndim < 3:
+            raise NbyocTypeError(f"{name}({x!r}): needs (N, C, spatial...) input")
+        dtype = to_float(x.dtype) if name == "global_avg_pool" else x.dtype
+        return TensorType(x.shape[:2] + (1,) * (x.ndim - 2), dtype), attrs
+
+    return infer
+
+
+def _global_pool(reduction):
+    def decompose(x):
+        return call_op(reduction, x, axis=tuple(range(2, x.type.ndim)), keepdims=True)
+
+    def reference(x):
+        return np.asarray(getattr(np, reduction)(x, axis=tuple(range(2, x.ndim)), keepdims=True))
+
+    return decompose, reference
+
+
+register_op(Op("batch_norm", 5, _batch_norm_rule, _batch_norm_reference, "elementwise",
+               "Inference batch normalisation over axis 1: "
+               "``(x - mean) * scale / sqrt(var + epsilon) + bias``",
+               attrs={"epsilon": Attr("float", 1e-5)}, decompose=_batch_norm))  # fmt: skip
+register_op(Op("layer_norm", 3, _layer_norm_rule, _layer_norm_reference, "reduce",
+               "``(x - mean) / sqrt(var + epsilon) * scale + bias`` over the axes from "
+               "``axis`` to the last", attrs={"axis": Attr("int", -1),
+               "epsilon": Attr("float", 1e-5)}, decompose=_layer_norm))  # fmt: skip
+register_op(Op("gemm", 3, _gemm_rule, _gemm_reference, "matmul",
+               "``alpha * op(a) @ op(b) + beta * c`` with optional transposes (ONNX Gemm)",
+               attrs={"alpha": Attr("float", 1.0), "beta": Attr("float", 1.0),
+                      "trans_a": Attr("bool", False), "trans_b": Attr("bool", False)},
+               decompose=_gemm))  # fmt: skip
+for _name, _reduction in [("global_avg_pool", "mean"), ("global_max_pool", "max")]:
+    _decompose, _reference = _global_pool(_reduction)
+    register_op(Op(_name, 1, _global_pool_rule(_name), _reference, "reduce",
+                   f"The {_reduction} over every spatial axis of (N, C, ...), kept as length 1",
+                   decompose=_decompose))  # fmt: skip

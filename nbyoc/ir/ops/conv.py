@@ -1,0 +1,227 @@
+"""Windowed ops over (N, C, spatial...) tensors: ``conv`` (1-D to 3-D, strides, pads,
+dilations, groups, bias), ``max_pool`` and ``avg_pool``, with ONNX's attributes.
+
+Attributes are stored in normal form: one stride, dilation and kernel size per
+spatial axis, ``pads`` as the begins then the ends, and ``auto_pad`` resolved into
+explicit pads (so ``SAME_UPPER`` and explicit pads that mean the same are one node).
+The NumPy references gather the windows with ``sliding_window_view``; no backend
+lowers these ops yet, so they run on the host (NumPy's BLAS for conv).
+
+>>> import nbyoc
+>>> x, w = nbyoc.var("x", (1, 3, 32, 32)), nbyoc.var("w", (8, 3, 3, 3))
+>>> y = nbyoc.conv(x, w, strides=(2, 2), auto_pad="SAME_UPPER")
+>>> y.shape, y.attrs["pads"]
+((1, 8, 16, 16), (0, 0, 1, 1))
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from ...errors import NbyocTypeError
+from ..attrs import Attr
+from ..dtypes import dtype_info, promote
+from ..op import Op, describe, register_op
+from ..types import TensorType
+
+AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def _per_axis(name: str, what: str, values, count: int, default: int) -> tuple[int, ...]:
+    values = (default,) * count if values is None else tuple(values)
+    if len(values) != count or any(v < 1 for v in values):
+        raise NbyocTypeError(f"{name}: {what} needs {count} positive values, got {values}")
+    return values
+
+
+def window_geometry(name: str, x: TensorType, kernel, attrs) -> dict:
+    """The normal form of a windowed op's attributes and its output's spatial shape."""
+    k = x.ndim - 2
+    if k < 1:
+        raise NbyocTypeError(f"{name}({x!r}): needs (N, C, spatial...) input with a spatial axis")
+    spatial = x.shape[2:]
+    strides = _per_axis(name, "strides", attrs["strides"], k, 1)
+    dilations = _per_axis(name, "dilations", attrs["dilations"], k, 1)
+    extent = [d * (kk - 1) + 1 for d, kk in zip(dilations, kernel)]
+    mode = attrs["auto_pad"]
+    if mode == "NOTSET":
+        pads = (0,) * 2 * k if attrs["pads"] is None else tuple(attrs["pads"])
+        if len(pads) != 2 * k or any(p < 0 for p in pads):
+            raise NbyocTypeError(
+                f"{name}: pads holds {k} begins then {k} ends (non-negative), got {pads}"
+            )
+    elif mode == "VALID":
+        pads = (0,) * 2 * k
+    else:  # SAME_*: the output has ceil(size / stride) elements, the padding split in two
+        begins, ends = [], []
+        for size, s, e in zip(spatial, strides, extent):
+            total = max(0, (math.ceil(size / s) - 1) * s + e - size)
+            small, large = total // 2, total - total // 2
+            begins.append(small if mode == "SAME_UPPER" else large)
+            ends.append(large if mode == "SAME_UPPER" else small)
+        pads = tuple(begins + ends)
+    out = []
+    for axis, (size, s, e) in enumerate(zip(spatial, strides, extent)):
+        padded = size + pads[axis] + pads[k + axis]
+        if padded < e:
+            raise NbyocTypeError(
+                f"{name}({x!r}): the window ({e} elements with dilation) is larger than "
+                f"spatial axis {axis} with its padding ({padded})"
+            )
+        out.append((padded - e) // s + 1)
+    normal = {"strides": strides, "pads": pads, "dilations": dilations, "auto_pad": "NOTSET"}
+    return {"attrs": normal, "spatial": tuple(out)}
+
+
+def _windows(x: np.ndarray, kernel, strides, pads, dilations, fill) -> np.ndarray:
+    """(N, C, *out, *kernel): each output position's window (padding holds ``fill``)."""
+    k = x.ndim - 2
+    x = np.pad(x, [(0, 0), (0, 0), *zip(pads[:k], pads[k:])], constant_values=fill)
+    extent = [d * (kk - 1) + 1 for d, kk in zip(dilations, kernel)]
+    windows = sliding_window_view(x, extent, axis=tuple(range(2, 2 + k)))
+    select = (slice(None), slice(None))
+    select += tuple(slice(None, None, s) for s in strides)
+    select += tuple(slice(None, None, d) for d in dilations)
+    return windows[select]
+
+
+def _window_attrs():
+    return {
+        "strides": Attr("ints", None), "pads": Attr("ints", None),
+        "dilations": Attr("ints", None),
+        "auto_pad": Attr("str", "NOTSET", choices=AUTO_PAD),
+    }  # fmt: skip
+
+
+# -- conv -------------------------------------------------------------------------------
+
+
+def _conv_rule(types, attrs):
+    if len(types) not in (2, 3):
+        raise NbyocTypeError(f"conv takes x, w and an optional bias, got {len(types)} operands")
+    x, w = types[:2]
+    for t in types:
+        if not dtype_info(t.dtype).is_float:
+            raise NbyocTypeError(f"conv({describe(types)}): takes float tensors")
+    group = attrs["group"]
+    if w.ndim != x.ndim or group < 1 or x.shape[1] % group or w.shape[0] % group:
+        raise NbyocTypeError(
+            f"conv({describe(types)}): w must be (M, C / group, kernel...) with the rank of "
+            f"x, and group must divide C and M"
+        )
+    if w.shape[1] * group != x.shape[1]:
+        raise NbyocTypeError(
+            f"conv({describe(types)}): x has {x.shape[1]} channels, w expects "
+            f"{w.shape[1]} x {group} groups"
+        )
+    if len(types) == 3 and types[2].shape != (w.shape[0],):
+        raise NbyocTypeError(f"conv: bias must have shape ({w.shape[0]},), got {types[2]!r}")
+    geometry = window_geometry("conv", x, w.shape[2:], attrs)
+    shape = (x.shape[0], w.shape[0], *geometry["spatial"])
+    return TensorType(shape, promote(*(t.dtype for t in types))), {
+        **geometry["attrs"],
+        "group": group,
+    }
+
+
+def _conv_reference(x, w, *bias, strides, pads, dilations, auto_pad, group):
+    k = x.ndim - 2
+    dtype = np.result_type(x, w, *bias)
+    windows = _windows(x.astype(dtype, copy=False), w.shape[2:], strides, pads, dilations, 0)
+    c, m = w.shape[1], w.shape[0] // group
+    parts = []
+    for g in range(group):
+        part = np.tensordot(
+            windows[:, g * c : (g + 1) * c],
+            w[g * m : (g + 1) * m].astype(dtype, copy=False),
+            axes=([1, *range(2 + k, 2 + 2 * k)], [1, *range(2, 2 + k)]),
+        )  # (N, *out, m)
+        parts.append(np.moveaxis(part, -1, 1))
+    out = np.concatenate(parts, axis=1)
+    if bias:
+        out = out + bias[0].reshape((-1,) + (1,) * k)
+    return out.astype(dtype, copy=False)
+
+
+register_op(Op("conv", None, _conv_rule, _conv_reference, "matmul",
+               "Convolution (cross-correlation, as ONNX Conv) of x (N, C, ...) with w "
+               "(M, C / group, kernel...), plus an optional bias (M,)",
+               attrs={**_window_attrs(), "group": Attr("int", 1)}))  # fmt: skip
+
+
+# -- pools ------------------------------------------------------------------------------
+
+
+def _pool_rule(name: str):
+    def infer(types, attrs):
+        (x,) = types
+        kernel = tuple(attrs["kernel_shape"])
+        if len(kernel) != x.ndim - 2 or any(kk < 1 for kk in kernel):
+            raise NbyocTypeError(
+                f"{name}({x!r}): kernel_shape needs {x.ndim - 2} positive sizes, got {kernel}"
+            )
+        geometry = window_geometry(name, x, kernel, attrs)
+        k = x.ndim - 2
+        if any(p >= kk for p, kk in zip(geometry["attrs"]["pads"], kernel * 2)) and k:
+            raise NbyocTypeError(f"{name}: a pad must be smaller than the kernel")
+        dtype = x.dtype
+        if name == "avg_pool" and not dtype_info(dtype).is_float:
+            raise NbyocTypeError(f"avg_pool({x!r}): takes float tensors")
+        normal = {**attrs, **geometry["attrs"], "kernel_shape": kernel}
+        return TensorType(x.shape[:2] + geometry["spatial"], dtype), normal
+
+    return infer
+
+
+def _max_pool_reference(x, kernel_shape, strides, pads, dilations, auto_pad):
+    info = dtype_info(x.dtype.name)
+    low = -np.inf if info.is_float else info.min
+    k = len(kernel_shape)
+    windows = _windows(x, kernel_shape, strides, pads, dilations, low)
+    axes = tuple(range(2 + k, 2 + 2 * k))
+    out = windows.max(axis=axes)
+    if info.is_float:  # NaN propagates, as ONNX Runtime's and NumPy's max do
+        out = np.where(np.isnan(windows).any(axis=axes), np.nan, out)
+    return out.astype(x.dtype, copy=False)
+
+
+def _avg_pool_reference(x, kernel_shape, strides, pads, dilations, auto_pad, count_include_pad):
+    k = len(kernel_shape)
+    axes = tuple(range(2 + k, 2 + 2 * k))
+    total = _windows(x, kernel_shape, strides, pads, dilations, 0).sum(axis=axes)
+    if count_include_pad:
+        count = math.prod(kernel_shape)
+    else:
+        ones = np.ones((1, 1, *x.shape[2:]), x.dtype)
+        count = _windows(ones, kernel_shape, strides, pads, dilations, 0).sum(axis=axes)
+    return (total / count).astype(x.dtype, copy=False)
+
+
+register_op(Op("max_pool", 1, _pool_rule("max_pool"), _max_pool_reference, "reduce",
+               "The maximum of each window of ``kernel_shape`` (padding never wins)",
+               attrs={"kernel_shape": Attr("ints"), **_window_attrs()}))  # fmt: skip
+register_op(Op("avg_pool", 1, _pool_rule("avg_pool"), _avg_pool_reference, "reduce",
+               "The mean of each window of ``kernel_shape``; padding counts when "
+               "``count_include_pad``",
+               attrs={"kernel_shape": Attr("ints"), **_window_attrs(),
+                      "count_include_pad": Attr("bool", False)}))  # fmt: skip
+
+
+def conv(x, w, bias=None, strides=None, pads=None, dilations=None, group=1, auto_pad="NOTSET"):
+    """Convolution of ``x`` (N, C, ...) with ``w`` (M, C / group, kernel...), plus ``bias``
+    (M,) if given, as ONNX Conv: ``pads`` are the begins then the ends of the spatial axes,
+    ``auto_pad`` one of NOTSET, SAME_UPPER, SAME_LOWER, VALID.
+
+    >>> import nbyoc
+    >>> x, w = nbyoc.var("x", (2, 4, 10)), nbyoc.var("w", (4, 1, 3))
+    >>> nbyoc.conv(x, w, group=4, pads=(1, 1)).shape  # depthwise
+    (2, 4, 10)
+    """
+    from ..builder import call_op
+
+    operands = (x, w) if bias is None else (x, w, bias)
+    return call_op("conv", *operands, strides=strides, pads=pads, dilations=dilations,
+                   group=group, auto_pad=auto_pad)  # fmt: skip

@@ -1,0 +1,183 @@
+"""conv, max_pool, avg_pool, batch_norm, layer_norm, gemm and the global pools against
+oracles written out here with plain loops (slow, obvious), and on every backend."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import nbyoc
+from nbyoc.errors import NbyocTypeError
+from tests.helpers import reload
+
+
+def padded(x, pads, fill):
+    k = x.ndim - 2
+    return np.pad(x, [(0, 0), (0, 0), *zip(pads[:k], pads[k:])], constant_values=fill)
+
+
+def window(xp, n, c, start, strides, dilations, kernel):
+    """The elements of one window of channel c of batch n, as a flat list."""
+    k = len(kernel)
+    out = []
+    for offsets in itertools.product(*(range(kk) for kk in kernel)):
+        idx = tuple(start[d] * strides[d] + offsets[d] * dilations[d] for d in range(k))
+        out.append(xp[(n, c, *idx)])
+    return out
+
+
+def conv_oracle(x, w, bias, strides, pads, dilations, group):
+    k = x.ndim - 2
+    xp = padded(x.astype(np.float64), pads, 0)
+    n_ = x.shape[0]
+    m_, cg = w.shape[:2]
+    kernel = w.shape[2:]
+    out_shape = [
+        (xp.shape[2 + d] - (dilations[d] * (kernel[d] - 1) + 1)) // strides[d] + 1 for d in range(k)
+    ]
+    out = np.zeros((n_, m_, *out_shape))
+    for n, m in itertools.product(range(n_), range(m_)):
+        g = m // (m_ // group)
+        for pos in itertools.product(*(range(o) for o in out_shape)):
+            total = 0.0
+            for ci in range(cg):
+                values = window(xp, n, g * cg + ci, pos, strides, dilations, kernel)
+                total += np.dot(values, w[m, ci].astype(np.float64).reshape(-1))
+            out[(n, m, *pos)] = total + (bias[m] if bias is not None else 0)
+    return out
+
+
+CONV_CASES = [
+    # (x shape, w shape, strides, pads, dilations, group, auto_pad, bias)
+    ((2, 3, 9), (4, 3, 3), (1,), (0, 0), (1,), 1, "NOTSET", True),
+    ((1, 2, 7, 8), (3, 2, 3, 2), (2, 1), (1, 0, 2, 1), (1, 2), 1, "NOTSET", False),
+    ((1, 4, 6, 6), (4, 1, 3, 3), (1, 1), None, (1, 1), 4, "SAME_UPPER", True),  # depthwise
+    ((1, 4, 7, 5), (6, 2, 2, 3), (2, 2), None, (1, 1), 2, "SAME_LOWER", False),
+    ((1, 2, 4, 5, 3), (2, 2, 2, 3, 2), (1, 2, 1), (0, 1, 1, 1, 0, 0), (1, 1, 2), 1, "NOTSET", True),
+    ((2, 2, 6, 6), (2, 2, 3, 3), (1, 1), None, (2, 2), 1, "VALID", False),
+]
+
+
+def _padding_of(x_shape, w_shape, strides, pads, dilations, auto_pad):
+    k = len(x_shape) - 2
+    if auto_pad == "NOTSET":
+        return pads or (0,) * 2 * k
+    if auto_pad == "VALID":
+        return (0,) * 2 * k
+    begins, ends = [], []
+    for size, kk, s, d in zip(x_shape[2:], w_shape, strides, dilations):
+        total = max(0, (math.ceil(size / s) - 1) * s + d * (kk - 1) + 1 - size)
+        lo, hi = total // 2, total - total // 2
+        begins.append(lo if auto_pad == "SAME_UPPER" else hi)
+        ends.append(hi if auto_pad == "SAME_UPPER" else lo)
+    return tuple(begins + ends)
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: f"{len(c[0]) - 2}d-{c[6]}-g{c[5]}")
+def test_conv_matches_the_loop_oracle(case):
+    xs, ws, strides, pads, dilations, group, auto_pad, with_bias = case
+    rng = np.random.default_rng(1)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in (xs, ws, (ws[0],)))
+    params = [nbyoc.var("x", xs), nbyoc.var("w", ws)] + (
+        [nbyoc.var("b", b.shape)] if with_bias else []
+    )
+    y = nbyoc.conv(*params, strides=strides, pads=pads, dilations=dilations, group=group,
+                   auto_pad=auto_pad)  # fmt: skip
+    got = nbyoc.compile(nbyoc.function(params, y), backend="host")(
+        x, w, *([b] if with_bias else [])
+    )
+    full_pads = _padding_of(xs, ws[2:], strides, pads, dilations, auto_pad)
+    want = conv_oracle(x, w, b if with_bias else None, strides, full_pads, dilations, group)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def pool_oracle(x, kernel, strides, pads, dilations, kind, count_include_pad=False):
+    k = len(kernel)
+    fill = -np.inf if kind == "max" else np.nan
+    xp = padded(x.astype(np.float64), pads, fill)
+    out_shape = [(xp.shape[2 + d] - (dilations[d] * (kernel[d] - 1) + 1)) // strides[d] + 1
+                 for d in range(k)]  # fmt: skip
+    out = np.zeros(x.shape[:2] + tuple(out_shape))
+    for n, c in itertools.product(*(range(s) for s in x.shape[:2])):
+        for pos in itertools.product(*(range(o) for o in out_shape)):
+            values = np.array(window(xp, n, c, pos, strides, dilations, kernel))
+            if kind == "max":
+                out[(n, c, *pos)] = values.max()
+            else:
+                real = values[~np.isnan(values)]
+                count = values.size if count_include_pad else real.size
+                out[(n, c, *pos)] = real.sum() / count
+    return out
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize(
+    "shape, kernel, strides, pads, dilations",
+    [((1, 2, 9), (3,), (2,), (1, 1), (1,)), ((2, 3, 7, 6), (3, 2), (2, 1), (1, 0, 1, 1), (1, 2)),
+     ((1, 1, 4, 5, 6), (2, 2, 3), (1, 2, 2), (0, 1, 1, 1, 0, 2), (1, 1, 1))],
+)  # fmt: skip
+@pytest.mark.parametrize("count_include_pad", [False, True])
+def test_pools_match_the_loop_oracle(kind, shape, kernel, strides, pads, dilations,
+                                     count_include_pad):  # fmt: skip
+    if kind == "max" and count_include_pad:
+        pytest.skip("count_include_pad is avg_pool's")
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    v = nbyoc.var("x", shape)
+    extra = {"count_include_pad": count_include_pad} if kind == "avg" else {}
+    y = nbyoc.call_op(f"{kind}_pool", v, kernel_shape=kernel, strides=strides, pads=pads,
+                      dilations=dilations, **extra)  # fmt: skip
+    got = nbyoc.compile(nbyoc.function([v], y), backend="host")(x)
+    want = pool_oracle(x, kernel, strides, pads, dilations, kind, count_include_pad)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_max_pool_lets_nan_win():
+    x = np.array([[[1.0, np.nan, 3.0, 0.0]]], np.float32)
+    v = nbyoc.var("x", x.shape)
+    got = nbyoc.compile(nbyoc.function([v], nbyoc.max_pool(v, (2,), strides=(2,))), "host")(x)
+    np.testing.assert_array_equal(got, [[[np.nan, 3.0]]])
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda x, w: nbyoc.conv(x, nbyoc.var("w", (4, 2, 3, 3))), "x has 3 channels"),
+        (lambda x, w: nbyoc.conv(x, w, group=2), "group must divide"),
+        (lambda x, w: nbyoc.conv(x, w, strides=(1,)), "strides needs 2 positive values"),
+        (lambda x, w: nbyoc.conv(x, w, pads=(1, 1)), "pads holds 2 begins then 2 ends"),
+        (lambda x, w: nbyoc.conv(x, w, auto_pad="SAME"), "auto_pad must be one of"),
+        (lambda x, w: nbyoc.conv(x, nbyoc.var("k", (4, 3, 9, 9))), "window .* is larger"),
+        (lambda x, w: nbyoc.max_pool(x, (2,)), "kernel_shape needs 2 positive sizes"),
+        (lambda x, w: nbyoc.max_pool(x, (2, 2), pads=(2, 0, 0, 0)), "smaller than the kernel"),
+    ],
+)
+def test_windowed_ops_say_what_is_wrong(build, message):
+    with pytest.raises(NbyocTypeError, match=message):
+        build(nbyoc.var("x", (1, 3, 8, 8)), nbyoc.var("w", (4, 3, 3, 3)))
+
+
+@pytest.mark.parametrize("backend", ["host", "llvm", "csource", "examplejson"])
+def test_norms_gemm_and_global_pools_on_every_backend(backend):
+    rng = np.random.default_rng(3)
+    x, s, b, m, v = (nbyoc.var(n, sh) for n, sh in
+                     [("x", (2, 3, 4, 5)), ("s", (3,)), ("b", (3,)), ("m", (3,)), ("v", (3,))])  # fmt: skip
+    a, bb, c = nbyoc.var("a", (4, 6)), nbyoc.var("bb", (5, 6)), nbyoc.var("c", (5,))
+    ls, lb = nbyoc.var("ls", (4, 5)), nbyoc.var("lb", (5,))
+    outs = [nbyoc.batch_norm(x, s, b, m, v, 1e-3), nbyoc.layer_norm(x, ls, lb, axis=2),
+            nbyoc.gemm(a, bb, c, 0.5, 2.0, False, True), nbyoc.global_avg_pool(x),
+            nbyoc.global_max_pool(x)]  # fmt: skip
+    f = nbyoc.function([x, s, b, m, v, a, bb, c, ls, lb], outs)
+    args = [rng.standard_normal(p.type.shape).astype(np.float32) for p in f.params]
+    args[4] = np.abs(args[4])
+    X, S, B, M, V, A, BB, C, LS, LB = (arr.astype(np.float64) for arr in args)
+    per = (slice(None), None, None)
+    mu, var = X.mean((2, 3), keepdims=True), X.var((2, 3), keepdims=True)
+    want = [(X - M[per]) / np.sqrt(V[per] + 1e-3) * S[per] + B[per],
+            (X - mu) / np.sqrt(var + 1e-5) * LS + LB, 0.5 * (A @ BB.T) + 2 * C,
+            X.mean((2, 3), keepdims=True), X.max((2, 3), keepdims=True)]  # fmt: skip
+    got = reload(nbyoc.compile(f, backend=backend))(*args)
+    for g, w_ in zip(got, want):
+        assert g.dtype == np.float32 and g.shape == w_.shape
+        np.testing.assert_allclose(g, w_, rtol=2e-5, atol=2e-5)
