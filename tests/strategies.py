@@ -14,8 +14,36 @@ import nbyoc
 from nbyoc.errors import NbyocTypeError
 
 DTYPES = list(nbyoc.DTYPES)
-BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum"]
-UNARY = ["negative", "abs", "exp", "tanh", "sigmoid", "relu"]
+BINARY = [
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "maximum",
+    "minimum",
+    "floor_divide",
+    "mod",
+    "less",
+    "greater_equal",
+    "logical_and",
+]
+UNARY = [
+    "negative",
+    "abs",
+    "exp",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "floor",
+    "round",
+    "sign",
+    "sin",
+    "isnan",
+    "logical_not",
+]
+#: Casts whose result every backend defines alike (no float -> integer: out of range, C
+#: leaves it undefined).
+SAFE_CASTS = ["bool", "float32", "float64"]
 
 
 @st.composite
@@ -40,7 +68,8 @@ def graphs(draw, max_params: int = 4, max_nodes: int = 8, dtypes=None, min_nodes
     for _ in range(4 * wanted):
         if len(values) - len(params) >= wanted:
             break
-        kind = draw(st.sampled_from(["binary", "binary", "unary", "scalar", "reduce", "layout"]))
+        kind = draw(st.sampled_from(["binary", "binary", "unary", "scalar", "reduce", "layout",
+                                     "where", "cast", "slice", "softmax"]))  # fmt: skip
         x = draw(st.sampled_from(values))
         try:
             if kind == "binary":
@@ -56,6 +85,15 @@ def graphs(draw, max_params: int = 4, max_nodes: int = 8, dtypes=None, min_nodes
                 values.append(op(x, axis=draw(st.integers(0, x.type.ndim - 1)), keepdims=True))
             elif kind == "layout" and x.type.ndim:
                 values.append(nbyoc.transpose(x) if draw(st.booleans()) else nbyoc.reshape(x, -1))
+            elif kind == "where":
+                y, z = draw(st.sampled_from(values)), draw(st.sampled_from(values))
+                values.append(nbyoc.where(nbyoc.less(x, y), y, z))
+            elif kind == "cast":
+                values.append(nbyoc.cast(x, draw(st.sampled_from(SAFE_CASTS))))
+            elif kind == "slice" and x.type.ndim:
+                values.append(x[::-1] if draw(st.booleans()) else x[..., 1:])
+            elif kind == "softmax" and x.type.ndim and np.dtype(x.type.dtype).kind == "f":
+                values.append(nbyoc.softmax(x, axis=-1))
         except NbyocTypeError:
             pass  # the drawn operands do not fit together; skip this step
     computed = values[len(params) :] or values

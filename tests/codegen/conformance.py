@@ -103,17 +103,33 @@ MIXED_PAIRS = [("int32", "float32"), ("int8", "uint8"), ("uint64", "int64"), ("b
                ("uint16", "bool"), ("int64", "float64"), ("uint8", "float16")]  # fmt: skip
 
 
-def dtype_pairs(dtypes) -> list:
-    """Every pair of ``dtypes`` as pytest params: those with themselves and MIXED_PAIRS run
-    by default, the rest are marked slow."""
+#: The dtypes every backend test runs by default where a test is per dtype (the rest
+#: are marked slow): one of each kind and a narrow integer.
+CORE_DTYPES = ("float32", "float64", "int32", "uint8", "bool")
+
+
+def dtype_pairs(dtypes, variants=(None,)) -> list:
+    """Every pair of ``dtypes`` (times each of ``variants``, e.g. fused or not) as pytest
+    params: each dtype with itself and MIXED_PAIRS run by default, other variants than
+    the first only for float32 and int32 with themselves; the rest are marked slow."""
     import pytest
 
     fast = {(d, d) for d in dtypes} | set(MIXED_PAIRS)
-    return [
-        pytest.param(a, b, marks=() if (a, b) in fast else pytest.mark.slow)
-        for a in dtypes
-        for b in dtypes
-    ]
+    params = []
+    for a in dtypes:
+        for b in dtypes:
+            for k, variant in enumerate(variants):
+                quick = (a, b) in fast and (k == 0 or (a == b and a in ("float32", "int32")))
+                values = (a, b) if variant is None else (a, b, variant)
+                params.append(pytest.param(*values, marks=() if quick else pytest.mark.slow))
+    return params
+
+
+def per_dtype(dtypes) -> list:
+    """``dtypes`` as pytest params, those outside CORE_DTYPES marked slow."""
+    import pytest
+
+    return [pytest.param(d, marks=() if d in CORE_DTYPES else pytest.mark.slow) for d in dtypes]
 
 
 def _ext(backend, params, outputs):

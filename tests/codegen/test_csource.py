@@ -133,8 +133,7 @@ def test_fused_option_emits_one_loop_nest_and_no_buffers():
 # -- numbers ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fused", [False, True])
-@pytest.mark.parametrize("da, db", conformance.dtype_pairs(DTYPES))
+@pytest.mark.parametrize("da, db, fused", conformance.dtype_pairs(DTYPES, (False, True)))
 def test_binary_ops_every_dtype_pair_with_broadcasting(da, db, fused):
     check_against_numpy(*conformance.binary_ops("csource", da, db), fused)
 

@@ -63,8 +63,7 @@ def values(shape, dtype, low=1, high=5, seed=0):
 # -- numbers ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fuse", [True, False])
-@pytest.mark.parametrize("da, db", conformance.dtype_pairs(DTYPES))
+@pytest.mark.parametrize("da, db, fuse", conformance.dtype_pairs(DTYPES, (True, False)))
 def test_binary_ops_every_dtype_pair_with_broadcasting(da, db, fuse):
     check_against_numpy(*conformance.binary_ops("llvm", da, db), fuse=fuse)
 
@@ -118,7 +117,7 @@ def test_float16_runs_elsewhere():
         LLVMModule(external([x], [x + x], "llvm_0", "llvm"))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", conformance.per_dtype(DTYPES))
 def test_reductions(dtype):
     x = nbyoc.var("in0", (3, 4, 5), dtype)
     outs = [
