@@ -181,3 +181,84 @@ def test_norms_gemm_and_global_pools_on_every_backend(backend):
     for g, w_ in zip(got, want):
         assert g.dtype == np.float32 and g.shape == w_.shape
         np.testing.assert_allclose(g, w_, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize(
+    "y_shape, w_shape, strides, pads, dilations, group",
+    [((2, 3, 9), (4, 3, 3), (2,), (1, 0), (1,), 1),
+     ((1, 4, 8, 7), (6, 2, 3, 2), (2, 3), (1, 1, 0, 1), (1, 2), 2),
+     ((1, 2, 5, 6, 4), (2, 2, 2, 3, 2), (1, 2, 2), (0, 1, 1, 1, 0, 0), (2, 1, 1), 1)],
+)  # fmt: skip
+def test_conv_transpose_is_the_adjoint_of_conv(y_shape, w_shape, strides, pads, dilations, group):
+    """<conv(y, w), x> = <y, conv_transpose(x, w)> for every x, y: the definition of the
+    transposed convolution, checked without a second implementation."""
+    rng = np.random.default_rng(4)
+    y, w = rng.standard_normal(y_shape), rng.standard_normal(w_shape)
+    attrs = {"strides": strides, "pads": pads, "dilations": dilations, "group": group}
+    yv, wv = nbyoc.var("y", y_shape, "float64"), nbyoc.var("w", w_shape, "float64")
+    forward = nbyoc.conv(yv, wv, **attrs)
+    x = rng.standard_normal(forward.shape)
+    k = len(y_shape) - 2
+    extra = tuple(
+        (y_shape[2 + i] + pads[i] + pads[k + i] - (dilations[i] * (w_shape[2 + i] - 1) + 1))
+        % strides[i] for i in range(k)
+    )  # fmt: skip
+    xv = nbyoc.var("x", forward.shape, "float64")
+    back = nbyoc.conv_transpose(xv, wv, output_padding=extra, **attrs)
+    assert back.shape == y_shape
+    f = nbyoc.function([yv, wv, xv], [forward, back])
+    conv_y, transposed_x = nbyoc.compile(f, backend="host")(y, w, x)
+    np.testing.assert_allclose(np.vdot(conv_y, x), np.vdot(y, transposed_x), rtol=1e-10)
+
+
+def test_conv_transpose_with_bias_and_its_errors():
+    x, w, b = nbyoc.var("x", (1, 4, 3, 3)), nbyoc.var("w", (4, 2, 2, 2)), nbyoc.var("b", (2,))
+    y = nbyoc.conv_transpose(x, w, b, strides=(2, 2))
+    fn = nbyoc.compile(nbyoc.function([x, w, b], y), backend="host")
+    ones = [np.ones(v.type.shape, np.float32) for v in (x, w, b)]
+    np.testing.assert_allclose(fn(*ones), np.full((1, 2, 6, 6), 4 + 1, np.float32))
+    with pytest.raises(NbyocTypeError, match="output_padding must be below the stride"):
+        nbyoc.conv_transpose(x, w, output_padding=(2, 2))
+    with pytest.raises(NbyocTypeError, match="w must be"):
+        nbyoc.conv_transpose(x, nbyoc.var("v", (3, 2, 2, 2)))
+
+
+GRID = np.array([[[[1, 2], [3, 4]]]], np.float32)
+
+
+@pytest.mark.parametrize(
+    "attrs, want",
+    [
+        # ONNX's resize_upsample_scales_nearest and _linear node cases (half_pixel).
+        ({"scales": (1, 1, 2, 3)}, np.repeat(np.repeat(GRID, 2, axis=2), 3, axis=3)[0, 0]),
+        ({"scales": (1, 1, 2, 2), "mode": "linear"},
+         [[1, 1.25, 1.75, 2], [1.5, 1.75, 2.25, 2.5], [2.5, 2.75, 3.25, 3.5], [3, 3.25, 3.75, 4]]),
+        ({"sizes": (1, 1, 3, 3), "mode": "linear", "coordinate_transformation_mode": "align_corners"},
+         [[1, 1.5, 2], [2, 2.5, 3], [3, 3.5, 4]]),
+        ({"sizes": (1, 1, 1, 1), "mode": "linear",
+          "coordinate_transformation_mode": "pytorch_half_pixel"}, [[1]]),
+        ({"scales": (1, 1, 0.6, 0.6), "coordinate_transformation_mode": "asymmetric",
+          "nearest_mode": "floor"}, [[1]]),
+        ({"scales": (1, 1, 1.5, 1.5), "nearest_mode": "round_prefer_ceil"},
+         [[1, 2, 2], [3, 4, 4], [3, 4, 4]]),
+    ],
+)  # fmt: skip
+def test_resize_gives_known_values(attrs, want):
+    x = nbyoc.var("x", GRID.shape)
+    y = nbyoc.resize(x, **attrs)
+    again = nbyoc.parse(str(nbyoc.function([x], y))).body  # the normal form survives
+    assert nbyoc.structural_equal(again, y)
+    got = nbyoc.compile(nbyoc.function([x], y), backend="host")(GRID)
+    np.testing.assert_allclose(got[0, 0], np.asarray(want, np.float32), rtol=1e-6)
+
+
+def test_resize_refuses_what_it_cannot_mean():
+    x = nbyoc.var("x", (1, 1, 2, 2))
+    with pytest.raises(NbyocTypeError, match="give sizes or scales"):
+        nbyoc.resize(x)
+    with pytest.raises(NbyocTypeError, match="scales needs 4 positive values"):
+        nbyoc.resize(x, scales=(2, 2))
+    with pytest.raises(NbyocTypeError, match="linear mode takes float tensors"):
+        nbyoc.resize(nbyoc.var("i", (1, 1, 2, 2), "int32"), scales=(1, 1, 2, 2), mode="linear")
+    with pytest.raises(NbyocTypeError, match="coordinate_transformation_mode must be one of"):
+        nbyoc.resize(x, scales=(1, 1, 2, 2), coordinate_transformation_mode="tf_crop_and_resize")

@@ -235,7 +235,7 @@ def test_every_registered_op_has_a_builder_and_a_test():
     tested |= {"where", "cast", "clip", "argmax", "argmin"} | set(ACTIVATIONS)  # below, test_nn
     tested |= {"slice", "gather", "squeeze", "unsqueeze", "flatten", "broadcast_to", "expand",
                "tile", "pad", "identity"}  # tests/ir/test_index.py  # fmt: skip
-    tested |= {"conv", "max_pool", "avg_pool", "batch_norm", "layer_norm", "gemm",
+    tested |= {"conv", "conv_transpose", "resize", "max_pool", "avg_pool", "batch_norm", "layer_norm", "gemm",
                "global_avg_pool", "global_max_pool"}  # tests/ir/test_conv.py  # fmt: skip
     assert set(nbyoc.ir.list_ops()) == tested
     for name in nbyoc.ir.list_ops():

@@ -1,5 +1,6 @@
-"""Windowed ops over (N, C, spatial...) tensors: ``conv`` (1-D to 3-D, strides, pads,
-dilations, groups, bias), ``max_pool`` and ``avg_pool``, with ONNX's attributes.
+"""Spatial ops over (N, C, spatial...) tensors: ``conv`` (1-D to 3-D, strides, pads,
+dilations, groups, bias), ``conv_transpose``, ``max_pool``, ``avg_pool`` and ``resize``
+(nearest and linear), with ONNX's attributes.
 
 Attributes are stored in normal form: one stride, dilation and kernel size per
 spatial axis, ``pads`` as the begins then the ends, and ``auto_pad`` resolved into
@@ -225,3 +226,170 @@ def conv(x, w, bias=None, strides=None, pads=None, dilations=None, group=1, auto
     operands = (x, w) if bias is None else (x, w, bias)
     return call_op("conv", *operands, strides=strides, pads=pads, dilations=dilations,
                    group=group, auto_pad=auto_pad)  # fmt: skip
+
+
+# -- conv_transpose ------------------------------------------------------------------------
+
+
+def _conv_transpose_rule(types, attrs):
+    if len(types) not in (2, 3):
+        raise NbyocTypeError(
+            f"conv_transpose takes x, w and an optional bias, got {len(types)} operands"
+        )
+    x, w = types[:2]
+    for t in types:
+        if not dtype_info(t.dtype).is_float:
+            raise NbyocTypeError(f"conv_transpose({describe(types)}): takes float tensors")
+    k, group = x.ndim - 2, attrs["group"]
+    if k < 1 or w.ndim != x.ndim or group < 1 or w.shape[0] != x.shape[1] or x.shape[1] % group:
+        raise NbyocTypeError(
+            f"conv_transpose({describe(types)}): w must be (C, M / group, kernel...) with C "
+            f"x's channels, the rank of x, and group dividing C"
+        )
+    m = w.shape[1] * group
+    if len(types) == 3 and types[2].shape != (m,):
+        raise NbyocTypeError(f"conv_transpose: bias must have shape ({m},), got {types[2]!r}")
+    strides = _per_axis("conv_transpose", "strides", attrs["strides"], k, 1)
+    dilations = _per_axis("conv_transpose", "dilations", attrs["dilations"], k, 1)
+    pads = (0,) * 2 * k if attrs["pads"] is None else tuple(attrs["pads"])
+    extra = (0,) * k if attrs["output_padding"] is None else tuple(attrs["output_padding"])
+    if len(pads) != 2 * k or any(p < 0 for p in pads) or len(extra) != k:
+        raise NbyocTypeError(
+            f"conv_transpose: pads holds {k} begins then {k} ends, output_padding {k} values"
+        )
+    if any(e < 0 or e >= max(s, d) for e, s, d in zip(extra, strides, dilations)):
+        raise NbyocTypeError("conv_transpose: output_padding must be below the stride")
+    spatial = tuple(
+        s * (n - 1) + e + d * (kk - 1) + 1 - pads[i] - pads[k + i]
+        for i, (n, s, e, d, kk) in enumerate(zip(x.shape[2:], strides, extra, dilations,
+                                                 w.shape[2:]))
+    )  # fmt: skip
+    if any(n < 1 for n in spatial):
+        raise NbyocTypeError(f"conv_transpose({describe(types)}): the pads leave no output")
+    normal = {"strides": strides, "pads": pads, "dilations": dilations, "group": group,
+              "output_padding": extra}  # fmt: skip
+    return TensorType((x.shape[0], m, *spatial), promote(*(t.dtype for t in types))), normal
+
+
+def _conv_transpose_reference(x, w, *bias, strides, pads, dilations, group, output_padding):
+    k = x.ndim - 2
+    dtype = np.result_type(x, w, *bias)
+    c, mg = x.shape[1] // group, w.shape[1]
+    full = [s * (n - 1) + e + d * (kk - 1) + 1 for n, s, e, d, kk in
+            zip(x.shape[2:], strides, output_padding, dilations, w.shape[2:])]  # fmt: skip
+    out = np.zeros((x.shape[0], mg * group, *full), dtype)
+    for g in range(group):
+        xs = x[:, g * c : (g + 1) * c].astype(dtype, copy=False)
+        ws = w[g * c : (g + 1) * c].astype(dtype, copy=False)
+        # Each kernel tap scatters x * w[tap] onto a strided grid of the output.
+        for tap in np.ndindex(*w.shape[2:]):
+            contribution = np.tensordot(xs, ws[(slice(None), slice(None), *tap)], axes=([1], [0]))
+            target = tuple(slice(t * d, t * d + s * (n - 1) + 1, s) for t, d, s, n in
+                           zip(tap, dilations, strides, x.shape[2:]))  # fmt: skip
+            out[(slice(None), slice(g * mg, (g + 1) * mg), *target)] += np.moveaxis(
+                contribution, -1, 1
+            )
+    crop = tuple(slice(pads[i], full[i] - pads[k + i]) for i in range(k))
+    out = out[(slice(None), slice(None), *crop)]
+    if bias:
+        out = out + bias[0].reshape((-1,) + (1,) * k)
+    return np.ascontiguousarray(out.astype(dtype, copy=False))
+
+
+register_op(Op("conv_transpose", None, _conv_transpose_rule, _conv_transpose_reference, "matmul",
+               "Transposed convolution (ONNX ConvTranspose) of x (N, C, ...) with w "
+               "(C, M / group, kernel...), plus an optional bias (M,)",
+               attrs={"strides": Attr("ints", None), "pads": Attr("ints", None),
+                      "dilations": Attr("ints", None), "group": Attr("int", 1),
+                      "output_padding": Attr("ints", None)}))  # fmt: skip
+
+
+def conv_transpose(x, w, bias=None, strides=None, pads=None, dilations=None, group=1,
+                   output_padding=None):  # fmt: skip
+    """Transposed convolution of ``x`` (N, C, ...) with ``w`` (C, M / group, kernel...),
+    plus ``bias`` (M,) if given, as ONNX ConvTranspose (explicit pads).
+
+    >>> import nbyoc
+    >>> x, w = nbyoc.var("x", (1, 4, 5, 5)), nbyoc.var("w", (4, 2, 3, 3))
+    >>> nbyoc.conv_transpose(x, w, strides=(2, 2), pads=(1, 1, 1, 1), output_padding=(1, 1)).shape
+    (1, 2, 10, 10)
+    """
+    from ..builder import call_op
+
+    operands = (x, w) if bias is None else (x, w, bias)
+    return call_op("conv_transpose", *operands, strides=strides, pads=pads, dilations=dilations,
+                   group=group, output_padding=output_padding)  # fmt: skip
+
+
+# -- resize ------------------------------------------------------------------------------
+
+COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners")
+NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def _resize_rule(types, attrs):
+    (x,) = types
+    sizes, scales = attrs["sizes"], attrs["scales"]
+    if sizes is None and scales is None:
+        raise NbyocTypeError("resize: give sizes or scales (one per axis)")
+    if scales is not None and (len(scales) != x.ndim or any(not v > 0 for v in scales)):
+        raise NbyocTypeError(f"resize({x!r}): scales needs {x.ndim} positive values")
+    if sizes is not None and (len(sizes) != x.ndim or any(n < 0 for n in sizes)):
+        raise NbyocTypeError(f"resize({x!r}): sizes needs {x.ndim} non-negative values")
+    # Normal form holds both: the sizes (from scales, rounded down, if not given) and the
+    # scales the coordinates use (ONNX: the given ones, else output / input).
+    if sizes is None:
+        sizes = tuple(math.floor(n * v) for n, v in zip(x.shape, scales))
+    if scales is None:
+        scales = tuple(out / n if n else 1.0 for out, n in zip(sizes, x.shape))
+    if attrs["mode"] == "linear" and not dtype_info(x.dtype).is_float:
+        raise NbyocTypeError(f"resize({x!r}): linear mode takes float tensors")
+    normal = {**attrs, "sizes": tuple(sizes), "scales": tuple(float(s) for s in scales)}
+    return TensorType(tuple(sizes), x.dtype), normal
+
+
+def _source_coordinates(out_size, in_size, scale, mode) -> np.ndarray:
+    """Where each output position samples the input along one axis (ONNX Resize)."""
+    x = np.arange(out_size, dtype=np.float64)
+    if mode == "align_corners":
+        return x * ((in_size - 1) / (out_size - 1)) if out_size > 1 else np.zeros_like(x)
+    if mode == "asymmetric":
+        return x / scale
+    if mode == "pytorch_half_pixel" and out_size <= 1:
+        return np.zeros_like(x)
+    return (x + 0.5) / scale - 0.5
+
+
+def _resize_reference(x, sizes, scales, mode, coordinate_transformation_mode, nearest_mode):
+    out = x
+    for axis, (n_in, n_out, scale) in enumerate(zip(x.shape, sizes, scales)):
+        if n_in == n_out and scale == 1.0:
+            continue
+        where = _source_coordinates(n_out, n_in, scale, coordinate_transformation_mode)
+        if mode == "nearest":
+            rounding = {"round_prefer_floor": lambda v: np.ceil(v - 0.5),
+                        "round_prefer_ceil": lambda v: np.floor(v + 0.5),
+                        "floor": np.floor, "ceil": np.ceil}[nearest_mode]  # fmt: skip
+            index = np.clip(rounding(where), 0, n_in - 1).astype(np.int64)
+            out = np.take(out, index, axis=axis)
+            continue
+        where = np.clip(where, 0, n_in - 1)  # outside: the edge value (exclude_outside=0)
+        low = np.floor(where).astype(np.int64)
+        high = np.minimum(low + 1, n_in - 1)
+        shape = [1] * out.ndim
+        shape[axis] = n_out
+        frac = (where - low).reshape(shape).astype(out.dtype)
+        a, b = np.take(out, low, axis=axis), np.take(out, high, axis=axis)
+        out = a + (b - a) * frac
+    return np.ascontiguousarray(out.astype(x.dtype, copy=False))
+
+
+register_op(Op("resize", 1, _resize_rule, _resize_reference, "layout",
+               "``x`` resampled to ``sizes`` (or by ``scales``), nearest or (multi)linear, "
+               "with ONNX Resize's coordinate modes",
+               attrs={"sizes": Attr("ints", None), "scales": Attr("floats", None),
+                      "mode": Attr("str", "nearest", choices=("nearest", "linear")),
+                      "coordinate_transformation_mode": Attr("str", "half_pixel",
+                                                             choices=COORDINATE_MODES),
+                      "nearest_mode": Attr("str", "round_prefer_floor",
+                                           choices=NEAREST_MODES)}))  # fmt: skip
