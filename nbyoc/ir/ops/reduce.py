@@ -48,6 +48,17 @@ def normalize_axes(op_name: str, t: TensorType, axis) -> tuple[int, ...]:
     return tuple(normal)
 
 
+def reduced_shape(t: TensorType, axes, keepdims: bool) -> tuple[int, ...]:
+    """The shape left after reducing ``axes`` of ``t`` (kept as length 1 if ``keepdims``).
+
+    >>> reduced_shape(TensorType((2, 3, 4)), (0, 2), True)
+    (1, 3, 1)
+    """
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(t.shape))
+    return tuple(d for i, d in enumerate(t.shape) if i not in axes)
+
+
 def _reduce_rule(name: str, dtype_rule, needs_identity: bool):
     def infer(types, attrs):
         (t,) = types
@@ -60,10 +71,7 @@ def _reduce_rule(name: str, dtype_rule, needs_identity: bool):
                 f"{name}({t!r}): reducing an axis of length 0 has no result "
                 f"({name} has no identity); reduce over non-empty axes"
             )
-        if keepdims:
-            shape = tuple(1 if i in axes else d for i, d in enumerate(t.shape))
-        else:
-            shape = tuple(d for i, d in enumerate(t.shape) if i not in axes)
+        shape = reduced_shape(t, axes, keepdims)
         return TensorType(shape, dtype_rule(t.dtype)), {"axis": axes, "keepdims": keepdims}
 
     return infer
@@ -115,11 +123,10 @@ def _arg_rule(name: str):
                 f"{name}({t!r}): an empty sequence has no {name[3:]}imum to point at; "
                 f"reduce over non-empty axes"
             )
-        if keepdims:
-            shape = tuple(1 if i in axes else d for i, d in enumerate(t.shape))
-        else:
-            shape = tuple(d for i, d in enumerate(t.shape) if i not in axes)
-        return TensorType(shape, "int64"), {"axis": axis, "keepdims": keepdims}
+        return TensorType(reduced_shape(t, axes, keepdims), "int64"), {
+            "axis": axis,
+            "keepdims": keepdims,
+        }
 
     return infer
 
