@@ -68,7 +68,7 @@ def test_binary_ops_every_dtype_pair_with_broadcasting(da, db, fuse):
     check_against_numpy(*conformance.binary_ops("llvm", da, db), fuse=fuse)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", conformance.per_dtype(DTYPES))
 def test_unary_ops_every_dtype(dtype):
     with np.errstate(all="ignore"):
         check_against_numpy(*conformance.unary_ops("llvm", dtype))
