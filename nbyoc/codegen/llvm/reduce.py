@@ -29,13 +29,28 @@ def _subscript(parts) -> str:
     return ", ".join(parts) + ("," if len(parts) == 1 else "")
 
 
+def _reduction_loops(node, shape, reduced, start, update, store, dest, parallel) -> list[str]:
+    """Loops over the kept axes (the outermost may be a prange) around: ``start``, loops
+    over the ``reduced`` axes doing ``update``, then ``dest[...] = store``."""
+    kept = [d for d in range(len(shape)) if d not in reduced]
+    if node.attrs["keepdims"]:
+        out_index = ["0" if d in reduced else f"i{d}" for d in range(len(shape))]
+    else:
+        out_index = [f"i{d}" for d in kept]
+    inner = [
+        *start,
+        *_loops([shape[d] for d in reduced], update, False, [f"i{d}" for d in reduced]),
+        f"{dest}[{_subscript(out_index)}] = {store}",
+    ]
+    return _loops([shape[d] for d in kept], inner, parallel and bool(kept), [f"i{d}" for d in kept])
+
+
 def reduce_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:
     """sum / mean / max of the operand over the node's axes into ``dest``."""
     (source,) = sources
     (x,) = node.args
     shape = x.type.shape
     axes = set(node.attrs["axis"])
-    kept = [d for d in range(len(shape)) if d not in axes]
     reduced = [d for d in range(len(shape)) if d in axes]
     op, out_dtype, in_dtype = node.op.name, node.type.dtype, x.type.dtype
     value = f"{source}[{_subscript([f'i{d}' for d in range(len(shape))])}]"
@@ -59,16 +74,8 @@ def reduce_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
         update = [f"acc += {rules.cast(value, acc_dtype)}"]
         count = math.prod(shape[d] for d in reduced)
         result = f"acc / {float(count)!r}" if op == "mean" else "acc"
-    if node.attrs["keepdims"]:
-        out_index = ["0" if d in axes else f"i{d}" for d in range(len(shape))]
-    else:
-        out_index = [f"i{d}" for d in kept]
-    inner = [
-        f"acc = {start}",
-        *_loops([shape[d] for d in reduced], update, False, [f"i{d}" for d in reduced]),
-        f"{dest}[{_subscript(out_index)}] = {rules.cast(result, out_dtype)}",
-    ]
-    return _loops([shape[d] for d in kept], inner, parallel and bool(kept), [f"i{d}" for d in kept])
+    store = rules.cast(result, out_dtype)
+    return _reduction_loops(node, shape, reduced, [f"acc = {start}"], update, store, dest, parallel)
 
 
 def arg_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:
@@ -78,7 +85,6 @@ def arg_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list
     shape = node.args[0].type.shape
     axis = node.attrs["axis"]
     reduced = list(range(len(shape))) if axis is None else [axis]
-    kept = [d for d in range(len(shape)) if d not in reduced]
     better = ">" if node.op.name == "argmax" else "<"
     value = f"{source}[{_subscript([f'i{d}' for d in range(len(shape))])}]"
     # The flat position of the element within the reduced axes, in C order.
@@ -91,17 +97,8 @@ def arg_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list
         "    best = v",
         f"    index = {position}",
     ]
-    if node.attrs["keepdims"]:
-        out_index = ["0" if d in reduced else f"i{d}" for d in range(len(shape))]
-    else:
-        out_index = [f"i{d}" for d in kept]
-    inner = [
-        f"best = {first}",
-        "index = 0",
-        *_loops([shape[d] for d in reduced], update, False, [f"i{d}" for d in reduced]),
-        f"{dest}[{_subscript(out_index)}] = np.int64(index)",
-    ]
-    return _loops([shape[d] for d in kept], inner, parallel and bool(kept), [f"i{d}" for d in kept])
+    start = [f"best = {first}", "index = 0"]
+    return _reduction_loops(node, shape, reduced, start, update, "np.int64(index)", dest, parallel)
 
 
 def matmul_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:

@@ -420,8 +420,7 @@ def index(x, key):
             steps.append(1)
             axes.append(axis)
         elif isinstance(k, (list, np.ndarray, Expr)):
-            gathers.append((axis, len(shape), k))
-            shape.append(None)  # filled by the gather
+            gathers.append((axis, k))
         else:
             raise NbyocTypeError(f"cannot index a graph value with {k!r} ({type(k).__name__})")
         axis += 1
@@ -434,7 +433,7 @@ def index(x, key):
                 "an integer-array index (which becomes gather) combines only with ':' "
                 "on the other axes; index in two steps"
             )
-        ((source_axis, _, indices),) = gathers
+        ((source_axis, indices),) = gathers
         return call_op("gather", x, indices, axis=source_axis)
     out = x
     if sliced:
