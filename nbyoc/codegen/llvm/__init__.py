@@ -85,8 +85,15 @@ def support_rules() -> dict:
     return {op: _predicate_for(op) for op in lowerable_ops()}
 
 
+def nonempty(call: Call) -> bool:
+    """True if the call's result has elements: Numba's reshape of an empty array view
+    can fail ("total size of new array must be unchanged"), so empty reshapes run
+    elsewhere (found by the random-graph tests: (1, 0) -> (0,))."""
+    return call.type.size > 0
+
+
 #: Ops llvm lowers but takes only under a condition.
-CONDITIONS = {"matmul": small_matmul}
+CONDITIONS = {"matmul": small_matmul, "reshape": nonempty}
 
 for _op, _condition in support_rules().items():
     register_op_support(BACKEND, _op, _condition)
