@@ -69,7 +69,7 @@ def graphs(draw, max_params: int = 4, max_nodes: int = 8, dtypes=None, min_nodes
         if len(values) - len(params) >= wanted:
             break
         kind = draw(st.sampled_from(["binary", "binary", "unary", "scalar", "reduce", "layout",
-                                     "where", "cast", "slice", "softmax"]))  # fmt: skip
+                                     "where", "cast", "slice", "softmax", "gather"]))  # fmt: skip
         x = draw(st.sampled_from(values))
         try:
             if kind == "binary":
@@ -81,7 +81,7 @@ def graphs(draw, max_params: int = 4, max_nodes: int = 8, dtypes=None, min_nodes
                 scalar = draw(st.sampled_from([2, -1, 0.5, 3.0]))
                 values.append(x * scalar if draw(st.booleans()) else scalar - x)
             elif kind == "reduce" and x.type.ndim:
-                op = draw(st.sampled_from([nbyoc.sum, nbyoc.mean, nbyoc.max]))
+                op = draw(st.sampled_from([nbyoc.sum, nbyoc.mean, nbyoc.max, nbyoc.min]))
                 values.append(op(x, axis=draw(st.integers(0, x.type.ndim - 1)), keepdims=True))
             elif kind == "layout" and x.type.ndim:
                 values.append(nbyoc.transpose(x) if draw(st.booleans()) else nbyoc.reshape(x, -1))
@@ -94,6 +94,11 @@ def graphs(draw, max_params: int = 4, max_nodes: int = 8, dtypes=None, min_nodes
                 values.append(x[::-1] if draw(st.booleans()) else x[..., 1:])
             elif kind == "softmax" and x.type.ndim and np.dtype(x.type.dtype).kind == "f":
                 values.append(nbyoc.softmax(x, axis=-1))
+            elif kind == "gather" and x.type.ndim:
+                axis = draw(st.integers(0, x.type.ndim - 1))
+                size = x.type.shape[axis]
+                picks = draw(st.lists(st.integers(-size, size - 1), min_size=1, max_size=4))
+                values.append(nbyoc.gather(x, np.array(picks, np.int64), axis))
         except NbyocTypeError:
             pass  # the drawn operands do not fit together; skip this step
     computed = values[len(params) :] or values

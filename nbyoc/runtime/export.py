@@ -113,6 +113,7 @@ def _export_llvm(modules: dict, path: Path) -> Path:
             f"deprecation since 0.57. Use Executable.save and nbyoc.load instead."
         ) from None
     from ..codegen.llvm.lower import lower
+    from ..codegen.llvm.rules import STORAGE
     from .kernels import load_kernel
 
     name = path.name.split(".")[0]
@@ -127,6 +128,13 @@ def _export_llvm(modules: dict, path: Path) -> Path:
     for symbol, module in modules.items():
         # Serial, and every stage called directly: pycc links what the kernel calls.
         lowered = lower(module.func, module.fuse, sys.maxsize, function_pointers=False)
+        emulated = sorted({t.dtype for t in [*lowered.inputs, *lowered.outputs]} & set(STORAGE))
+        if emulated:  # the kernel takes their bits, which a caller of the library would not
+            raise CompileError(
+                f"@{symbol} takes or returns {', '.join(emulated)}, which an exported llvm "
+                f"library cannot (Numba has no float16); use Executable.save and nbyoc.load, "
+                f"or export for csource"
+            )
         if lowered.constants or lowered.scratch:
             raise CompileError(
                 f"@{symbol} needs constant or scratch arrays, which an AOT function cannot hold; "

@@ -21,6 +21,7 @@ import threading
 import numpy as np
 
 from ..codegen.llvm.lower import Lowered, lower
+from ..codegen.llvm.rules import STORAGE
 from ..errors import ArgumentError, ExecutionError, LoadError, NbyocError
 from ..ir.nodes import Function
 from ..ir.structural import structural_digest
@@ -58,9 +59,35 @@ def compiled_kernel(
                 start_threads()
             module = load_kernel_module(lowered.source)
             trailing = (stage_addresses(module, lowered.addressed),) if lowered.addressed else ()
-            entry = (lowered, getattr(module, lowered.kernel), trailing)
+            entry = (lowered, storage_views(lowered, getattr(module, lowered.kernel)), trailing)
             _COMPILED[key] = entry
     return entry
+
+
+def storage_views(lowered: Lowered, kernel):
+    """``kernel``, or for one with float16 inputs or outputs (which Numba takes as their
+    uint16 bits, ``codegen.llvm.rules.STORAGE``) a function passing those as views.
+    Anything else in those places raises TypeError, as the kernel itself would, so the
+    callers' careful paths report it."""
+    boundary = [*lowered.inputs, *([None] * len(lowered.constants)), *lowered.outputs]
+    views = {
+        k: (np.dtype(t.dtype), np.dtype(STORAGE[t.dtype]))
+        for k, t in enumerate(boundary)
+        if t is not None and t.dtype in STORAGE
+    }
+    if not views:
+        return kernel
+
+    def call(*args):
+        args = list(args)
+        for k, (dtype, storage) in views.items():
+            if getattr(args[k], "dtype", None) != dtype:
+                raise TypeError(f"argument {k} must be a {dtype} array")
+            args[k] = args[k].view(storage)
+        return kernel(*args)
+
+    call.__doc__ = kernel.__doc__
+    return call
 
 
 @register_loader(TYPE_KEY)

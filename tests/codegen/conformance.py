@@ -121,7 +121,7 @@ def _values(shape, dtype, seed=0):
 def accepted(backend, op, *args, **attrs) -> list:
     """``[op(*args)]``, or ``[]`` where the op's type rule (NumPy's) refuses the dtypes
     (subtract and negative of bools; ``tests/ir/test_ops.py`` checks the refusals) or
-    the backend does not claim the call (llvm and float16; tested on its own)."""
+    the backend does not claim the call."""
     try:
         call = nbyoc.call_op(op, *args, **attrs)
     except nbyoc.errors.NbyocTypeError:

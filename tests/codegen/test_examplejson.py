@@ -76,7 +76,7 @@ def test_codegen_then_parse_gives_the_same_graph(f):
 @pytest.mark.parametrize(
     "dtypes",
     [("float32", "float32"), ("int32", "float64"), ("int64", "int32"), ("uint8", "int16"),
-     pytest.param(("bool", "int8"), marks=pytest.mark.slow),
+     ("float16", "int8"), pytest.param(("bool", "int8"), marks=pytest.mark.slow),
      pytest.param(("uint64", "uint32"), marks=pytest.mark.slow)],
 )  # fmt: skip
 def test_every_op_matches_numpy(dtypes):
@@ -106,7 +106,8 @@ def test_every_op_matches_numpy(dtypes):
     expected = HostFunction(f)(*inputs)
     for got, want in zip(run(module, "sub_0", inputs), expected):
         assert got.dtype == want.dtype and got.shape == want.shape
-        np.testing.assert_allclose(got, want, rtol=1e-5)
+        # float16: NumPy's sums round every step in float16, the kernels' once at the end.
+        np.testing.assert_allclose(got, want, rtol=5e-3 if want.dtype == np.float16 else 1e-5)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])

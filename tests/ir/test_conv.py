@@ -6,9 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import nbyoc
 from nbyoc.errors import NbyocTypeError
+from nbyoc.ir.ops.conv import COORDINATE_MODES, NEAREST_MODES
 from tests.helpers import reload
 
 
@@ -93,6 +96,59 @@ def test_conv_matches_the_loop_oracle(case):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+@st.composite
+def window_geometry(draw, max_rank: int = 2):
+    """A random (x shape, kernel, strides, pads, dilations, auto_pad) whose output has at
+    least one element per axis."""
+    k = draw(st.integers(1, max_rank))
+    kernel = tuple(draw(st.integers(1, 3)) for _ in range(k))
+    strides = tuple(draw(st.integers(1, 3)) for _ in range(k))
+    dilations = tuple(draw(st.integers(1, 2)) for _ in range(k))
+    auto_pad = draw(st.sampled_from(["NOTSET", "NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"]))
+    # pads smaller than the kernel (ONNX's rule), so every window touches the input
+    pads = tuple(draw(st.integers(0, kernel[d % k] - 1)) for d in range(2 * k))
+    spatial = []
+    for d in range(k):
+        reach = dilations[d] * (kernel[d] - 1) + 1
+        spatial.append(draw(st.integers(max(1, reach - pads[d] - pads[k + d]), reach + 4)))
+    if auto_pad == "VALID":
+        spatial = [max(n, dilations[d] * (kernel[d] - 1) + 1) for d, n in enumerate(spatial)]
+    return (
+        tuple(spatial),
+        kernel,
+        strides,
+        pads if auto_pad == "NOTSET" else None,
+        dilations,
+        auto_pad,
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(geometry=window_geometry(), groups=st.sampled_from([(1, 1), (2, 1), (2, 2), (3, 3)]),
+       batch=st.integers(1, 2), with_bias=st.booleans())  # fmt: skip
+def test_conv_geometry_matches_the_loop_oracle(geometry, groups, batch, with_bias):
+    """Random kernels, strides, pads (explicit or automatic), dilations and groups
+    (depthwise among them) against the loop oracle."""
+    spatial, kernel, strides, pads, dilations, auto_pad = geometry
+    group, per_group = groups
+    xs = (batch, group * per_group, *spatial)
+    ws = (group * 2, per_group, *kernel)
+    rng = np.random.default_rng(3)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in (xs, ws, (ws[0],)))
+    params = [nbyoc.var("x", xs), nbyoc.var("w", ws)] + (
+        [nbyoc.var("b", b.shape)] if with_bias else []
+    )
+    y = nbyoc.conv(*params, strides=strides, pads=pads, dilations=dilations, group=group,
+                   auto_pad=auto_pad)  # fmt: skip
+    got = nbyoc.compile(nbyoc.function(params, y), backend="host")(
+        x, w, *([b] if with_bias else [])
+    )
+    full_pads = _padding_of(xs, kernel, strides, pads, dilations, auto_pad)
+    want = conv_oracle(x, w, b if with_bias else None, strides, full_pads, dilations, group)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 def pool_oracle(x, kernel, strides, pads, dilations, kind, count_include_pad=False):
     k = len(kernel)
     fill = -np.inf if kind == "max" else np.nan
@@ -119,8 +175,9 @@ def pool_oracle(x, kernel, strides, pads, dilations, kind, count_include_pad=Fal
      ((1, 1, 4, 5, 6), (2, 2, 3), (1, 2, 2), (0, 1, 1, 1, 0, 2), (1, 1, 1))],
 )  # fmt: skip
 @pytest.mark.parametrize("count_include_pad", [False, True])
+@pytest.mark.parametrize("backend", ["host", "llvm", "examplejson"])
 def test_pools_match_the_loop_oracle(kind, shape, kernel, strides, pads, dilations,
-                                     count_include_pad):  # fmt: skip
+                                     count_include_pad, backend):  # fmt: skip
     if kind == "max" and count_include_pad:
         pytest.skip("count_include_pad is avg_pool's")
     x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
@@ -128,16 +185,20 @@ def test_pools_match_the_loop_oracle(kind, shape, kernel, strides, pads, dilatio
     extra = {"count_include_pad": count_include_pad} if kind == "avg" else {}
     y = nbyoc.call_op(f"{kind}_pool", v, kernel_shape=kernel, strides=strides, pads=pads,
                       dilations=dilations, **extra)  # fmt: skip
-    got = nbyoc.compile(nbyoc.function([v], y), backend="host")(x)
+    fn = reload(nbyoc.compile(nbyoc.function([v], y), backend=backend))
+    assert list(fn.runtime_modules) == ([] if backend == "host" else [f"{backend}_0"])
     want = pool_oracle(x, kernel, strides, pads, dilations, kind, count_include_pad)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(fn(x), want, rtol=1e-5, atol=1e-6)
 
 
-def test_max_pool_lets_nan_win():
-    x = np.array([[[1.0, np.nan, 3.0, 0.0]]], np.float32)
-    v = nbyoc.var("x", x.shape)
-    got = nbyoc.compile(nbyoc.function([v], nbyoc.max_pool(v, (2,), strides=(2,))), "host")(x)
-    np.testing.assert_array_equal(got, [[[np.nan, 3.0]]])
+@pytest.mark.parametrize("backend", ["host", "llvm"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_max_pool_lets_nan_win(backend, dtype):
+    x = np.array([[[1.0, np.nan, 3.0, 0.0, -np.inf, -np.inf]]], dtype)
+    v = nbyoc.var("x", x.shape, dtype)
+    f = nbyoc.function([v], nbyoc.max_pool(v, (2,), strides=(2,)))
+    got = nbyoc.compile(f, backend)(x)
+    np.testing.assert_array_equal(got, np.array([[[np.nan, 3.0, -np.inf]]], dtype))
 
 
 @pytest.mark.parametrize(
@@ -243,13 +304,50 @@ GRID = np.array([[[[1, 2], [3, 4]]]], np.float32)
          [[1, 2, 2], [3, 4, 4], [3, 4, 4]]),
     ],
 )  # fmt: skip
-def test_resize_gives_known_values(attrs, want):
+@pytest.mark.parametrize("backend", ["host", "llvm"])
+def test_resize_gives_known_values(attrs, want, backend):
     x = nbyoc.var("x", GRID.shape)
     y = nbyoc.resize(x, **attrs)
     again = nbyoc.parse(str(nbyoc.function([x], y))).body  # the normal form survives
     assert nbyoc.structural_equal(again, y)
-    got = nbyoc.compile(nbyoc.function([x], y), backend="host")(GRID)
-    np.testing.assert_allclose(got[0, 0], np.asarray(want, np.float32), rtol=1e-6)
+    fn = reload(nbyoc.compile(nbyoc.function([x], y), backend=backend))
+    assert list(fn.runtime_modules) == ([] if backend == "host" else ["llvm_0"])
+    np.testing.assert_allclose(fn(GRID)[0, 0], np.asarray(want, np.float32), rtol=1e-6)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 5), min_size=1, max_size=4).map(tuple),
+    factors=st.lists(st.sampled_from([0.5, 0.6, 1.0, 1.5, 2.0, 3.0]), min_size=4, max_size=4),
+    by_sizes=st.booleans(),
+    mode=st.sampled_from(["nearest", "linear"]),
+    coordinates=st.sampled_from(COORDINATE_MODES),
+    nearest=st.sampled_from(NEAREST_MODES),
+    dtype=st.sampled_from(["float32", "float64", "float16", "uint8"]),
+)
+def test_resize_on_llvm_matches_the_host(shape, factors, by_sizes, mode, coordinates, nearest,
+                                         dtype):  # fmt: skip
+    """Random shapes, scales or sizes, modes and dtypes: llvm computes each output's
+    source positions as the host does (nearest: the same elements, exactly)."""
+    if mode == "linear" and dtype == "uint8":
+        dtype = "float32"
+    scales = tuple(factors[: len(shape)])
+    sizes = tuple(max(1, int(n * f)) for n, f in zip(shape, scales))
+    x = nbyoc.var("x", shape, dtype)
+    y = nbyoc.resize(x, sizes=sizes if by_sizes else None, scales=None if by_sizes else scales,
+                     mode=mode, coordinate_transformation_mode=coordinates,
+                     nearest_mode=nearest)  # fmt: skip
+    f = nbyoc.function([x], y)
+    data = (np.random.default_rng(5).uniform(0, 9, shape)).astype(dtype)
+    want = nbyoc.compile(f, backend="host")(data)
+    fn = nbyoc.compile(f, backend="llvm")
+    assert list(fn.runtime_modules) == ["llvm_0"]
+    got = fn(data)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if mode == "nearest":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=2e-3 if dtype == "float16" else 1e-5)
 
 
 def test_resize_refuses_what_it_cannot_mean():
@@ -262,3 +360,23 @@ def test_resize_refuses_what_it_cannot_mean():
         nbyoc.resize(nbyoc.var("i", (1, 1, 2, 2), "int32"), scales=(1, 1, 2, 2), mode="linear")
     with pytest.raises(NbyocTypeError, match="coordinate_transformation_mode must be one of"):
         nbyoc.resize(x, scales=(1, 1, 2, 2), coordinate_transformation_mode="tf_crop_and_resize")
+
+
+@settings(max_examples=10, deadline=None)
+@given(geometry=window_geometry(max_rank=3), kind=st.sampled_from(["max", "avg"]),
+       count_include_pad=st.booleans(), dtype=st.sampled_from(["float32", "float64"]))  # fmt: skip
+def test_pool_geometry_matches_the_loop_oracle(geometry, kind, count_include_pad, dtype):
+    """Random windows on the host and on llvm, against the loop oracle."""
+    spatial, kernel, strides, pads, dilations, auto_pad = geometry
+    shape = (1, 2, *spatial)
+    x = np.random.default_rng(4).standard_normal(shape).astype(dtype)
+    v = nbyoc.var("x", shape, dtype)
+    extra = {"count_include_pad": count_include_pad} if kind == "avg" else {}
+    y = nbyoc.call_op(f"{kind}_pool", v, kernel_shape=kernel, strides=strides, pads=pads,
+                      dilations=dilations, auto_pad=auto_pad, **extra)  # fmt: skip
+    full_pads = _padding_of(shape, kernel, strides, pads, dilations, auto_pad)
+    want = pool_oracle(x, kernel, strides, full_pads, dilations, kind, count_include_pad)
+    for backend in ("host", "llvm"):
+        got = nbyoc.compile(nbyoc.function([v], y), backend=backend)(x)
+        assert got.dtype == x.dtype, backend
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=backend)

@@ -96,8 +96,17 @@ def test_index_errors_say_what_is_wrong(build, message):
         build(nbyoc.var("x", (4, 5, 6)))
 
 
-def test_gather_out_of_range_is_an_error_when_it_runs():
-    x, i = nbyoc.var("x", (4,)), nbyoc.var("i", (2,), "int64")
-    fn = nbyoc.compile(nbyoc.function([x, i], nbyoc.gather(x, i)), backend="host")
-    with pytest.raises(Exception, match="out of range"):
-        fn(np.zeros(4, np.float32), np.array([0, 4]))
+@pytest.mark.parametrize("backend", ["host", "llvm", "examplejson"])
+@pytest.mark.parametrize("dtype", ["int64", "uint64", "int8"])
+def test_gather_out_of_range_is_an_error_when_it_runs(backend, dtype):
+    """Every index is checked before anything is read: past the end, before the start,
+    and a uint64 that would wrap to -1 as an int64."""
+    x, i = nbyoc.var("x", (4, 3)), nbyoc.var("i", (2,), dtype)
+    fn = nbyoc.compile(nbyoc.function([x, i], nbyoc.gather(x, i) * 2.0), backend=backend)
+    data = np.arange(12, dtype=np.float32).reshape(4, 3)
+    ok = np.array([3, 0] if dtype == "uint64" else [-1, 2], dtype)
+    np.testing.assert_array_equal(fn(data, ok), np.take(data, ok.astype(np.int64), axis=0) * 2)
+    bad = [[0, 4], [2**64 - 1, 0]] if dtype == "uint64" else [[0, 4], [-5, 0]]
+    for indices in bad:
+        with pytest.raises(Exception, match="out of range"):
+            fn(data, np.array(indices, dtype))

@@ -102,6 +102,10 @@ def test_export_refuses_what_it_cannot_do(tmp_path):
     ej = nbyoc.compile(nbyoc.function([x], x * 2.0), backend="examplejson")
     with pytest.raises(CompileError, match="no ahead-of-time export for 'examplejson'"):
         ej.export_library(tmp_path / "c.so")
+    h = nbyoc.var("h", (3,), "float16")
+    half = nbyoc.compile(nbyoc.function([h], h * 2.0), backend="llvm")
+    with pytest.raises(CompileError, match="takes or returns float16"):
+        half.export_library(tmp_path / "d.so")
 
 
 def test_a_numba_without_pycc_gets_a_clear_error(tmp_path, monkeypatch):

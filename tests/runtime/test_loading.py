@@ -20,6 +20,10 @@ t = a * b + nbyoc.const(np.linspace(0, 1, 5, dtype=np.float32))
 # str and float attributes (pad's mode, clip's bounds), slices, a decomposed softmax.
 extra = [nbyoc.where(a > 0, a, b), nbyoc.cast(t, "float16"), nbyoc.pad(a, (1, 0, 0, 2), "reflect"),
          nbyoc.clip(t, -0.5, 0.5), a[::-1, 1:], nbyoc.softmax(t, axis=0), nbyoc.floor_divide(a, b)]
+# ... and the ops llvm runs as stages of their own, and float16 arithmetic in its kernels.
+g = nbyoc.reshape(a, (1, 1, 6, 5))
+extra += [nbyoc.gather(a, np.array([5, 0, -1]), 0), nbyoc.max_pool(g, (2, 2)),
+          nbyoc.resize(g, scales=(1.0, 1.0, 2.0, 1.5), mode="linear"), nbyoc.cast(a, "float16") * 2.0]
 base = [(t - b) * t, nbyoc.sum(t, axis=1), nbyoc.relu(t)]
 f = nbyoc.function([a, b], [*base, *extra])
 rng = np.random.default_rng(0)

@@ -24,7 +24,7 @@ from ...runtime.module import builtin_module_class
 from ..registry import register_codegen, register_op_support
 from .lower import VIEWS
 from .reduce import STAGES
-from .rules import LLVM_DTYPES, SCALAR_RULES
+from .rules import SCALAR_RULES
 
 BACKEND = "llvm"
 #: matmul is offloaded only up to this many multiply-adds; beyond, NumPy's BLAS wins.
@@ -54,35 +54,18 @@ def lowerable_ops() -> list[str]:
     return [*SCALAR_RULES, *STAGES, *VIEWS]
 
 
-def computable(call: Call) -> bool:
-    """True if every dtype the call reads or writes is one llvm computes in
-    (``rules.LLVM_DTYPES``: all but float16).
-
-    >>> import nbyoc
-    >>> computable(nbyoc.var("x", (2,), "float16") + 1.0)
-    False
-    """
-    return call.type.dtype in LLVM_DTYPES and all(a.type.dtype in LLVM_DTYPES for a in call.args)
-
-
-def _predicate_for(op: str):
-    extra = CONDITIONS.get(op)
-    if extra is None:
-        return computable
-    return lambda call: computable(call) and extra(call)
-
-
 def support_rules() -> dict:
-    """op -> the predicate under which llvm takes a call of it: its dtypes are ones llvm
-    computes in, and an op's own condition holds. Other backends that run llvm's
-    kernels (examplejson) claim ops by this table.
+    """op -> the predicate under which llvm takes a call of it (``CONDITIONS``), or None
+    where it takes every call (every dtype: float16 is computed in float32, see
+    ``rules.EMULATED``). Other backends that run llvm's kernels (examplejson) claim
+    ops by this table.
 
     >>> import nbyoc
     >>> x = nbyoc.var("x", (4, 4))
-    >>> support_rules()["matmul"](x @ x), support_rules()["add"](x + 1.0)
-    (True, True)
+    >>> support_rules()["matmul"](x @ x), support_rules()["add"]
+    (True, None)
     """
-    return {op: _predicate_for(op) for op in lowerable_ops()}
+    return {op: CONDITIONS.get(op) for op in lowerable_ops()}
 
 
 def nonempty(call: Call) -> bool:

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..._version import __version__
 from ...errors import CompileError
-from ...ir.dtypes import dtype_info
+from ...ir.dtypes import DTYPES, dtype_info
 from ...ir.nodes import Call, Constant, Expr, Function, Tuple, Var
 from ...ir.op import Op
 from ...ir.ops.elementwise import loop_dtypes
@@ -54,7 +54,7 @@ from ...ir.traversal import post_order
 from ...ir.types import TensorType
 from . import rules
 from .reduce import STAGES
-from .rules import LLVM_DTYPES
+from .rules import load, storage_dtype, store, value_dtype
 from .stages import StageCall, StageFunctions, emit_calls, lead_axes
 
 #: Ops that are views of their operand (no stage of work): the last part of what llvm
@@ -72,9 +72,11 @@ MAX_NEST_OPS = 64
 #: 2.1 s as a stage function).
 FUNCTION_MIN_OPS = 8
 
-#: The Numba type of each dtype (Numba names its scalar types as NumPy does, bool aside).
+#: The Numba type of each dtype Numba has (it names its scalar types as NumPy does, bool
+#: aside); float16 values are float32 and its arrays uint16 (``rules.EMULATED``).
 NUMBA_TYPES = {
-    d: "nbt.boolean" if dtype_info(d).kind == "bool" else f"nbt.{d}" for d in LLVM_DTYPES
+    d: "nbt.boolean" if dtype_info(d).kind == "bool" else f"nbt.{d}"
+    for d in {*map(storage_dtype, DTYPES), *map(value_dtype, DTYPES)}
 }
 
 
@@ -137,12 +139,6 @@ class _Lowering:
             )
             if not ok:
                 raise CompileError(f"the llvm backend cannot compile {node!r} in @{self.symbol}")
-            if node.type.dtype not in LLVM_DTYPES:
-                raise CompileError(
-                    f"the llvm backend cannot compute {node.type.dtype} ({node!r} in "
-                    f"@{self.symbol}): Numba has no {node.type.dtype} on the CPU; such calls "
-                    f"run on another backend or the host"
-                )
         self.arrays: dict[Expr, ArrayValue] = {}
         self.literals: dict[Expr, str] = {}
         self.constants: list[np.ndarray] = []
@@ -156,11 +152,18 @@ class _Lowering:
                     self.arrays[node] = ArrayValue(
                         f"c{len(self.constants)}", node.type, readonly=True
                     )
-                    self.constants.append(node.data)
+                    # float16 data as its bits (``rules.STORAGE``).
+                    self.constants.append(node.data.view(storage_dtype(node.type.dtype)))
         self.helpers: set[str] = set()
         self.stages = StageFunctions(pointers)
         self.pending: list[StageCall] = []  # parallel stage calls that may share a prange
         self.parallel = False
+        #: Whether the kernel touches a dtype Numba lacks (float16), and so needs
+        #: ``rules.EMULATION_IMPORT``.
+        self.emulated = any(
+            isinstance(n, (Var, Constant, Call)) and n.type.dtype in rules.STORAGE
+            for n in self.nodes
+        )
 
     # -- planning ---------------------------------------------------------------
 
@@ -274,7 +277,7 @@ class _Lowering:
                 buffers[chosen][1] = max(buffers[chosen][1], t.size, 1)
                 buffers[chosen][2] = last_use[node]
                 dest[node] = (chosen, f"t{len(dest)}")
-        return [(dtype, n) for dtype, n, _ in buffers], dest
+        return [(storage_dtype(dtype), n) for dtype, n, _ in buffers], dest
 
     # -- emitting ---------------------------------------------------------------
 
@@ -319,7 +322,7 @@ class _Lowering:
                 # A 0-d array (a constant passed in, a full reduction) is read once, before
                 # the loop: Numba's parallel loops cannot index one inside a prange.
                 scalars[a] = f"{self.read_array(a)}_scalar"
-                lines.append(f"{scalars[a]} = {self.read_array(a)}[()]")
+                lines.append(f"{scalars[a]} = {load(f'{self.read_array(a)}[()]', a.type.dtype)}")
             else:
                 touched.append(a)
         touched += [n for n in stage.nodes if n in stored]
@@ -351,7 +354,12 @@ class _Lowering:
             expression = rules.scalar_expression(node.op.name, args, dtype, loop, node.attrs)
             inner.append(f"v{k} = {expression}")
         stores = [
-            (names[n], "i0" if flat else _index(stage.shape, n.type.shape), values[n], n.dtype)
+            (
+                names[n],
+                "i0" if flat else _index(stage.shape, n.type.shape),
+                store(values[n], n.dtype),
+                storage_dtype(n.dtype),
+            )
             for n in stage.nodes
             if n in stored
         ]
@@ -359,7 +367,7 @@ class _Lowering:
             inner += [f"{array}[{i}] = {value}" for array, i, value, _ in stores]
             return self.flush() + lines + self.loops(domain, inner)
         types = [self.parameter_type(a, flat) for a in names]
-        types += [NUMBA_TYPES[a.type.dtype] for a in scalars]
+        types += [NUMBA_TYPES[value_dtype(a.type.dtype)] for a in scalars]
         parameters = [*names.values(), *scalars.values()]
         name, address = self.stages.add(parameters, types, domain, inner, stores, len(stage.nodes))
         function = name if address is None else f"p{address}"
@@ -421,7 +429,7 @@ class _Lowering:
         for k, o in enumerate(self.outputs):
             if out_names.get(o) == f"out{k}":
                 continue
-            value = self.read(o, o.type.shape, {}, o.type.dtype)
+            value = store(self.read(o, o.type.shape, {}, o.type.dtype), o.type.dtype)
             idx = _index(o.type.shape, o.type.shape)
             lines += [
                 f"# output {k} is a copy",
@@ -448,9 +456,11 @@ class _Lowering:
         elif scalars and node in scalars:
             text = scalars[node]
         elif arrays and node in arrays:
-            text = f"{arrays[node]}[{'i0' if flat else _index(domain, node.type.shape)}]"
+            index = "i0" if flat else _index(domain, node.type.shape)
+            text = load(f"{arrays[node]}[{index}]", node.type.dtype)
         else:
-            text = f"{self.read_array(node)}[{_index(domain, node.type.shape)}]"
+            index = _index(domain, node.type.shape)
+            text = load(f"{self.read_array(node)}[{index}]", node.type.dtype)
         return text if node.type.dtype == dtype else rules.cast(text, dtype)
 
     def parallel_size(self, shape: tuple[int, ...]) -> bool:
@@ -476,7 +486,8 @@ class _Lowering:
         def add(name, t_dtype, shape, readonly=False):
             args.append(name)
             ro = ", readonly=True" if readonly else ""
-            types.append(f'nbt.Array({NUMBA_TYPES[t_dtype]}, {len(shape)}, "C"{ro})')
+            element = NUMBA_TYPES[storage_dtype(t_dtype)]
+            types.append(f'nbt.Array({element}, {len(shape)}, "C"{ro})')
             if shape:
                 condition = " or ".join(f"{name}.shape[{d}] != {n}" for d, n in enumerate(shape))
                 checks.append(f"if {condition}:")
@@ -515,6 +526,7 @@ class _Lowering:
             "from numba import njit, prange",
             "from numba.core import types as nbt",
             *(["from nbyoc.runtime.jit_address import function_at"] if addressed else []),
+            *([rules.EMULATION_IMPORT] if self.emulated else []),
             "",
             *(rules.HELPERS[h] for h in sorted(self.helpers)),
             *self.stages.source,
@@ -590,4 +602,5 @@ def is_function_stage(stage: Stage) -> bool:
 
 def _array_type(dtype: str, ndim: int, readonly: bool) -> str:
     """The Numba type of a C-contiguous array parameter of a stage function."""
-    return f'nbt.Array({NUMBA_TYPES[dtype]}, {ndim}, "C"{", readonly=True" if readonly else ""})'
+    element = NUMBA_TYPES[storage_dtype(dtype)]
+    return f'nbt.Array({element}, {ndim}, "C"{", readonly=True" if readonly else ""})'

@@ -1,5 +1,6 @@
 """Loops for the llvm kernel's stages that are not elementwise: reductions,
-matmul and concatenate. Each writes its whole result into a destination array.
+matmul and concatenate (gather and the pools: ``windows``). Each writes its whole
+result into a destination array.
 
 Float32 sums accumulate in float64 (closer to NumPy's pairwise sums than a
 float32 running sum); ``max`` lets NaN win, as NumPy does.
@@ -12,21 +13,9 @@ import math
 from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call
 from . import rules
-
-
-def _loops(shape, inner, parallel, names):
-    """Nested loops over ``shape`` with index names ``names`` (outermost may be a prange)."""
-    lines = []
-    for d, (n, name) in enumerate(zip(shape, names)):
-        loop = "prange" if parallel and d == 0 else "range"
-        lines.append("    " * d + f"for {name} in {loop}({n}):")
-    return lines + ["    " * len(shape) + line for line in inner]
-
-
-def _subscript(parts) -> str:
-    if not parts:
-        return "()"
-    return ", ".join(parts) + ("," if len(parts) == 1 else "")
+from .loops import loops as _loops
+from .loops import subscript as _subscript
+from .windows import gather_stage, pool_stage, resize_stage
 
 
 def _reduction_loops(node, shape, reduced, start, update, store, dest, parallel) -> list[str]:
@@ -40,7 +29,7 @@ def _reduction_loops(node, shape, reduced, start, update, store, dest, parallel)
     inner = [
         *start,
         *_loops([shape[d] for d in reduced], update, False, [f"i{d}" for d in reduced]),
-        f"{dest}[{_subscript(out_index)}] = {store}",
+        f"{dest}[{_subscript(out_index)}] = {rules.store(store, node.type.dtype)}",
     ]
     return _loops([shape[d] for d in kept], inner, parallel and bool(kept), [f"i{d}" for d in kept])
 
@@ -53,7 +42,7 @@ def reduce_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
     axes = set(node.attrs["axis"])
     reduced = [d for d in range(len(shape)) if d in axes]
     op, out_dtype, in_dtype = node.op.name, node.type.dtype, x.type.dtype
-    value = f"{source}[{_subscript([f'i{d}' for d in range(len(shape))])}]"
+    value = rules.load(f"{source}[{_subscript([f'i{d}' for d in range(len(shape))])}]", in_dtype)
     if op in ("max", "min"):
         info = dtype_info(in_dtype)
         bound = {"max": ("-np.inf", info.min), "min": ("np.inf", info.max)}[op]
@@ -86,11 +75,13 @@ def arg_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list
     axis = node.attrs["axis"]
     reduced = list(range(len(shape))) if axis is None else [axis]
     better = ">" if node.op.name == "argmax" else "<"
-    value = f"{source}[{_subscript([f'i{d}' for d in range(len(shape))])}]"
+    dtype = node.args[0].type.dtype
+    value = rules.load(f"{source}[{_subscript([f'i{d}' for d in range(len(shape))])}]", dtype)
     # The flat position of the element within the reduced axes, in C order.
     strides = [math.prod(shape[e] for e in reduced if e > d) for d in reduced]
     position = " + ".join(f"i{d} * {s}" if s != 1 else f"i{d}" for d, s in zip(reduced, strides))
-    first = f"{source}[{_subscript(['0' if d in reduced else f'i{d}' for d in range(len(shape))])}]"
+    first_index = _subscript(["0" if d in reduced else f"i{d}" for d in range(len(shape))])
+    first = rules.load(f"{source}[{first_index}]", dtype)
     update = [
         "v = " + value,
         f"if best == best and (v {better} best or v != v):",
@@ -124,15 +115,14 @@ def matmul_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
     a_index = batch_index(a_shape) + (["m"] if a.type.ndim > 1 else []) + ["kk"]
     b_index = batch_index(b_shape) + ["kk"] + (["n"] if b.type.ndim > 1 else [])
     out_index = names + (["m"] if a.type.ndim > 1 else []) + (["n"] if b.type.ndim > 1 else [])
-    update = (
-        f"acc += {rules.cast(f'{a_name}[{_subscript(a_index)}]', acc_dtype)} * "
-        f"{rules.cast(f'{b_name}[{_subscript(b_index)}]', acc_dtype)}"
-    )
+    a_value = rules.load(f"{a_name}[{_subscript(a_index)}]", a.type.dtype)
+    b_value = rules.load(f"{b_name}[{_subscript(b_index)}]", b.type.dtype)
+    update = f"acc += {rules.cast(a_value, acc_dtype)} * {rules.cast(b_value, acc_dtype)}"
     inner = [
         f"acc = {rules.cast('0', acc_dtype)}",
         f"for kk in range({k}):",
         f"    {update}",
-        f"{dest}[{_subscript(out_index)}] = {rules.cast('acc', dtype)}",
+        f"{dest}[{_subscript(out_index)}] = {rules.store(rules.cast('acc', dtype), dtype)}",
     ]
     shape = [
         *batch,
@@ -154,8 +144,10 @@ def concatenate_stage(node: Call, sources: list[str], dest: str, parallel: bool)
         out_index = [
             f"i{d} + {offset}" if d == axis and offset else f"i{d}" for d in range(len(shape))
         ]
-        value = rules.cast(f"{source}[{_subscript(names)}]", dtype)
-        lines += _loops(shape, [f"{dest}[{_subscript(out_index)}] = {value}"], parallel, names)
+        element = f"{source}[{_subscript(names)}]"
+        if arg.type.dtype != dtype:  # same dtype: the stored form is copied as it is
+            element = rules.store(rules.cast(rules.load(element, arg.type.dtype), dtype), dtype)
+        lines += _loops(shape, [f"{dest}[{_subscript(out_index)}] = {element}"], parallel, names)
         offset += shape[axis]
     return lines
 
@@ -172,4 +164,8 @@ STAGES = {
     "argmin": arg_stage,
     "matmul": matmul_stage,
     "concatenate": concatenate_stage,
+    "gather": gather_stage,
+    "max_pool": pool_stage,
+    "avg_pool": pool_stage,
+    "resize": resize_stage,
 }

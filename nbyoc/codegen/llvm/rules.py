@@ -19,11 +19,52 @@ from dataclasses import dataclass
 
 from ...ir.dtypes import DTYPES, dtype_info
 
-#: The dtypes llvm computes in: every one but float16, which Numba cannot compute with
-#: on the CPU (no loads, stores or arithmetic); calls touching float16 run elsewhere.
-LLVM_DTYPES = tuple(d for d in DTYPES if not (dtype_info(d).is_float and dtype_info(d).bits < 32))
-#: The Numba spelling of each dtype's scalar constructor (NumPy's type, np.bool_ for bool).
-NP_TYPES = {d: "np.bool_" if dtype_info(d).kind == "bool" else f"np.{d}" for d in LLVM_DTYPES}
+#: Dtypes Numba cannot compute with on the CPU (no typing, loads, stores or arithmetic):
+#: floats narrower than float32, i.e. float16. A kernel holds their arrays as the bits
+#: (the unsigned integer of the same width) and their values in float32, rounded to the
+#: dtype after every op, as NumPy's own float16 loops do (``nbyoc.runtime.half``).
+EMULATED = tuple(d for d in DTYPES if dtype_info(d).is_float and dtype_info(d).bits < 32)
+#: How the kernel stores each emulated dtype's arrays: its bits, as the unsigned integer
+#: of the same width.
+STORAGE = {
+    d: next(u for u in DTYPES if dtype_info(u).kind == "uint" and dtype_info(u).bits == b)
+    for d, b in ((d, dtype_info(d).bits) for d in EMULATED)
+}
+#: The dtype an emulated dtype's values are computed in.
+VALUE_DTYPE = next(d for d in DTYPES if dtype_info(d).is_float and dtype_info(d).bits == 32)
+#: The Numba spelling of each computed dtype's scalar constructor (NumPy's type,
+#: np.bool_ for bool).
+NP_TYPES = {d: "np.bool_" if dtype_info(d).kind == "bool" else f"np.{d}" for d in DTYPES}
+#: The kernel-module imports the emulated dtypes need.
+EMULATION_IMPORT = "from nbyoc.runtime.half import half_bits, half_value, round_half"
+
+
+def storage_dtype(dtype: str) -> str:
+    """The dtype a kernel's arrays of ``dtype`` are held in (float16: uint16 bits).
+
+    >>> storage_dtype("float16"), storage_dtype("float32")
+    ('uint16', 'float32')
+    """
+    return STORAGE.get(dtype, dtype)
+
+
+def value_dtype(dtype: str) -> str:
+    """The dtype a kernel computes values of ``dtype`` in (float16: float32)."""
+    return VALUE_DTYPE if dtype in STORAGE else dtype
+
+
+def load(element: str, dtype: str) -> str:
+    """Source turning an array element of ``dtype``, as stored, into its value.
+
+    >>> load("a[i0]", "float16"), load("a[i0]", "int8")
+    ('half_value(a[i0])', 'a[i0]')
+    """
+    return f"half_value({element})" if dtype in STORAGE else element
+
+
+def store(value: str, dtype: str) -> str:
+    """Source turning a value of ``dtype`` into what its arrays store."""
+    return f"half_bits({value})" if dtype in STORAGE else value
 
 
 def _exp_wide_source(taylor_degree: int, squarings: int) -> str:
@@ -175,6 +216,14 @@ class ScalarRule:
 
 
 def cast(expression: str, dtype: str) -> str:
+    """Source converting ``expression`` to a value of ``dtype`` (an emulated dtype:
+    rounded to it, held in float32).
+
+    >>> cast("a + b", "int32"), cast("a + b", "float16")
+    ('np.int32(a + b)', 'round_half(a + b)')
+    """
+    if dtype in STORAGE:
+        return f"round_half({expression})"
     return f"{NP_TYPES[dtype]}({expression})"
 
 
@@ -194,10 +243,14 @@ def _wide(op: str, other: ScalarRule) -> ScalarRule:
     helper = f"nbyoc_{op}_f32"
 
     def expression(args, dtype):
-        return f"{helper}({args[0]})" if dtype == "float32" else other.expression(args, dtype)
+        if value_dtype(dtype) == VALUE_DTYPE:  # float32, or float16 computed in float32
+            return cast(f"{helper}({args[0]})", dtype)
+        return other.expression(args, dtype)
 
     def helpers(dtype):
-        return ["nbyoc_exp_wide", helper] if dtype == "float32" else other.helpers(dtype)
+        if value_dtype(dtype) == VALUE_DTYPE:
+            return ["nbyoc_exp_wide", helper]
+        return other.helpers(dtype)
 
     return ScalarRule(expression, helpers)
 
@@ -344,5 +397,5 @@ def literal(value, dtype: str) -> str:
             text = "np.inf" if v > 0 else "-np.inf"
         else:
             text = repr(v)
-        return cast(text, dtype)
+        return cast(text, value_dtype(dtype))  # a float16 value is exact in float32
     return cast(str(int(value)), dtype)

@@ -1,0 +1,157 @@
+"""llvm stages that pick elements by computed positions: ``gather``, the pools
+(``max_pool``, ``avg_pool``) and ``resize``, as loops writing a destination array.
+
+A gather checks every index before it writes anything, so an index out of range
+raises (as NumPy's ``take`` does) instead of reading outside the operand. A pool
+loops over each window's positions and skips those in the padding, so it reads
+only the operand (never a padded copy); ``max_pool`` lets NaN win, ``avg_pool``
+sums in float64 and divides by the window's real elements (or its full size,
+``count_include_pad``). A resize computes each output element's source positions
+from its index with the reference's float64 arithmetic, so nearest picks the same
+elements; linear interpolates all resized axes at once in float64 (the reference
+goes axis by axis in the dtype, so the two agree to rounding).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...ir.dtypes import dtype_info
+from ...ir.nodes import Call
+from . import rules
+from .loops import loops, subscript
+
+
+def gather_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:
+    """``np.take(x, indices, axis)`` into ``dest``; negative indices count from the end."""
+    x_name, index_name = sources
+    x, indices = node.args
+    axis = node.attrs["axis"]
+    size = x.type.shape[axis]
+    index_shape = indices.type.shape
+    j = [f"j{d}" for d in range(len(index_shape))]
+    low = f"index < -{size} or " if dtype_info(indices.type.dtype).kind == "int" else ""
+    check = [
+        f"index = {index_name}[{subscript(j)}]",
+        f"if {low}index >= {size}:",
+        f'    raise IndexError("nbyoc: a gather index is out of range for an axis of length '
+        f'{size}")',
+    ]
+    before = [f"i{d}" for d in range(axis)]
+    after = [f"i{d}" for d in range(axis + 1, x.type.ndim)]
+    copy = [
+        f"k = np.int64({index_name}[{subscript(j)}])",
+        "if k < 0:",
+        f"    k += {size}",
+        f"{dest}[{subscript(before + j + after)}] = {x_name}[{subscript([*before, 'k', *after])}]",
+    ]
+    names = before + j + after
+    return loops(index_shape, check, False, j) + loops(node.type.shape, copy, parallel, names)
+
+
+def pool_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:
+    """max_pool / avg_pool of the (N, C, spatial...) operand into ``dest``."""
+    (source,) = sources
+    (x,) = node.args
+    attrs = node.attrs
+    kernel, strides, dilations = attrs["kernel_shape"], attrs["strides"], attrs["dilations"]
+    k = len(kernel)
+    begins = attrs["pads"][:k]
+    spatial = x.type.shape[2:]
+    dtype = x.type.dtype
+    value = rules.load(f"{source}[{subscript(['n', 'c', *(f'p{d}' for d in range(k))])}]", dtype)
+    if node.op.name == "max_pool":
+        info = dtype_info(dtype)
+        start = rules.cast("-np.inf" if info.is_float else str(info.min), dtype)
+        update = ["v = " + value, "if v > acc or v != v:", "    acc = v"]
+        result = "acc"
+    else:
+        start = rules.cast("0", "float64")
+        update = [f"acc += {rules.cast(value, 'float64')}", "count += 1"]
+        full = float(math.prod(kernel))
+        result = f"acc / {full!r}" if attrs["count_include_pad"] else "acc / count"
+    # Each kernel axis: its input position, skipped when it falls in the padding.
+    window: list[str] = []
+    for d in range(k):
+        pad = "    " * d
+        position = f"o{d} * {strides[d]} - {begins[d]} + q{d} * {dilations[d]}"
+        window += [
+            f"{pad}for q{d} in range({kernel[d]}):",
+            f"{pad}    p{d} = {position}",
+            f"{pad}    if p{d} < 0 or p{d} >= {spatial[d]}:",
+            f"{pad}        continue",
+        ]
+    window += ["    " * k + line for line in update]
+    out = subscript(["n", "c", *(f"o{d}" for d in range(k))])
+    inner = [
+        f"acc = {start}",
+        "count = 0",
+        *window,
+        f"{dest}[{out}] = {rules.store(rules.cast(result, node.type.dtype), node.type.dtype)}",
+    ]
+    names = ["n", "c", *(f"o{d}" for d in range(k))]
+    return loops(node.type.shape, inner, parallel, names)
+
+
+def _coordinate(o: str, n_in: int, n_out: int, scale: float, mode: str) -> str:
+    """Source of where output position ``o`` samples the input along one axis, in
+    float64 and in the same operations as the reference (so the same numbers)."""
+    if mode == "align_corners":
+        return f"{o} * {(n_in - 1) / (n_out - 1)!r}" if n_out > 1 else "0.0"
+    if mode == "asymmetric":
+        return f"{o} / {scale!r}"
+    if mode == "pytorch_half_pixel" and n_out <= 1:
+        return "0.0"
+    return f"({o} + 0.5) / {scale!r} - 0.5"
+
+
+#: ONNX Resize's nearest modes as float64 source rounding ``v``.
+NEAREST = {
+    "round_prefer_floor": "np.ceil({v} - 0.5)",
+    "round_prefer_ceil": "np.floor({v} + 0.5)",
+    "floor": "np.floor({v})",
+    "ceil": "np.ceil({v})",
+}
+
+
+def resize_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:
+    """resize (nearest, or multilinear over the resized axes in float64) into ``dest``:
+    each output element computes its source positions from its own index."""
+    (source,) = sources
+    (x,) = node.args
+    attrs = node.attrs
+    mode, coordinates = attrs["mode"], attrs["coordinate_transformation_mode"]
+    dtype = x.type.dtype
+    inner: list[str] = []
+    resized = []  # axes whose samples are interpolated (linear)
+    for d, (n_in, n_out, scale) in enumerate(zip(x.type.shape, attrs["sizes"], attrs["scales"])):
+        if n_in == n_out and scale == 1.0:
+            inner.append(f"a{d} = o{d}")
+            continue
+        where = _coordinate(f"np.float64(o{d})", n_in, n_out, scale, coordinates)
+        if mode == "nearest":
+            rounded = NEAREST[attrs["nearest_mode"]].format(v=where)
+            inner.append(f"a{d} = np.int64(min(max({rounded}, 0.0), {float(n_in - 1)!r}))")
+            continue
+        resized.append(d)
+        inner += [
+            f"w{d} = min(max({where}, 0.0), {float(n_in - 1)!r})",  # outside: the edge
+            f"a{d} = np.int64(np.floor(w{d}))",
+            f"b{d} = min(a{d} + 1, {n_in - 1})",
+            f"f{d} = w{d} - a{d}",
+        ]
+    axes = range(x.type.ndim)
+    if not resized:
+        element = f"{source}[{subscript([f'a{d}' for d in axes])}]"  # copied as stored
+        inner.append(f"{dest}[{subscript([f'o{d}' for d in axes])}] = {element}")
+        return loops(node.type.shape, inner, parallel, [f"o{d}" for d in axes])
+    inner.append("acc = 0.0")
+    for corner in range(1 << len(resized)):
+        high = {d: bool(corner >> k & 1) for k, d in enumerate(resized)}
+        weight = " * ".join(f"f{d}" if high[d] else f"(1.0 - f{d})" for d in resized)
+        index = [(f"b{d}" if high[d] else f"a{d}") if d in high else f"a{d}" for d in axes]
+        element = rules.load(f"{source}[{subscript(index)}]", dtype)
+        inner.append(f"acc += {weight} * {rules.cast(element, 'float64')}")
+    stored = rules.store(rules.cast("acc", dtype), dtype)
+    inner.append(f"{dest}[{subscript([f'o{d}' for d in axes])}] = {stored}")
+    return loops(node.type.shape, inner, parallel, [f"o{d}" for d in axes])
