@@ -77,10 +77,9 @@ def _padding_of(x_shape, w_shape, strides, pads, dilations, auto_pad):
     return tuple(begins + ends)
 
 
-@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: f"{len(c[0]) - 2}d-{c[6]}-g{c[5]}")
-def test_conv_matches_the_loop_oracle(case):
-    xs, ws, strides, pads, dilations, group, auto_pad, with_bias = case
-    rng = np.random.default_rng(1)
+def check_conv(xs, ws, strides, pads, dilations, group, auto_pad, with_bias, seed=1):
+    """The host's conv of random data equals the loop oracle's."""
+    rng = np.random.default_rng(seed)
     x, w, b = (rng.standard_normal(s).astype(np.float32) for s in (xs, ws, (ws[0],)))
     params = [nbyoc.var("x", xs), nbyoc.var("w", ws)] + (
         [nbyoc.var("b", b.shape)] if with_bias else []
@@ -94,6 +93,11 @@ def test_conv_matches_the_loop_oracle(case):
     want = conv_oracle(x, w, b if with_bias else None, strides, full_pads, dilations, group)
     assert got.shape == want.shape and got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: f"{len(c[0]) - 2}d-{c[6]}-g{c[5]}")
+def test_conv_matches_the_loop_oracle(case):
+    check_conv(*case)
 
 
 @st.composite
@@ -133,20 +137,7 @@ def test_conv_geometry_matches_the_loop_oracle(geometry, groups, batch, with_bia
     group, per_group = groups
     xs = (batch, group * per_group, *spatial)
     ws = (group * 2, per_group, *kernel)
-    rng = np.random.default_rng(3)
-    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in (xs, ws, (ws[0],)))
-    params = [nbyoc.var("x", xs), nbyoc.var("w", ws)] + (
-        [nbyoc.var("b", b.shape)] if with_bias else []
-    )
-    y = nbyoc.conv(*params, strides=strides, pads=pads, dilations=dilations, group=group,
-                   auto_pad=auto_pad)  # fmt: skip
-    got = nbyoc.compile(nbyoc.function(params, y), backend="host")(
-        x, w, *([b] if with_bias else [])
-    )
-    full_pads = _padding_of(xs, kernel, strides, pads, dilations, auto_pad)
-    want = conv_oracle(x, w, b if with_bias else None, strides, full_pads, dilations, group)
-    assert got.shape == want.shape and got.dtype == np.float32
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    check_conv(xs, ws, strides, pads, dilations, group, auto_pad, with_bias, seed=3)
 
 
 def pool_oracle(x, kernel, strides, pads, dilations, kind, count_include_pad=False):
