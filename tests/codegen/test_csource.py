@@ -145,7 +145,7 @@ def test_unary_ops_every_dtype(dtype, fused):
         check_against_numpy(*conformance.unary_ops("csource", dtype), fused)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_special_values_follow_numpy(dtype):
     with np.errstate(all="ignore"):
         check_against_numpy(

@@ -77,7 +77,7 @@ def test_unary_ops_every_dtype(dtype):
         check_against_numpy(*conformance.unary_ops("llvm", dtype))
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_special_values_follow_numpy(dtype):
     f, inputs = conformance.special_values("llvm", dtype, extra=lambda x, y: [nbyoc.max(x)])
     with np.errstate(all="ignore"):
