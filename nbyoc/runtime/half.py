@@ -23,7 +23,7 @@ Generated kernels import these by name (``from nbyoc.runtime.half import ...``).
 
 >>> import numpy as np
 >>> bits = np.float16(1.5).view(np.uint16)
->>> float(half_value(bits)), int(half_bits(np.float32(1.5))) == bits
+>>> float(half_value(bits)), int(half_bits(np.float32(1.5))) == int(bits)
 (1.5, True)
 >>> float(round_half(np.float64(0.1)))  # float16's nearest to 0.1
 0.0999755859375
