@@ -107,3 +107,26 @@ class DTypeMismatchError(ArgumentError):
 
 class ExecutionError(NbyocError, RuntimeError):
     """An operation failed while running; the message names the node."""
+
+
+# --- frontends and optional dependencies ----------------------------------------
+
+
+class MissingDependencyError(NbyocError, ImportError):
+    """A feature needs an optional package that is not installed; the message says
+    what to install (``pip install 'nbyoc[onnx]'``)."""
+
+
+class ModelImportError(NbyocError, ValueError):
+    """A model cannot be imported: unreadable, unsupported ops (all listed at once),
+    dynamic dims without ``shapes=``, or a feature refused on purpose (named)."""
+
+
+class NeedsConstantError(ModelImportError):
+    """An op needs the value of an input that depends on graph inputs (a reshape's
+    shape, a slice's bounds, ...); ``inputs`` names those graph inputs, which
+    ``constants=`` can fix."""
+
+    def __init__(self, message: str, inputs: tuple[str, ...]):
+        super().__init__(message)
+        self.inputs = inputs

@@ -96,8 +96,9 @@ def pool_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> lis
 def _coordinate(o: str, n_in: int, n_out: int, scale: float, mode: str) -> str:
     """Source of where output position ``o`` samples the input along one axis, in
     float64 and in the same operations as the reference (so the same numbers)."""
-    if mode == "align_corners":
-        return f"{o} * {(n_in - 1) / (n_out - 1)!r}" if n_out > 1 else "0.0"
+    if mode == "align_corners":  # the unrounded output length, as the reference
+        length = n_in * scale
+        return f"{o} * {(n_in - 1) / (length - 1)!r}" if length > 1 else "0.0"
     if mode == "asymmetric":
         return f"{o} / {scale!r}"
     if mode == "pytorch_half_pixel" and n_out <= 1:

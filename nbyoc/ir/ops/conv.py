@@ -352,7 +352,10 @@ def _source_coordinates(out_size, in_size, scale, mode) -> np.ndarray:
     """Where each output position samples the input along one axis (ONNX Resize)."""
     x = np.arange(out_size, dtype=np.float64)
     if mode == "align_corners":
-        return x * ((in_size - 1) / (out_size - 1)) if out_size > 1 else np.zeros_like(x)
+        # ONNX divides by the unrounded output length, in_size * scale (with sizes
+        # given, the scale is out / in, so that is the output size).
+        length = in_size * scale
+        return x * ((in_size - 1) / (length - 1)) if length > 1 else np.zeros_like(x)
     if mode == "asymmetric":
         return x / scale
     if mode == "pytorch_half_pixel" and out_size <= 1:

@@ -165,7 +165,8 @@ def _unsqueeze_shape(t: TensorType, axes) -> tuple[int, ...]:
 def _flatten_shape(t: TensorType, axis: int) -> tuple[int, ...]:
     if not -t.ndim <= axis <= t.ndim:
         raise NbyocTypeError(f"flatten({t!r}): axis {axis} is out of range [{-t.ndim}, {t.ndim}]")
-    axis %= t.ndim + 1
+    if axis < 0:  # counted from the end, as ONNX's Flatten: -1 keeps the last axis apart
+        axis += t.ndim
     return (math.prod(t.shape[:axis]), math.prod(t.shape[axis:]))
 
 

@@ -1,0 +1,211 @@
+"""ONNX ops that move, select or describe elements: Reshape, Transpose, Concat, Slice,
+Gather, Squeeze, Unsqueeze, Flatten, Expand, Tile, Pad, Split, Shape, Size,
+ConstantOfShape, Range, Constant, Dropout.
+
+Their shape-like operands (a reshape's shape, a slice's bounds, pads, repeats)
+must be known when importing; most moved from attributes to inputs over the
+opsets, hence the versions. Shape, Size, ConstantOfShape and Range give known
+arrays, so shape arithmetic folds away.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ....ir.builder import call_op
+from ....ir.ops.index import split as split_builder
+from ..node import Node
+from . import converter
+
+
+@converter("Reshape", since=5)
+def reshape(node: Node):
+    x = node.expr(0)
+    shape = list(node.ints(1, "shape"))
+    if not node.attr("allowzero", 0):  # 0 copies the input's dim at that position
+        shape = [x.type.shape[i] if n == 0 else n for i, n in enumerate(shape)]
+    return call_op("reshape", x, newshape=tuple(shape))
+
+
+@converter("Reshape")
+def reshape_attribute(node: Node):
+    x = node.expr(0)
+    shape = [x.type.shape[i] if n == 0 else n for i, n in enumerate(node.attr("shape"))]
+    return call_op("reshape", x, newshape=tuple(shape))
+
+
+@converter("Transpose")
+def transpose(node: Node):
+    perm = node.attr("perm")
+    return call_op("transpose", node.expr(0), axes=tuple(perm) if perm is not None else None)
+
+
+@converter("Concat")
+def concat(node: Node):
+    parts = [node.expr(i) for i in range(len(node.inputs)) if node.has(i)]
+    return call_op("concatenate", *parts, axis=node.attr("axis"))
+
+
+@converter("Slice")
+def slice_attributes(node: Node):
+    return call_op(
+        "slice", node.expr(0), starts=tuple(node.attr("starts")), ends=tuple(node.attr("ends")),
+        axes=tuple(node.attr("axes")) if node.attr("axes") is not None else None,
+    )  # fmt: skip
+
+
+@converter("Slice", since=10)
+def slice_inputs(node: Node):
+    axes = node.ints(3, "axes") if node.has(3) else None
+    steps = node.ints(4, "steps") if node.has(4) else None
+    return call_op(
+        "slice", node.expr(0), starts=node.ints(1, "starts"), ends=node.ints(2, "ends"),
+        axes=axes, steps=steps,
+    )  # fmt: skip
+
+
+@converter("Gather")
+def gather(node: Node):
+    return call_op("gather", node.expr(0), node.expr(1), axis=node.attr("axis", 0))
+
+
+@converter("Squeeze")
+def squeeze_attribute(node: Node):
+    axes = node.attr("axes")
+    return call_op("squeeze", node.expr(0), axes=tuple(axes) if axes else None)
+
+
+@converter("Squeeze", since=13)
+def squeeze(node: Node):
+    axes = node.ints(1, "axes") if node.has(1) else None
+    return call_op("squeeze", node.expr(0), axes=axes or None)
+
+
+@converter("Unsqueeze")
+def unsqueeze_attribute(node: Node):
+    return call_op("unsqueeze", node.expr(0), axes=tuple(node.attr("axes")))
+
+
+@converter("Unsqueeze", since=13)
+def unsqueeze(node: Node):
+    return call_op("unsqueeze", node.expr(0), axes=node.ints(1, "axes"))
+
+
+@converter("Flatten")
+def flatten(node: Node):
+    return call_op("flatten", node.expr(0), axis=node.attr("axis", 1))
+
+
+@converter("Expand", since=8)
+def expand(node: Node):
+    return call_op("expand", node.expr(0), shape=node.ints(1, "shape"))
+
+
+@converter("Tile", since=6)
+def tile(node: Node):
+    return call_op("tile", node.expr(0), repeats=node.ints(1, "repeats"))
+
+
+def _pad(node: Node, x, pads, value, axes=None):
+    mode = node.attr("mode", "constant")
+    if mode not in ("constant", "reflect", "edge"):
+        raise node.fail(f"mode={mode!r} is not supported (constant, reflect, edge)")
+    if axes is not None:  # pads for the listed axes only: zeros elsewhere
+        rank, k = x.type.ndim, len(axes)
+        full = [0] * (2 * rank)
+        for i, axis in enumerate(axes):
+            full[axis % rank], full[rank + axis % rank] = pads[i], pads[k + i]
+        pads = full
+    return call_op("pad", x, pads=tuple(pads), mode=mode, value=float(value))
+
+
+@converter("Pad", since=2)
+def pad_attributes(node: Node):
+    return _pad(node, node.expr(0), node.attr("pads"), node.attr("value", 0.0))
+
+
+@converter("Pad", since=11)
+def pad(node: Node):
+    value = node.known(2, "constant_value").reshape(()) if node.has(2) else 0.0
+    axes = node.ints(3, "axes") if node.has(3) else None
+    return _pad(node, node.expr(0), node.ints(1, "pads"), value, axes)
+
+
+def _split(node: Node, sizes):
+    x = node.expr(0)
+    axis = node.attr("axis", 0)
+    if sizes is None:
+        count = node.attr("num_outputs", node.n_outputs)
+        length = x.type.shape[axis]
+        if node.attr("num_outputs") is not None and length % count:
+            # opset 18: the last part is smaller when the length does not divide
+            chunk = math.ceil(length / count)
+            sizes = [chunk] * (count - 1) + [length - chunk * (count - 1)]
+        else:
+            sizes = count
+    return list(split_builder(x, sizes if isinstance(sizes, int) else list(sizes), axis))
+
+
+@converter("Split", since=2)
+def split_attribute(node: Node):
+    return _split(node, node.attr("split"))
+
+
+@converter("Split", since=13)
+def split(node: Node):
+    return _split(node, node.ints(1, "split") if node.has(1) else None)
+
+
+@converter("Shape")
+def shape(node: Node):
+    dims = node.expr(0).type.shape
+    start, end = node.attr("start", 0), node.attr("end", None)
+    return np.array(dims[slice(start, end)], np.int64)
+
+
+@converter("Size")
+def size(node: Node):
+    return np.array(math.prod(node.expr(0).type.shape), np.int64)
+
+
+@converter("ConstantOfShape", since=9)
+def constant_of_shape(node: Node):
+    value = node.attr("value")
+    fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    return np.full(node.ints(0, "shape"), fill[0], fill.dtype)
+
+
+@converter("Range", since=11)
+def range_(node: Node):
+    start, limit, delta = (node.known(i, n).reshape(()) for i, n in
+                           enumerate(("start", "limit", "delta")))  # fmt: skip
+    if delta == 0:
+        raise node.fail("delta is 0")
+    return np.arange(start, limit, delta, dtype=start.dtype)
+
+
+@converter("Constant")
+def constant(node: Node):
+    attrs = node.attrs
+    if "value" in attrs:
+        return np.asarray(attrs["value"])
+    for name, dtype in (("value_float", np.float32), ("value_floats", np.float32),
+                        ("value_int", np.int64), ("value_ints", np.int64)):  # fmt: skip
+        if name in attrs:
+            return np.asarray(attrs[name], dtype)
+    raise node.fail(f"holds {', '.join(attrs) or 'nothing'}; nbyoc reads value, value_float(s) "
+                    f"and value_int(s)")  # fmt: skip
+
+
+@converter("Dropout")
+def dropout(node: Node):
+    # Inference: the identity (a training_mode input set to true is refused).
+    if node.has(2) and bool(node.known(2, "training_mode").reshape(())):
+        raise node.fail("training_mode=true is not supported (inference only)")
+    x = node.expr(0)
+    out = call_op("identity", x)
+    if node.n_outputs > 1:  # the mask: every element kept
+        return [out, np.ones(x.type.shape, bool)]
+    return out

@@ -1,0 +1,230 @@
+"""Reading an ONNX model into an nbyoc Function (``nbyoc.from_onnx``; see the package
+docstring for what becomes what).
+
+Before converting anything the importer checks the whole model, so a user learns
+everything that is wrong at once: the default-domain opset must be 7 to 21, and
+every op type must have a converter (the error lists each missing one with its
+count and domain). Reading a model never runs code from it: ONNX files are data
+(protobuf), read by ``onnx`` itself.
+"""
+
+from __future__ import annotations
+
+import keyword
+import os
+import re
+from collections import Counter
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ...errors import ModelImportError, NbyocError, NeedsConstantError
+from ...ir.builder import function, var
+from ...ir.nodes import Expr, Function
+from ...runtime.host import HostFunction
+from .converters import CONVERTERS, converter_for
+from .dtypes import onnx_dtype
+from .node import Node, Value, as_expr
+
+#: The default-domain opsets the converters cover: 7 to 28 (onnx 1.23's). Versions 22 to
+#: 25 of the ops converted here only added element types (bfloat16, float8, float4),
+#: 27 and 28 changed Range (stash_type, for float16 sums) and Mod (floats with fmod=0),
+#: which the converters follow.
+MIN_OPSET, MAX_OPSET = 7, 28
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def load_model(model) -> onnx.ModelProto:
+    """``model`` (a path, bytes or a ModelProto) as a ModelProto."""
+    if isinstance(model, onnx.ModelProto):
+        return model
+    try:
+        if isinstance(model, (bytes, bytearray, memoryview)):
+            return onnx.load_from_string(bytes(model))
+        if isinstance(model, (str, os.PathLike)):
+            return onnx.load(os.fspath(model))
+    except OSError as e:
+        raise ModelImportError(f"cannot read the ONNX model {model!r}: {e}") from None
+    except Exception as e:  # protobuf's DecodeError and friends
+        raise ModelImportError(f"not an ONNX model: {type(e).__name__}: {e}") from None
+    raise ModelImportError(
+        f"from_onnx takes a path, bytes or an onnx.ModelProto, got {type(model).__name__}"
+    )
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    """The model's default-domain opset, checked to be one nbyoc converts."""
+    versions = [o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS]
+    if not versions:
+        raise ModelImportError("the model imports no default-domain (ai.onnx) opset")
+    opset = max(versions)
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise ModelImportError(
+            f"the model uses default-domain opset {opset}; nbyoc imports opsets "
+            f"{MIN_OPSET} to {MAX_OPSET}"
+        )
+    return opset
+
+
+def check_ops(graph: onnx.GraphProto, opset: int) -> None:
+    """Raise one error listing every op type without a converter, with counts."""
+    missing = Counter()
+    for n in graph.node:
+        domain = n.domain or "ai.onnx"
+        if n.domain not in DEFAULT_DOMAINS or converter_for(n.op_type, opset) is None:
+            missing[(n.op_type, domain)] += 1
+    if missing:
+        listed = ", ".join(
+            f"{op} x{count} ({domain})" for (op, domain), count in sorted(missing.items())
+        )
+        where = (
+            ""
+            if not any(op in CONVERTERS for op, _ in missing)
+            else (f" (some exist from a later opset than this model's {opset})")
+        )
+        raise ModelImportError(
+            f"the model uses {sum(missing.values())} node(s) of op types nbyoc does not "
+            f"import{where}: {listed}"
+        )
+
+
+def identifiers(names: list[str]) -> list[str]:
+    """Valid, distinct Python identifiers for ONNX value names (``input.1`` ->
+    ``input_1``), in order.
+
+    >>> identifiers(["input.1", "1x", "x", "x", "lambda"])
+    ['input_1', '_1x', 'x', 'x_1', 'lambda_']
+    """
+    taken: set[str] = set()
+    out = []
+    for name in names:
+        base = re.sub(r"\W", "_", name, flags=re.ASCII) or "input"
+        if base[0].isdigit():
+            base = "_" + base
+        if keyword.iskeyword(base):
+            base += "_"
+        candidate, k = base, 0
+        while candidate in taken:
+            k += 1
+            candidate = f"{base}_{k}"
+        taken.add(candidate)
+        out.append(candidate)
+    return out
+
+
+def _attributes(proto) -> dict:
+    values = {}
+    for attr in proto.attribute:
+        value = helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        elif isinstance(value, onnx.TensorProto):
+            value = numpy_helper.to_array(value)
+        elif isinstance(value, list) and value and isinstance(value[0], bytes):
+            value = [v.decode("utf-8", "replace") for v in value]
+        values[attr.name] = value
+    return values
+
+
+def _input_shape(value_info, shapes: dict) -> tuple[int, ...]:
+    name = value_info.name
+    tensor = value_info.type.tensor_type
+    dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else
+            (d.dim_param or "?") for d in tensor.shape.dim]  # fmt: skip
+    if name in shapes:
+        given = tuple(int(n) for n in shapes[name])
+        fixed = [d for d in dims if isinstance(d, int)]
+        if len(given) != len(dims) or any(
+            isinstance(d, int) and d != g for d, g in zip(dims, given)
+        ):
+            raise ModelImportError(
+                f"shapes[{name!r}] = {given} does not fit the model's input {name!r} of "
+                f"shape {tuple(dims)} ({len(fixed)} fixed dims)"
+            )
+        return given
+    if not tensor.HasField("shape"):
+        raise ModelImportError(
+            f"input {name!r} has no shape in the model: pass shapes={{{name!r}: (...)}}"
+        )
+    if any(not isinstance(d, int) for d in dims):
+        shown = "(" + ", ".join(str(d) for d in dims) + ")"
+        raise ModelImportError(
+            f"input {name!r} has dynamic dims {shown}: pass shapes={{{name!r}: (...)}} with "
+            f"a size for each (nbyoc shapes are static)"
+        )
+    return tuple(dims)
+
+
+def import_model(model, shapes: dict, constants: dict) -> Function:
+    """The nbyoc Function of ``model`` (see ``nbyoc.from_onnx``)."""
+    proto = load_model(model)
+    graph = proto.graph
+    opset = default_opset(proto)
+    check_ops(graph, opset)
+    unknown = sorted((set(shapes) | set(constants)) - {i.name for i in graph.input})
+    if unknown:
+        raise ModelImportError(
+            f"shapes/constants name {unknown}, which are not graph inputs "
+            f"({[i.name for i in graph.input]})"
+        )
+    values: dict[str, Value] = {}
+    for tensor in graph.initializer:
+        values[tensor.name] = numpy_helper.to_array(tensor)
+    params = []
+    inputs = [i for i in graph.input if i.name not in values]
+    for info, ident in zip(inputs, identifiers([i.name for i in inputs])):
+        if info.name in constants:
+            values[info.name] = np.asarray(constants[info.name])
+            continue
+        if not info.type.HasField("tensor_type"):
+            raise ModelImportError(f"input {info.name!r} is not a tensor")
+        dtype = onnx_dtype(info.type.tensor_type.elem_type, f"input {info.name!r}")
+        p = var(ident, _input_shape(info, shapes), dtype)
+        params.append(p)
+        values[info.name] = p
+    for proto_node in graph.node:
+        _convert(proto_node, values, opset)
+    outputs = []
+    for out in graph.output:
+        if out.name not in values:
+            raise ModelImportError(f"graph output {out.name!r} is computed by no node")
+        outputs.append(as_expr(values[out.name]))
+    return function(params, outputs[0] if len(outputs) == 1 else outputs)
+
+
+def _convert(proto_node, values: dict, opset: int) -> None:
+    names = list(proto_node.input)
+    missing = [n for n in names if n and n not in values]
+    if missing:
+        raise ModelImportError(
+            f"{proto_node.op_type} node {proto_node.name!r} reads {missing}, which no earlier "
+            f"node, input or initializer defines (the graph must be in topological order)"
+        )
+    node = Node(
+        proto_node.op_type, proto_node.name, [values[n] if n else None for n in names], names,
+        _attributes(proto_node), opset, len(proto_node.output),
+    )  # fmt: skip
+    try:
+        produced = converter_for(node.op_type, opset)(node)
+    except (ModelImportError, NeedsConstantError):
+        raise
+    except NbyocError as e:
+        raise ModelImportError(f"{node.where}: {e}") from e
+    produced = list(produced) if isinstance(produced, (list, tuple)) else [produced]
+    known = [v for v in node.inputs if v is not None]
+    if known and all(isinstance(v, np.ndarray) for v in known):
+        produced = _fold(produced)  # every input known: so is every output
+    for name, value in zip(proto_node.output, produced):
+        if name:
+            values[name] = value
+
+
+def _fold(produced: list[Value]) -> list[Value]:
+    """The outputs' values, computed now (on the host) where they are expressions."""
+    exprs = [v for v in produced if isinstance(v, Expr)]
+    if not exprs:
+        return produced
+    results = HostFunction(function([], exprs[0] if len(exprs) == 1 else exprs))()
+    results = iter(results if isinstance(results, tuple) else (results,))
+    return [next(results) if isinstance(v, Expr) else v for v in produced]

@@ -1,0 +1,85 @@
+"""What a converter sees of one ONNX node: its inputs as nbyoc values, its attributes
+as Python values, the opset, and helpers that say clearly what is wrong.
+
+A value is either an nbyoc ``Expr`` (computed when the function runs) or a NumPy
+array known while importing (an initializer, a constant, folded shape arithmetic).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...errors import ModelImportError, NeedsConstantError
+from ...ir.builder import const
+from ...ir.nodes import Expr, Var
+from ...ir.traversal import post_order
+
+Value = Expr | np.ndarray
+
+
+@dataclass
+class Node:
+    """One ONNX node, ready for its converter."""
+
+    op_type: str
+    name: str
+    inputs: list[Value | None]  # None: an optional input left out ("")
+    input_names: list[str]
+    attrs: dict = field(default_factory=dict)
+    opset: int = 0
+    n_outputs: int = 1
+
+    @property
+    def where(self) -> str:
+        return f"{self.op_type} node {self.name!r}" if self.name else f"{self.op_type} node"
+
+    def fail(self, message: str) -> ModelImportError:
+        return ModelImportError(f"{self.where}: {message}")
+
+    def attr(self, name: str, default=None):
+        return self.attrs.get(name, default)
+
+    def has(self, index: int) -> bool:
+        return index < len(self.inputs) and self.inputs[index] is not None
+
+    def expr(self, index: int) -> Expr:
+        """Input ``index`` as an nbyoc expression (a known array becomes a constant)."""
+        if not self.has(index):
+            raise self.fail(f"input {index} is required")
+        return as_expr(self.inputs[index])
+
+    def known(self, index: int, what: str) -> np.ndarray:
+        """Input ``index``'s value, which must be known while importing (``what`` says
+        what the op uses it for)."""
+        if not self.has(index):
+            raise self.fail(f"input {index} ({what}) is required")
+        value = self.inputs[index]
+        if isinstance(value, np.ndarray):
+            return value
+        sources = tuple(
+            dict.fromkeys(n.name_hint for n in post_order([value]) if isinstance(n, Var))
+        )
+        shown = ", ".join(repr(s) for s in sources) or "a computation"
+        raise NeedsConstantError(
+            f"{self.where}: input {index} ({what}, {self.input_names[index]!r}) must be known "
+            f"when importing, since nbyoc shapes are static; it depends on graph input(s) "
+            f"{shown}: fix them with from_onnx(..., constants={{name: array}})",
+            sources,
+        )
+
+    def ints(self, index: int, what: str) -> tuple[int, ...]:
+        return tuple(int(v) for v in self.known(index, what).reshape(-1))
+
+    def refuse(self, attribute: str, allowed) -> None:
+        """Refuse ``attribute`` unless its value is ``allowed`` (a feature nbyoc does
+        not offer, named in the error)."""
+        value = self.attrs.get(attribute, allowed)
+        if value != allowed:
+            raise self.fail(f"{attribute}={value!r} is not supported (only {allowed!r})")
+
+
+def as_expr(value: Value) -> Expr:
+    """An nbyoc expression for ``value``: a known array becomes a constant."""
+    return const(value) if isinstance(value, np.ndarray) else value
