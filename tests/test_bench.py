@@ -26,7 +26,9 @@ def load_report():
 def smoke_run(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("bench")
     out = tmp / "bench.json"
-    env = dict(os.environ, NBYOC_CACHE_DIR=str(tmp / "cache"))
+    # Not an xdist worker's environment: pytest-benchmark switches itself off under xdist.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    env["NBYOC_CACHE_DIR"] = str(tmp / "cache")
     command = [
         sys.executable, "-m", "pytest", "bench", "-q", "-p", "no:cacheprovider",
         "--benchmark-enable", f"--benchmark-json={out}", "--bench-sizes", "10", "--bench-quick",

@@ -514,3 +514,22 @@ def test_loading_bad_options_raises_load_error(old, new, needle):
     assert old in saved
     with pytest.raises(LoadError, match=needle):
         LLVMModule.load_from_bytes(saved.replace(old, new))
+
+
+def test_a_view_of_a_view_keeps_its_buffer_alive():
+    """Attention's value heads are a transpose of a reshape of a matmul's buffer, read
+    by the last matmul only: the buffer must not be reused by the softmax stages in
+    between (found by the transformer model of the ONNX tests)."""
+    x = nbyoc.var("x", (2, 8, 16))
+    w = [nbyoc.const(np.random.default_rng(k).standard_normal((16, 16)).astype(np.float32))
+         for k in range(3)]  # fmt: skip
+
+    def heads(m):
+        return nbyoc.transpose(nbyoc.reshape(x @ m, (2, 8, 2, 8)), (0, 2, 1, 3))
+
+    q, k, v = (heads(m) for m in w)
+    probs = nbyoc.softmax(q @ nbyoc.transpose(k, (0, 1, 3, 2)), axis=-1)
+    f = nbyoc.function([x], probs @ v)
+    data = np.random.default_rng(9).standard_normal((2, 8, 16)).astype(np.float32)
+    got = reload(nbyoc.compile(f, backend="llvm"))(data)
+    np.testing.assert_allclose(got, nbyoc.compile(f, backend="host")(data), rtol=1e-4, atol=1e-5)

@@ -55,28 +55,38 @@ def lowerable_ops() -> list[str]:
 
 
 def support_rules() -> dict:
-    """op -> the predicate under which llvm takes a call of it (``CONDITIONS``), or None
-    where it takes every call (every dtype: float16 is computed in float32, see
-    ``rules.EMULATED``). Other backends that run llvm's kernels (examplejson) claim
-    ops by this table.
+    """op -> the predicate under which llvm takes a call of it: a result with elements
+    (``nonempty``) and the op's own ``CONDITIONS``; every dtype (float16 is computed in
+    float32, see ``rules.EMULATED``). Other backends that run llvm's kernels
+    (examplejson) claim ops by this table.
 
     >>> import nbyoc
     >>> x = nbyoc.var("x", (4, 4))
-    >>> support_rules()["matmul"](x @ x), support_rules()["add"]
-    (True, None)
+    >>> support_rules()["matmul"](x @ x), support_rules()["add"](x + 1.0)
+    (True, True)
     """
-    return {op: CONDITIONS.get(op) for op in lowerable_ops()}
+    return {op: _predicate(op) for op in lowerable_ops()}
+
+
+def _predicate(op: str):
+    extra = CONDITIONS.get(op)
+    if extra is None:
+        return nonempty
+    return lambda call: nonempty(call) and extra(call)
 
 
 def nonempty(call: Call) -> bool:
-    """True if the call's result has elements: Numba's reshape of an empty array view
-    can fail ("total size of new array must be unchanged"), so empty reshapes run
-    elsewhere (found by the random-graph tests: (1, 0) -> (0,))."""
+    """True if the call's result has elements. Numba's reshape of an empty array can
+    fail ("total size of new array must be unchanged"; found by the random-graph tests,
+    (1, 0) -> (0,), and by ONNX's empty-set reduction cases, whose elementwise nests
+    over (2, 0, 4) bind empty scratch views), and an empty result has nothing to
+    compute, so such calls run elsewhere. A call with an empty operand and a result
+    (a sum over an axis of length 0) stays: its kernel only loops zero times."""
     return call.type.size > 0
 
 
-#: Ops llvm lowers but takes only under a condition.
-CONDITIONS = {"matmul": small_matmul, "reshape": nonempty}
+#: Ops llvm lowers but takes only under a further condition.
+CONDITIONS = {"matmul": small_matmul}
 
 for _op, _condition in support_rules().items():
     register_op_support(BACKEND, _op, _condition)

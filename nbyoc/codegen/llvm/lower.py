@@ -214,7 +214,10 @@ class _Lowering:
         }
         views = {n for n in stored if n.op.name in VIEWS}
         last_use = {n: max(users.get(n, {stage_of[n]})) for n in stored}
-        for n in self.nodes:  # a view keeps the buffer it looks into alive
+        # A view keeps the buffer it looks into alive; consumers first, so a view of a
+        # view passes its last use down the chain to the buffer (in producer order the
+        # buffer was reused while a transpose of a reshape of it was still to be read).
+        for n in reversed(self.nodes):
             if n in views:
                 base = n.args[0]
                 if base in last_use:

@@ -103,6 +103,9 @@ def _coordinate(o: str, n_in: int, n_out: int, scale: float, mode: str) -> str:
         return f"{o} / {scale!r}"
     if mode == "pytorch_half_pixel" and n_out <= 1:
         return "0.0"
+    if mode == "half_pixel_symmetric":
+        offset = n_in / 2 * (1 - n_out / (n_in * scale))
+        return f"{offset!r} + ({o} + 0.5) / {scale!r} - 0.5"
     return f"({o} + 0.5) / {scale!r} - 0.5"
 
 

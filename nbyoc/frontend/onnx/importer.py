@@ -132,15 +132,15 @@ def _input_shape(value_info, shapes: dict) -> tuple[int, ...]:
     tensor = value_info.type.tensor_type
     dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else
             (d.dim_param or "?") for d in tensor.shape.dim]  # fmt: skip
+    shown = "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
     if name in shapes:
         given = tuple(int(n) for n in shapes[name])
-        fixed = [d for d in dims if isinstance(d, int)]
         if len(given) != len(dims) or any(
             isinstance(d, int) and d != g for d, g in zip(dims, given)
         ):
             raise ModelImportError(
                 f"shapes[{name!r}] = {given} does not fit the model's input {name!r} of "
-                f"shape {tuple(dims)} ({len(fixed)} fixed dims)"
+                f"shape {shown} (named dims are free, numbers fixed)"
             )
         return given
     if not tensor.HasField("shape"):
@@ -148,7 +148,6 @@ def _input_shape(value_info, shapes: dict) -> tuple[int, ...]:
             f"input {name!r} has no shape in the model: pass shapes={{{name!r}: (...)}}"
         )
     if any(not isinstance(d, int) for d in dims):
-        shown = "(" + ", ".join(str(d) for d in dims) + ")"
         raise ModelImportError(
             f"input {name!r} has dynamic dims {shown}: pass shapes={{{name!r}: (...)}} with "
             f"a size for each (nbyoc shapes are static)"

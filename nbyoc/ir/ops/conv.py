@@ -323,7 +323,13 @@ def conv_transpose(x, w, bias=None, strides=None, pads=None, dilations=None, gro
 
 # -- resize ------------------------------------------------------------------------------
 
-COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners")
+COORDINATE_MODES = (
+    "half_pixel",
+    "pytorch_half_pixel",
+    "asymmetric",
+    "align_corners",
+    "half_pixel_symmetric",
+)
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
@@ -360,6 +366,9 @@ def _source_coordinates(out_size, in_size, scale, mode) -> np.ndarray:
         return x / scale
     if mode == "pytorch_half_pixel" and out_size <= 1:
         return np.zeros_like(x)
+    if mode == "half_pixel_symmetric":  # centred: the rounding of the size split evenly
+        offset = in_size / 2 * (1 - out_size / (in_size * scale))
+        return offset + (x + 0.5) / scale - 0.5
     return (x + 0.5) / scale - 0.5
 
 

@@ -293,6 +293,10 @@ def _pad_rule(types, attrs):
             )
         if attrs["mode"] == "edge" and size == 0 and (before or after):
             raise NbyocTypeError(f"pad({t!r}): an empty axis has no edge to repeat")
+        if attrs["mode"] == "wrap" and builtins.max(before, after) > size:
+            raise NbyocTypeError(
+                f"pad({t!r}): wrap pads axis {axis} (length {size}) by at most {size}"
+            )
     shape = tuple(d + b + a for d, (b, a) in zip(t.shape, pairs))
     return TensorType(shape, t.dtype), {**attrs, "pads": tuple(attrs["pads"])}
 
@@ -327,6 +331,8 @@ def _pad_decomposition(x, pads, mode, value):
                 call_op("concatenate", *[first] * before, axis=axis) if before else None,
                 call_op("concatenate", *[last] * after, axis=axis) if after else None,
             ]
+        elif mode == "wrap":  # the other end's elements, as if the axis were a ring
+            sides = [part(size - before, size), part(0, after)]
         else:  # reflect: the mirror image without the edge element itself
             end = size - 2 - after
             sides = [part(before, 0, -1), part(size - 2, end if end >= 0 else -(size + 1), -1)]
@@ -338,8 +344,10 @@ def _pad_decomposition(x, pads, mode, value):
 _register(
     "pad", 1, _pad_rule, _pad_reference,
     "``x`` padded by ``pads`` (the begins of every axis, then the ends, as in ONNX) with "
-    "``value`` (mode constant), its edge values (edge) or its mirror image (reflect)",
-    {"pads": Attr("ints"), "mode": Attr("str", "constant", choices=("constant", "reflect", "edge")),
+    "``value`` (mode constant), its edge values (edge), its mirror image (reflect) or "
+    "its other end (wrap)",
+    {"pads": Attr("ints"),
+     "mode": Attr("str", "constant", choices=("constant", "reflect", "edge", "wrap")),
      "value": Attr("float", 0.0)},
     _pad_decomposition,
 )  # fmt: skip

@@ -13,7 +13,7 @@ import numpy as np
 from ....ir.builder import call_op
 from ....ir.dtypes import dtype_info
 from ..dtypes import onnx_dtype
-from ..node import Node
+from ..node import Node, as_expr
 from . import converter
 
 #: ONNX op -> nbyoc op, for ops that are one call on all their inputs.
@@ -149,16 +149,10 @@ def clip(node: Node):
     result = x
     low, high = _bound(node, 1, x), _bound(node, 2, x)
     if low is not None:
-        result = call_op("maximum", result, _as_operand(low))
+        result = call_op("maximum", result, as_expr(low))
     if high is not None:
-        result = call_op("minimum", result, _as_operand(high))
+        result = call_op("minimum", result, as_expr(high))
     return result if result is not x else call_op("identity", x)
-
-
-def _as_operand(value):
-    from ..node import as_expr
-
-    return as_expr(value)
 
 
 @converter("LeakyRelu")

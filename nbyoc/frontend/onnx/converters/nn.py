@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ....ir.builder import call_op, const
+from ....ir.ops.conv import COORDINATE_MODES
 from ....ir.ops.conv import conv as conv_builder
 from ....ir.ops.conv import conv_transpose as conv_transpose_builder
 from ..dtypes import onnx_dtype
@@ -190,28 +191,44 @@ def _pool(nbyoc_op: str):
             raise node.fail("the Indices output is not supported")
         node.refuse("storage_order", 0)
         attrs = {"kernel_shape": tuple(node.attr("kernel_shape")), **_window_attrs(node)}
+        include_pad = bool(node.attr("count_include_pad", 0))
         if nbyoc_op == "avg_pool":
-            attrs["count_include_pad"] = bool(node.attr("count_include_pad", 0))
+            attrs["count_include_pad"] = include_pad
         result = call_op(nbyoc_op, x, **attrs)
-        # ceil_mode adds the windows that start inside the padded input but end past it;
-        # when the rounding adds none, the result is the same.
-        ceil = node.attr("ceil_mode", 0)
-        if ceil and _ceil_shape(x.type.shape, result.attrs) != result.type.shape:
-            raise node.fail("ceil_mode=1 that adds a partial window is not supported")
-        return result
+        if not node.attr("ceil_mode", 0):
+            return result
+        extra = _ceil_extra(x.type.shape, result.attrs)
+        if not any(extra):
+            return result
+        if include_pad:  # ONNX counts the given pads but not the extension
+            raise node.fail("ceil_mode=1 with count_include_pad=1 that adds a partial "
+                            "window is not supported")  # fmt: skip
+        # The partial last windows: more padding at the ends, which pools skip.
+        k = len(extra)
+        pads = result.attrs["pads"]
+        attrs.update(pads=pads[:k] + tuple(p + e for p, e in zip(pads[k:], extra)))
+        attrs.update(auto_pad="NOTSET")
+        return call_op(nbyoc_op, x, **attrs)
 
     convert.__name__ = nbyoc_op
     return convert
 
 
-def _ceil_shape(shape, attrs) -> tuple[int, ...]:
+def _ceil_extra(shape, attrs) -> list[int]:
+    """Per spatial axis, the end padding that makes the floor-rounded output shape the
+    ceil-rounded one ONNX's ceil_mode asks for (a last window must start inside the
+    input or its begin padding, else it is dropped)."""
     k = len(attrs["kernel_shape"])
-    out = list(shape[:2])
+    extra = []
     for d in range(k):
         extent = attrs["dilations"][d] * (attrs["kernel_shape"][d] - 1) + 1
-        padded = shape[2 + d] + attrs["pads"][d] + attrs["pads"][k + d]
-        out.append(math.ceil((padded - extent) / attrs["strides"][d]) + 1)
-    return tuple(out)
+        begin, end, stride = attrs["pads"][d], attrs["pads"][k + d], attrs["strides"][d]
+        padded = shape[2 + d] + begin + end
+        out = math.ceil((padded - extent) / stride) + 1
+        if (out - 1) * stride >= shape[2 + d] + begin:
+            out -= 1
+        extra.append(max(0, (out - 1) * stride + extent - padded))
+    return extra
 
 
 converter("MaxPool")(_pool("max_pool"))
@@ -222,7 +239,7 @@ def _resize(node: Node, x, scales, sizes, coordinates, nearest="round_prefer_flo
     mode = node.attr("mode", "nearest")
     if mode not in ("nearest", "linear"):
         raise node.fail(f"mode={mode!r} is not supported (nearest, linear)")
-    if coordinates not in ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners"):
+    if coordinates not in COORDINATE_MODES:
         raise node.fail(f"coordinate_transformation_mode={coordinates!r} is not supported")
     node.refuse("exclude_outside", 0)
     node.refuse("antialias", 0)

@@ -110,8 +110,8 @@ def tile(node: Node):
 
 def _pad(node: Node, x, pads, value, axes=None):
     mode = node.attr("mode", "constant")
-    if mode not in ("constant", "reflect", "edge"):
-        raise node.fail(f"mode={mode!r} is not supported (constant, reflect, edge)")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise node.fail(f"mode={mode!r} is not supported (constant, reflect, edge, wrap)")
     if axes is not None:  # pads for the listed axes only: zeros elsewhere
         rank, k = x.type.ndim, len(axes)
         full = [0] * (2 * rank)

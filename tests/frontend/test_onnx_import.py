@@ -1,0 +1,161 @@
+"""nbyoc.from_onnx: what becomes what, and every way a model can be refused, each with
+an error that says what to do; the ONNX Backend's per-signature cache and bindings."""
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import nbyoc
+from nbyoc.errors import ModelImportError, NeedsConstantError
+from nbyoc.frontend.onnx import Backend
+
+
+def make(nodes, inputs, outputs, initializers=(), opset=17):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def tensor(name, dims, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, dims)
+
+
+def relu_model(dims=("N", 4)):
+    return make([helper.make_node("Relu", ["input.1"], ["y"])], [tensor("input.1", dims)],
+                [tensor("y", dims)])  # fmt: skip
+
+
+def test_a_model_comes_from_a_path_bytes_or_a_proto(tmp_path):
+    model = relu_model((2, 4))
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    x = np.array([[-1, 2, -3, 4]] * 2, np.float32)
+    for source in (model, model.SerializeToString(), path, str(path)):
+        f = nbyoc.from_onnx(source)
+        assert [p.name_hint for p in f.params] == ["input_1"]  # a valid identifier
+        np.testing.assert_array_equal(nbyoc.compile(f, backend="host")(x), np.maximum(x, 0))
+
+
+def test_initializers_and_constants_are_constants_and_several_outputs_a_tuple():
+    w = numpy_helper.from_array(np.arange(4, dtype=np.float32), "w")
+    nodes = [helper.make_node("Constant", [], ["c"], value_float=2.0),
+             helper.make_node("Mul", ["x", "w"], ["a"]), helper.make_node("Add", ["a", "c"], ["b"])]  # fmt: skip
+    # An old-style model lists its initializer among the inputs too: still a constant.
+    model = make(
+        nodes, [tensor("x", [4]), tensor("w", [4])], [tensor("b", [4]), tensor("a", [4])], [w]
+    )
+    f = nbyoc.from_onnx(model)
+    assert [p.name_hint for p in f.params] == ["x"]
+    x = np.ones(4, np.float32)
+    b, a = nbyoc.compile(f, backend="host")(x)
+    np.testing.assert_array_equal(a, np.arange(4))
+    np.testing.assert_array_equal(b, np.arange(4) + 2)
+
+
+def test_dynamic_dims_need_shapes_and_the_error_names_them():
+    with pytest.raises(
+        ModelImportError, match=r"input 'input.1' has dynamic dims \(N, 4\): pass shapes"
+    ):
+        nbyoc.from_onnx(relu_model())
+    with pytest.raises(
+        ModelImportError, match=r"does not fit the model's input 'input.1' of shape \(N, 4\)"
+    ):
+        nbyoc.from_onnx(relu_model(), shapes={"input.1": (2, 5)})
+    with pytest.raises(ModelImportError, match=r"name \['z'\], which are not graph inputs"):
+        nbyoc.from_onnx(relu_model(), shapes={"input.1": (2, 4), "z": (1,)})
+    assert nbyoc.from_onnx(relu_model(), shapes={"input.1": (3, 4)}).params[0].type.shape == (3, 4)
+
+
+def test_every_unsupported_op_is_listed_at_once_with_counts_and_domains():
+    nodes = [helper.make_node("LSTM", ["x"], ["a"]), helper.make_node("LSTM", ["a"], ["b"]),
+             helper.make_node("FusedConv", ["b"], ["c"], domain="com.microsoft"),
+             helper.make_node("Relu", ["c"], ["y"])]  # fmt: skip
+    model = make(nodes, [tensor("x", [2])], [tensor("y", [2])])
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    with pytest.raises(ModelImportError) as caught:
+        nbyoc.from_onnx(model)
+    message = str(caught.value)
+    assert "3 node(s)" in message and "FusedConv x1 (com.microsoft)" in message
+    assert "LSTM x2 (ai.onnx)" in message and "Relu" not in message
+
+
+@pytest.mark.parametrize(
+    "model, message",
+    [(make([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [2])], [tensor("y", [2])], opset=6),
+      "opset 6; nbyoc imports opsets 7 to 28"),
+     (b"not a model at all", "not an ONNX model"),
+     (42, "takes a path, bytes or an onnx.ModelProto, got int"),
+     ("/no/such/model.onnx", "cannot read the ONNX model"),
+     (make([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [2], TensorProto.BFLOAT16)],
+           [tensor("y", [2], TensorProto.BFLOAT16)]), "element type BFLOAT16 is not supported"),
+     (make([helper.make_node("Relu", ["q"], ["y"])], [tensor("x", [2])], [tensor("y", [2])]),
+      "reads ['q'], which no earlier node"),
+     (make([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="cubic")], [tensor("x", [1, 1, 2, 2])],
+           [tensor("y", None)], [numpy_helper.from_array(np.full(4, 2.0, np.float32), "s")]),
+      "Resize node: mode='cubic' is not supported")],
+)  # fmt: skip
+def test_bad_models_are_refused_clearly(model, message):
+    with pytest.raises(ModelImportError, match=re.escape(message)):
+        nbyoc.from_onnx(model)
+
+
+def shape_arithmetic_model():
+    """Reshape x (N, 6) to (N, 2, 3), the target computed from Shape as exporters do."""
+    ints = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+             helper.make_node("Concat", ["n1", "rest"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["y"])]  # fmt: skip
+    return make(nodes, [tensor("x", ["N", 6])], [tensor("y", ["N", 2, 3])],
+                [ints("zero", 0), ints("axes", [0]), ints("rest", [2, 3])])  # fmt: skip
+
+
+def test_shape_arithmetic_folds_while_importing():
+    f = nbyoc.from_onnx(shape_arithmetic_model(), shapes={"x": (5, 6)})
+    ops = [str(n.op) for n in nbyoc.ir.post_order([f.body]) if isinstance(n, nbyoc.ir.Call)]
+    assert ops == ["Op(reshape)"]
+    assert f.body.type.shape == (5, 2, 3)
+
+
+def test_a_value_an_op_needs_must_be_known_and_constants_can_fix_it():
+    model = make([helper.make_node("Reshape", ["x", "shape"], ["y"])],
+                 [tensor("x", [6]), tensor("shape", [2], TensorProto.INT64)], [tensor("y", None)])  # fmt: skip
+    with pytest.raises(NeedsConstantError, match=r"'shape'.*constants=") as caught:
+        nbyoc.from_onnx(model)
+    assert caught.value.inputs == ("shape",)
+    f = nbyoc.from_onnx(model, constants={"shape": np.array([3, 2])})
+    assert [p.name_hint for p in f.params] == ["x"] and f.body.type.shape == (3, 2)
+
+
+def test_the_backend_keeps_one_executable_per_signature_and_binds_needed_inputs():
+    model = make([helper.make_node("Reshape", ["x", "shape"], ["y"])],
+                 [tensor("x", ["N"]), tensor("shape", [2], TensorProto.INT64)], [tensor("y", None)])  # fmt: skip
+    assert Backend.supports_device("CPU") and not Backend.supports_device("CUDA")
+    rep = Backend.prepare(model, backend="llvm")
+    x6, x8 = np.arange(6, dtype=np.float32), np.arange(8, dtype=np.float32)
+    assert rep.run([x6, np.array([2, 3])])[0].shape == (2, 3)
+    assert rep.bound == ("shape",)
+    assert rep.run({"x": x6, "shape": np.array([3, 2])})[0].shape == (3, 2)
+    assert rep.run([x8, np.array([2, 4])])[0].shape == (2, 4)
+    assert rep.run([x6, np.array([2, 3])])[0].shape == (2, 3)  # from the cache
+    assert len(rep.executables) == 3
+    with pytest.raises(nbyoc.errors.ArgumentCountError, match="takes 2 input"):
+        rep.run([x6])
+    with pytest.raises(ValueError, match="CPU"):
+        Backend.prepare(model, device="CUDA")
+
+
+def test_import_nbyoc_works_without_onnx_and_from_onnx_says_what_to_install():
+    code = (
+        "import sys; sys.modules['onnx'] = None\n"
+        "import nbyoc\n"
+        "try:\n    nbyoc.from_onnx(b'')\n"
+        "except nbyoc.errors.MissingDependencyError as e:\n    print(e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "pip install 'nbyoc[onnx]'" in done.stdout, done.stderr
