@@ -2,8 +2,6 @@
 an error that says what to do; the ONNX Backend's per-signature cache and bindings."""
 
 import re
-import subprocess
-import sys
 
 import numpy as np
 import onnx
@@ -13,6 +11,8 @@ from onnx import TensorProto, helper, numpy_helper
 import nbyoc
 from nbyoc.errors import ModelImportError, NeedsConstantError
 from nbyoc.frontend.onnx import Backend
+
+from ..helpers import run_fresh
 
 
 def make(nodes, inputs, outputs, initializers=(), opset=17):
@@ -150,12 +150,11 @@ def test_the_backend_keeps_one_executable_per_signature_and_binds_needed_inputs(
         Backend.prepare(model, device="CUDA")
 
 
-def test_import_nbyoc_works_without_onnx_and_from_onnx_says_what_to_install():
+def test_import_nbyoc_works_without_onnx_and_from_onnx_says_what_to_install(tmp_path):
     code = (
-        "import sys; sys.modules['onnx'] = None\n"
+        "import json, sys; sys.modules['onnx'] = None\n"
         "import nbyoc\n"
         "try:\n    nbyoc.from_onnx(b'')\n"
-        "except nbyoc.errors.MissingDependencyError as e:\n    print(e)\n"
+        "except nbyoc.errors.MissingDependencyError as e:\n    print(json.dumps(str(e)))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert "pip install 'nbyoc[onnx]'" in done.stdout, done.stderr
+    assert "pip install 'nbyoc[onnx]'" in run_fresh(code, tmp_path)
