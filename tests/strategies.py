@@ -94,7 +94,7 @@ def graphs(draw, max_params: int = 4, max_nodes: int = 8, dtypes=None, min_nodes
                 values.append(x[::-1] if draw(st.booleans()) else x[..., 1:])
             elif kind == "softmax" and x.type.ndim and np.dtype(x.type.dtype).kind == "f":
                 values.append(nbyoc.softmax(x, axis=-1))
-            elif kind == "gather" and x.type.size:  # some index to pick on every axis
+            elif kind == "gather" and x.type.ndim and x.type.size:  # an axis with indices
                 axis = draw(st.integers(0, x.type.ndim - 1))
                 size = x.type.shape[axis]
                 picks = draw(st.lists(st.integers(-size, size - 1), min_size=1, max_size=4))

@@ -332,7 +332,7 @@ def test_resize_on_llvm_matches_the_host(shape, factors, by_sizes, mode, coordin
     data = (np.random.default_rng(5).uniform(0, 9, shape)).astype(dtype)
     want = nbyoc.compile(f, backend="host")(data)
     fn = nbyoc.compile(f, backend="llvm")
-    assert list(fn.runtime_modules) == ["llvm_0"]
+    assert list(fn.runtime_modules) == (["llvm_0"] if y.type.size else [])  # empty: host
     got = fn(data)
     assert got.dtype == want.dtype and got.shape == want.shape
     if mode == "nearest":
