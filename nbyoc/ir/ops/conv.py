@@ -129,22 +129,25 @@ def _conv_rule(types, attrs):
 
 
 def _conv_reference(x, w, *bias, strides, pads, dilations, auto_pad, group):
+    # im2col and one BLAS product per group, all groups in one batched matmul (a
+    # depthwise conv is as many groups as channels: one NumPy call, not a Python loop).
     k = x.ndim - 2
     dtype = np.result_type(x, w, *bias)
     windows = _windows(x.astype(dtype, copy=False), w.shape[2:], strides, pads, dilations, 0)
+    n, out = x.shape[0], windows.shape[2 : 2 + k]
     c, m = w.shape[1], w.shape[0] // group
-    parts = []
-    for g in range(group):
-        part = np.tensordot(
-            windows[:, g * c : (g + 1) * c],
-            w[g * m : (g + 1) * m].astype(dtype, copy=False),
-            axes=([1, *range(2 + k, 2 + 2 * k)], [1, *range(2, 2 + k)]),
-        )  # (N, *out, m)
-        parts.append(np.moveaxis(part, -1, 1))
-    out = np.concatenate(parts, axis=1)
+    taps = c * math.prod(w.shape[2:])
+    # (N, G, c, *out, *kernel) -> (G, N, *out, c, *kernel) -> (G, N * positions, taps)
+    columns = windows.reshape(n, group, c, *windows.shape[2:])
+    order = (1, 0, *range(3, 3 + k), 2, *range(3 + k, 3 + 2 * k))
+    columns = columns.transpose(order).reshape(group, n * math.prod(out), taps)
+    weights = w.astype(dtype, copy=False).reshape(group, m, taps).transpose(0, 2, 1)
+    product = np.matmul(columns, weights)  # (G, N * positions, m)
+    product = product.reshape(group, n, *out, m)
+    result = product.transpose(1, 0, 2 + k, *range(2, 2 + k)).reshape(n, group * m, *out)
     if bias:
-        out = out + bias[0].reshape((-1,) + (1,) * k)
-    return out.astype(dtype, copy=False)
+        result = result + bias[0].reshape((-1,) + (1,) * k)
+    return np.ascontiguousarray(result, dtype=dtype)
 
 
 register_op(Op("conv", None, _conv_rule, _conv_reference, "matmul",
