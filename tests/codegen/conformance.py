@@ -16,50 +16,10 @@ import numpy as np
 import nbyoc
 
 from ..helpers import external
+from ..strategies import ELEMENTWISE_BINARY as BINARY
+from ..strategies import ELEMENTWISE_UNARY as UNARY
 from ..strategies import random_inputs
 
-BINARY = [
-    "add",
-    "subtract",
-    "multiply",
-    "divide",
-    "maximum",
-    "minimum",
-    "power",
-    "floor_divide",
-    "mod",
-    "fmod",
-    "equal",
-    "not_equal",
-    "less",
-    "less_equal",
-    "greater",
-    "greater_equal",
-    "logical_and",
-    "logical_or",
-    "logical_xor",
-]
-UNARY = [
-    "negative",
-    "abs",
-    "exp",
-    "log",
-    "sqrt",
-    "tanh",
-    "sigmoid",
-    "relu",
-    "floor",
-    "ceil",
-    "round",
-    "sign",
-    "reciprocal",
-    "sin",
-    "cos",
-    "erf",
-    "isnan",
-    "isinf",
-    "logical_not",
-]
 #: Ops that round exactly, so a backend must match NumPy bit for bit on them: all but
 #: the transcendental ones (and power, which libm computes).
 ROUNDED = {"power", "exp", "log", "sqrt", "tanh", "sigmoid", "sin", "cos", "erf"}

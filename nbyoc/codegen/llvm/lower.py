@@ -160,10 +160,7 @@ class _Lowering:
         self.parallel = False
         #: Whether the kernel touches a dtype Numba lacks (float16), and so needs
         #: ``rules.EMULATION_IMPORT``.
-        self.emulated = any(
-            isinstance(n, (Var, Constant, Call)) and n.type.dtype in rules.STORAGE
-            for n in self.nodes
-        )
+        self.emulated = any(n.type.dtype in rules.STORAGE for n in self.nodes)
 
     # -- planning ---------------------------------------------------------------
 
