@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import onnx_graphs
 
 import nbyoc
 from nbyoc.demo import numpy_reference, reference_graph
@@ -34,11 +35,12 @@ try:
 except ImportError:  # optional: pip install '.[bench]'
     numexpr = None
 
-#: Every case: the hand-written competitors first, then nbyoc's.
-COMPETITORS = ("numpy", "numpy-out", "numexpr")
+#: Every case: the hand-written competitors and ONNX Runtime (on the same graph as an
+#: ONNX model, ``onnx_graphs``) first, then nbyoc's.
+COMPETITORS = ("numpy", "numpy-out", "numexpr", "onnxruntime")
 
 #: The square sizes n (arrays of n x n float32) the size-generic graphs run at.
-SIZES = (10, 256, 1024, 4096)
+SIZES = (10, 256, 1024, 2048, 4096)
 #: The two-layer MLP's fixed shape: a batch of 256 rows, 1024 features, hidden 1024.
 MLP_BATCH, MLP_HIDDEN = 256, 1024
 
@@ -57,9 +59,10 @@ class Workload:
     shape_label: str
     function: nbyoc.ir.nodes.Function
     numpy: Callable
-    numpy_out: Callable[[], Callable]  # a factory: each call makes fresh buffers
+    numpy_out: Callable[[], Callable] | None  # a factory: each call makes fresh buffers
     numexpr: Callable[[], Callable] | None
     flops: int = 0  # multiply-adds x 2 of the matmuls, for compute-bound graphs
+    onnx: Callable[[], object] | None = None  # builds the graph's ONNX model
 
     def inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Standard-normal float32 inputs of the function's parameter shapes."""
@@ -256,6 +259,49 @@ def _mlp_numexpr(x, w1, b1, w2, b2):
     return _evaluate("out + b2", out=h @ w2, b2=b2)
 
 
+# --- the neural-network graphs: defined as ONNX models (onnx_graphs), imported -------
+
+
+def numpy_softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def numpy_log_softmax(x):
+    shifted = x - x.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _layer_norm(scale, bias):
+    def run(x):
+        centred = x - x.mean(axis=-1, keepdims=True)
+        var = (centred * centred).mean(axis=-1, keepdims=True)
+        return centred / np.sqrt(var + np.float32(1e-5)) * scale + bias
+
+    return run
+
+
+def _rms_norm(scale, eps):
+    def run(x):
+        return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * scale
+
+    return run
+
+
+GELU_K, GELU_C = np.float32(np.sqrt(2 / np.pi)), np.float32(0.044715)
+
+
+def numpy_gelu(x):
+    return np.float32(0.5) * x * (np.float32(1) + np.tanh(GELU_K * (x + GELU_C * x * x * x)))
+
+
+def _gelu_numexpr(x):
+    return numexpr.evaluate(
+        "half * x * (one + tanh(k * (x + c * x * x * x)))",
+        local_dict={"x": x}, global_dict={**F32, "k": GELU_K, "c": GELU_C},
+    )  # fmt: skip
+
+
 def _numexpr(expression: str, names: list[str]) -> Callable[[], Callable]:
     """A factory of functions evaluating ``expression`` on arguments bound to ``names``."""
 
@@ -272,6 +318,15 @@ def _plain(fn: Callable) -> Callable[[], Callable]:
     return lambda: fn
 
 
+#: graph -> NumPy version of its model (given the model's weights by name), numexpr
+NN_GRAPHS = {
+    "softmax": (lambda w: numpy_softmax, None),
+    "log_softmax": (lambda w: numpy_log_softmax, None),
+    "layer_norm": (lambda w: _layer_norm(w["scale"], w["bias"]), None),
+    "rms_norm": (lambda w: _rms_norm(w["scale"], w["eps"]), None),
+    "gelu": (lambda w: numpy_gelu, _plain(_gelu_numexpr)),
+}
+
 #: graph name -> (builder of size n, numpy, numpy-out maker, numexpr expression or function)
 SQUARE_GRAPHS = {
     "reference": (
@@ -284,7 +339,7 @@ SQUARE_GRAPHS = {
     "chain10": (chain_graph, numpy_chain, _chain_out, _plain(_chain_numexpr)),
     "fallback": (fallback_graph, numpy_fallback, _fallback_out, _plain(_fallback_numexpr)),
 }
-GRAPHS = (*SQUARE_GRAPHS, "mlp")
+GRAPHS = (*SQUARE_GRAPHS, *NN_GRAPHS, "mlp")
 
 
 def candidate(work: Workload, case: str) -> Callable | None:
@@ -293,9 +348,11 @@ def candidate(work: Workload, case: str) -> Callable | None:
     if case == "numpy":
         return work.numpy
     if case == "numpy-out":
-        return work.numpy_out()
+        return work.numpy_out() if work.numpy_out else None
     if case == "numexpr":
         return work.numexpr() if work.numexpr else None
+    if case == "onnxruntime":
+        return onnx_graphs.session(work.onnx()) if work.onnx and onnx_graphs.helper else None
     backend, options = NBYOC_CASES[case]
     return nbyoc.compile(work.function, backend=backend, options=options)
 
@@ -306,6 +363,14 @@ def workload(graph: str, n: int | None = None) -> Workload:
         return Workload(
             "mlp", f"{MLP_BATCH}x{MLP_HIDDEN}", mlp_graph(), numpy_mlp, _buffers(_mlp_out),
             _plain(_mlp_numexpr) if numexpr else None, flops=2 * 2 * MLP_BATCH * MLP_HIDDEN**2,
+            onnx=lambda: onnx_graphs.mlp(MLP_BATCH, MLP_HIDDEN),
+        )  # fmt: skip
+    if graph in NN_GRAPHS:
+        model = onnx_graphs.onnx_model(graph, n)
+        naive, ne = NN_GRAPHS[graph]
+        return Workload(
+            graph, f"{n}x{n}", nbyoc.from_onnx(model), naive(onnx_graphs.weights(model)), None,
+            ne if numexpr else None, onnx=lambda: model,
         )  # fmt: skip
     build, naive, out, ne = SQUARE_GRAPHS[graph]
     function = build(n)
@@ -313,4 +378,7 @@ def workload(graph: str, n: int | None = None) -> Workload:
         ne = None
     elif isinstance(ne, str):
         ne = _numexpr(ne, [p.name_hint for p in function.params])
-    return Workload(graph, f"{n}x{n}", function, naive, _buffers(out), ne)
+    return Workload(
+        graph, f"{n}x{n}", function, naive, _buffers(out), ne,
+        onnx=lambda: onnx_graphs.onnx_model(graph, n),
+    )  # fmt: skip

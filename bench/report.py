@@ -103,6 +103,34 @@ def run_time_table(doc: dict) -> list[str]:
     return _table(["graph", "shape", *cases], rows)
 
 
+#: The peer the neural-network graphs and whole models are measured against.
+PEER = "onnxruntime"
+
+
+def peer_table(doc: dict) -> list[str]:
+    """Rows (graph, shape) that ONNX Runtime ran, columns nbyoc's cases: ONNX Runtime's
+    median over the case's (above 1: faster than ONNX Runtime)."""
+    runs = _by_kind(doc, "run")
+    medians: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    for b in runs:
+        info = b["extra_info"]
+        medians[info["graph"], info["shape"]][info["case"]] = b["stats"]["median"]
+    keys = [k for k in medians if PEER in medians[k] and len(medians[k]) > 1]
+    if not keys:
+        return []
+    others = ("numpy", "numpy-out", "numexpr", PEER)
+    cases = [c for c in _first_seen(b["extra_info"]["case"] for b in runs) if c not in others]
+    order = _first_seen(b["extra_info"]["graph"] for b in runs)
+    rows = []
+    for graph, shape in sorted(keys, key=lambda k: (order.index(k[0]), _elements(k[1]))):
+        cells = medians[graph, shape]
+        peer = cells[PEER]
+        row = [graph, shape, seconds(peer)]
+        row += [f"{peer / cells[c]:.2f}x" if c in cells else "" for c in cases]
+        rows.append(row)
+    return _table(["graph", "shape", PEER, *cases], rows)
+
+
 def bandwidths(doc: dict) -> dict[str, dict[str, float]]:
     """shape -> copy method -> bytes of traffic per second, from the copy benchmarks."""
     result: dict[str, dict[str, float]] = defaultdict(dict)
@@ -319,6 +347,10 @@ def markdown(doc: dict) -> str:
         ("Run time", "Median per call; in brackets NumPy's median over the case's (above 1: "
          "faster than NumPy). `numpy-out` reuses preallocated buffers and returns the same "
          "array every call.", run_time_table(doc)),
+        ("Against ONNX Runtime", "ONNX Runtime (default session options: all graph "
+         "optimisations, a thread per core) on the same graph as an ONNX model "
+         "(bench/onnx_graphs.py; the models of bench/test_models.py), its median over each "
+         "nbyoc case's: above 1, nbyoc is faster.", peer_table(doc)),
         ("Against the memory bandwidth", "The bound is the memory traffic of one ideal pass "
          "(each input read once, the result read for ownership and written once) at the "
          "bandwidth of the faster copy, measured in the same run and counted the same way; "

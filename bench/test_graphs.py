@@ -30,7 +30,7 @@ def run_case(benchmark, graph: str, n: int | None, case: str) -> None:
     work, args, expected = prepared(graph, n)
     fn = graphs.candidate(work, case)
     if fn is None:
-        pytest.skip(f"{case} is not installed (pip install '.[bench]')")
+        pytest.skip(f"{case}: not installed (pip install '.[bench]'), or no version of this graph")
     # Scaled: the MLP's sums cancel, and chain10 subtracts nearly equal values at a few points
     # of 16M, where an ulp of difference in exp or tanh between libraries shows.
     atol = 1e-4 * float(np.abs(expected).max())
@@ -46,6 +46,17 @@ def run_case(benchmark, graph: str, n: int | None, case: str) -> None:
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("graph", list(graphs.SQUARE_GRAPHS))
 def test_graph(benchmark, size, graph, case):
+    run_case(benchmark, graph, size, case)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("graph", list(graphs.NN_GRAPHS))
+def test_nn_graph(benchmark, request, size, graph, case):
+    """Softmax, log-softmax, layer norm, RMS norm, GELU: the reductions and transcendental
+    math models are made of, as ONNX models nbyoc imports (from 1024 x 1024 up: below,
+    a row of a softmax is not what models run; any size in a quick run)."""
+    if size < 1024 and not request.config.getoption("--bench-quick"):
+        pytest.skip("the neural-network graphs run from 1024 x 1024 up")
     run_case(benchmark, graph, size, case)
 
 

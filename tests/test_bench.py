@@ -46,18 +46,28 @@ def test_every_graph_and_case_is_measured(smoke_run):
         for b in smoke_run["benchmarks"]
         if b["extra_info"].get("kind") == "run"
     }
-    cases = ["numpy", "numpy-out", "host", "csource", "csource-fused", "llvm", "examplejson"]
+    nbyoc_cases = ["host", "csource", "csource-fused", "llvm", "examplejson"]
+    cases = ["numpy", "numpy-out", "onnxruntime", *nbyoc_cases]
     if importlib.util.find_spec("numexpr"):
         cases.append("numexpr")
     graphs = ["reference", "diamond", "chain10", "fallback", "mlp"]
-    assert measured == {(g, c) for g in graphs for c in cases}
+    expected = {(g, c) for g in graphs for c in cases}
+    # The neural-network graphs have no numpy-out version, and numexpr only for GELU.
+    nn_cases = ["numpy", "onnxruntime", *nbyoc_cases]
+    expected |= {(g, c) for g in ("softmax", "log_softmax", "layer_norm", "rms_norm", "gelu")
+                 for c in nn_cases}  # fmt: skip
+    if importlib.util.find_spec("numexpr"):
+        expected.add(("gelu", "numexpr"))
+    expected |= {(f"model {m}", c) for m in ("mlp", "cnn", "transformer")
+                 for c in ("onnxruntime", "host", "llvm", "csource")}  # fmt: skip
+    assert measured == expected
 
 
 def test_report_has_every_table(smoke_run):
     text = load_report().markdown(smoke_run)
     assert text.startswith("Machine: ")
-    for title in ("Run time", "Compute-bound: the MLP", "Compile time", "Peak memory per call",
-                  "Compile time against graph size"):  # fmt: skip
+    for title in ("Run time", "Against ONNX Runtime", "Compute-bound: the MLP", "Compile time",
+                  "Peak memory per call", "Compile time against graph size"):  # fmt: skip
         assert f"#### {title}" in text
     scaling = text.split("#### Compile time against graph size")[1].split("####")[0]
     for family in ("chain", "dag", "blocks"):

@@ -63,11 +63,12 @@ def test_nests_become_stage_functions_and_long_ones_store_through_a_block_buffer
 
 
 def test_a_buffer_read_in_a_parallel_group_is_not_reused_inside_it():
-    """Stages sharing a prange run chunk by chunk: the row sums (128 elements of a
+    """Stages sharing a prange run chunk by chunk: the column sums (128 elements of a
     scratch buffer) are read by the first stage in every chunk, so the second stage may
-    not write its result into their buffer before the last chunk has read them."""
+    not write its result into their buffer before the last chunk has read them. (Column
+    sums: a row sum would make a row group of the whole graph, ``rows``.)"""
     x, b = nbyoc.var("in0", (128, 128)), nbyoc.var("in1", (128, 1))
-    y = x * nbyoc.sum(x, axis=1, keepdims=True)
+    y = x * nbyoc.sum(x, axis=0, keepdims=True)
     for k in range(llvm_lower.MAX_NEST_OPS - 1):  # the first nest, full
         y = y * 1.001 if k % 2 else y + 0.5
     y = y * b  # the second nest reads a broadcast too, so both walk the same 2-d domain

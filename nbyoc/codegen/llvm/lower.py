@@ -54,6 +54,8 @@ from ...ir.traversal import post_order
 from ...ir.types import TensorType
 from . import rules
 from .reduce import STAGES
+from .rows import ROW_REDUCTIONS as REDUCTIONS
+from .rows import ROWS_IMPORT, RowGroup, RowGroupPlan, emit_row_group, row_domain
 from .rules import load, storage_dtype, store, value_dtype
 from .stages import StageCall, StageFunctions, emit_calls, lead_axes
 
@@ -94,7 +96,8 @@ class ArrayValue:
 class Stage:
     nodes: list[Call]
     shape: tuple[int, ...]
-    nest: bool  # elementwise loop nest, or a single other op
+    nest: bool  # elementwise loop nest, or a single other op (or a row group)
+    rows: RowGroup | None = None  # a row group (``rows``): reductions and their nests
 
 
 @dataclass
@@ -161,6 +164,7 @@ class _Lowering:
         #: Whether the kernel touches a dtype Numba lacks (float16), and so needs
         #: ``rules.EMULATION_IMPORT``.
         self.emulated = any(n.type.dtype in rules.STORAGE for n in self.nodes)
+        self.row_groups = False  # whether the kernel has any (and so needs ROWS_IMPORT)
 
     # -- planning ---------------------------------------------------------------
 
@@ -190,7 +194,52 @@ class _Lowering:
             else:
                 stages.append(Stage([node], node.type.shape, False))
             stage_of[node] = len(stages) - 1
+        if self.fuse:
+            stages = self.plan_row_groups(stages)
+            stage_of = {n: k for k, stage in enumerate(stages) for n in stage.nodes}
         return stages, stage_of
+
+    def plan_row_groups(self, stages: list[Stage]) -> list[Stage]:
+        """``stages`` with each reduction over trailing axes merged with the elementwise
+        nests around it that a row loop can run (``rows``) into one row group."""
+        merged: list[Stage] = []
+        index = 0
+        while index < len(stages):
+            stage = stages[index]
+            domain = None if stage.nest else row_domain(stage.nodes[0])
+            if domain is None:
+                merged.append(stage)
+                index += 1
+                continue
+            plan = RowGroupPlan(domain)
+            start = len(merged)  # full-shape nests just before it feed it in the row loop
+            while start > 0 and merged[start - 1].nest and merged[start - 1].shape == domain.shape:
+                start -= 1
+            taken = [s for s in merged[start:] if plan.accepts_nest(s.nodes, s.shape)]
+            if len(taken) < len(merged) - start:  # keep the group contiguous
+                plan = RowGroupPlan(domain)
+                taken, start = [], len(merged)
+            if not plan.accepts_reduction(stage.nodes[0]):  # e.g. a strided operand
+                merged.append(stage)
+                index += 1
+                continue
+            del merged[start:]
+            taken.append(stage)
+            index += 1
+            while index < len(stages):
+                later = stages[index]
+                if later.nest:
+                    ok = plan.accepts_nest(later.nodes, later.shape)
+                else:
+                    ok = plan.accepts_reduction(later.nodes[0])
+                if not ok:
+                    break
+                taken.append(later)
+                index += 1
+            nodes = [n for s in taken for n in s.nodes]
+            group = RowGroup(domain, nodes, plan.full, plan.reductions)
+            merged.append(Stage(nodes, domain.shape, False, group))
+        return merged
 
     def run(self) -> Lowered:
         stages, stage_of = self.plan_stages()
@@ -205,7 +254,7 @@ class _Lowering:
         stored = {
             n
             for n in stage_of
-            if not stages[stage_of[n]].nest
+            if not (stages[stage_of[n]].nest or stages[stage_of[n]].rows)
             or n in is_output
             or any(u != stage_of[n] for u in users.get(n, ()))
         }
@@ -292,6 +341,14 @@ class _Lowering:
     def emit_stage(self, stage: Stage, index: int, group: int, stored, dest) -> list[str]:
         if stage.nest:
             return self.emit_nest(stage, index, group, stored, dest)
+        if stage.rows is not None:
+            names = ", ".join(n.op.name for n in stage.nodes)
+            lines = [*self.flush(), f"# stage {index}: row group of {names}"]
+            for node in stage.nodes:
+                if node in stored:
+                    lines += self.bind_destination(node, dest)
+            self.row_groups = True
+            return lines + emit_row_group(self, stage.rows, stored, group)
         lines = [*self.flush(), f"# stage {index}: {stage.nodes[0].op.name}"]
         node = stage.nodes[0]
         name = node.op.name
@@ -301,7 +358,15 @@ class _Lowering:
             raise CompileError(f"the llvm backend has no lowering for {name!r} in @{self.symbol}")
         lines += self.bind_destination(node, dest)
         operands = [self.read_array(a) for a in node.args]
-        parallel = self.use_parallel(node.type.shape)
+        if name in REDUCTIONS:  # reduce.py reads its operand as (outer, reduced, inner)
+            self.row_groups = True
+            (operand,) = node.args
+            if not self.arrays[operand].contiguous:
+                lines.append(f"{operands[0]}_c = np.ascontiguousarray({operands[0]})")
+                operands = [f"{operands[0]}_c"]
+            parallel = self.use_parallel(operand.type.shape)
+        else:
+            parallel = self.use_parallel(node.type.shape)
         return lines + STAGES[name](node, operands, self.arrays[node].name, parallel)
 
     def emit_nest(self, stage: Stage, index: int, group: int, stored, dest) -> list[str]:
@@ -384,6 +449,12 @@ class _Lowering:
         if not (flat or array.contiguous):
             return None
         return _array_type(array.type.dtype, 1 if flat else array.type.ndim, array.readonly)
+
+    def queue_row_call(self, function: str, arguments: list[str], domain) -> list[str]:
+        """Lines calling a row group's function over all rows (in parallel when large)."""
+        parallel = self.use_parallel(domain.shape)
+        call = StageCall(function, arguments, (domain.rows,), parallel, -1, domain.columns)
+        return emit_calls([call])
 
     def flush(self) -> list[str]:
         """The calls of the queued stages."""
@@ -527,6 +598,7 @@ class _Lowering:
             "from numba.core import types as nbt",
             *(["from nbyoc.runtime.jit_address import function_at"] if addressed else []),
             *([rules.EMULATION_IMPORT] if self.emulated else []),
+            *([ROWS_IMPORT] if self.row_groups else []),
             "",
             *(rules.HELPERS[h] for h in sorted(self.helpers)),
             *self.stages.source,

@@ -2,8 +2,19 @@
 matmul and concatenate (gather and the pools: ``windows``). Each writes its whole
 result into a destination array.
 
-Float32 sums accumulate in float64 (closer to NumPy's pairwise sums than a
-float32 running sum); ``max`` lets NaN win, as NumPy does.
+A reduction over one contiguous block of axes (any reduction of a 2-D array, a
+softmax's row, a batch norm's statistics) sees its operand as ``(outer, reduced,
+inner)``. With no inner axes, each outer index reduces one contiguous run of
+values: parallel over the outer indices, vectorised along the run (reassociable
+steps, ``rows.reduction_code``). With inner axes, values next to each other in
+memory belong to different results: each task takes a block of ``COLUMN_BLOCK``
+inner indices and adds the reduced rows into a block of accumulators, one lane
+per result, which vectorises without reordering anything. Other axis sets keep
+plain loops. (Reductions over trailing axes with elementwise work around them are
+fused into row groups, ``rows``, before they get here.)
+
+Float32 sums accumulate in float64 (closer to the truth than NumPy's pairwise
+sums); ``max`` lets NaN win, as NumPy does.
 """
 
 from __future__ import annotations
@@ -15,7 +26,71 @@ from ...ir.nodes import Call
 from . import rules
 from .loops import loops as _loops
 from .loops import subscript as _subscript
+from .rows import accumulator_dtype, reduction_code
 from .windows import gather_stage, pool_stage, resize_stage
+
+#: Inner indices per task of a reduction over middle axes: the accumulators of one
+#: block (2 KiB of float64) stay in L1 while the reduced rows stream past.
+COLUMN_BLOCK = 256
+
+
+def axis_blocks(shape: tuple[int, ...], axes) -> tuple[int, int, int] | None:
+    """(outer, reduced, inner) sizes when ``axes`` are one contiguous run of ``shape``'s
+    axes, else None.
+
+    >>> axis_blocks((2, 3, 4, 5), (1, 2)), axis_blocks((2, 3, 4), (0, 2))
+    ((2, 12, 5), None)
+    """
+    axes = sorted(axes)
+    if not axes or axes != list(range(axes[0], axes[-1] + 1)):
+        return None
+    return (
+        math.prod(shape[: axes[0]]),
+        math.prod(shape[axes[0] : axes[-1] + 1]),
+        math.prod(shape[axes[-1] + 1 :]),
+    )
+
+
+def _blocked_reduction(node, source, dest, parallel, blocks) -> list[str]:
+    """A reduction over one block of axes (see the module docstring)."""
+    outer, reduced, inner = blocks
+    in_dtype = node.args[0].type.dtype
+    lines = [
+        f"{source}_blocks = {source}.reshape(({outer}, {reduced}, {inner}))",
+        f"{dest}_blocks = {dest}.reshape(({outer}, {inner}))",
+    ]
+    loop = "prange" if parallel else "range"
+    if inner == 1:
+        value = rules.load(f"{source}_blocks[o, k, 0]", in_dtype)
+        start, update, result = reduction_code(node, value, reduced, "acc")
+        store = rules.store(result, node.type.dtype)
+        return [
+            *lines,
+            f"for o in {loop}({outer}):",
+            f"    {start}",
+            f"    for k in range({reduced}):",
+            f"        {update}",
+            f"    {dest}_blocks[o, 0] = {store}",
+        ]
+    tasks_per_outer = -(-inner // COLUMN_BLOCK)
+    value = rules.load(f"{source}_blocks[o, k, c0 + c]", in_dtype)
+    start, update, result = reduction_code(node, value, reduced, "acc[c]")
+    acc_type = rules.NP_TYPES[accumulator_dtype(node)]
+    return [
+        *lines,
+        f"for task in {loop}({outer * tasks_per_outer}):",
+        f"    o = task // {tasks_per_outer}",
+        f"    c0 = (task % {tasks_per_outer}) * {COLUMN_BLOCK}",
+        f"    width = min({COLUMN_BLOCK}, {inner} - c0)",
+        f"    acc = np.empty({COLUMN_BLOCK}, {acc_type})",
+        "    for c in range(width):",
+        f"        {start}",
+        f"    for k in range({reduced}):",
+        "        for c in range(width):",
+        f"            {update}",
+        "    for c in range(width):",
+        f"        {dest}_blocks[o, c0 + c] = {rules.store(result, node.type.dtype)}",
+    ]
 
 
 def _reduction_loops(node, shape, reduced, start, update, store, dest, parallel) -> list[str]:
@@ -35,10 +110,14 @@ def _reduction_loops(node, shape, reduced, start, update, store, dest, parallel)
 
 
 def reduce_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:
-    """sum / mean / max of the operand over the node's axes into ``dest``."""
+    """sum / mean / max / min / prod of the operand over the node's axes into ``dest``
+    (the operand contiguous: ``lower`` copies a strided one first)."""
     (source,) = sources
     (x,) = node.args
     shape = x.type.shape
+    blocks = axis_blocks(shape, node.attrs["axis"])
+    if blocks is not None and x.type.size > 0:
+        return _blocked_reduction(node, source, dest, parallel, blocks)
     axes = set(node.attrs["axis"])
     reduced = [d for d in range(len(shape)) if d in axes]
     op, out_dtype, in_dtype = node.op.name, node.type.dtype, x.type.dtype

@@ -13,7 +13,6 @@ in Numba): converting back wraps exactly as NumPy's int32 arithmetic does.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -65,25 +64,6 @@ def load(element: str, dtype: str) -> str:
 def store(value: str, dtype: str) -> str:
     """Source turning a value of ``dtype`` into what its arrays store."""
     return f"half_bits({value})" if dtype in STORAGE else value
-
-
-def _exp_wide_source(taylor_degree: int, squarings: int) -> str:
-    """Numba source of ``nbyoc_exp_wide``: e**x as (e**(x / 2**squarings))**(2**squarings),
-    the inner power by its Taylor series in Horner form (see the comment in HELPERS)."""
-    horner = [f"    p = {1 / math.factorial(taylor_degree)!r}"]
-    horner += [
-        f"    p = p * z + {1 / math.factorial(k)!r}" for k in range(taylor_degree - 1, -1, -1)
-    ]
-    return "\n".join([
-        '@njit(error_model="numpy")',
-        "def nbyoc_exp_wide(x):",
-        "    x = np.minimum(np.maximum(x, -150.0), 100.0)  # NaN passes through",
-        f"    z = x * {1 / 2**squarings!r}",
-        *horner,
-        *["    p = p * p"] * squarings,  # unrolled: measured faster than a loop
-        "    return p",
-        "",
-    ])  # fmt: skip
 
 
 #: Helper functions emitted into the kernel module when used: name -> source. They are
@@ -161,44 +141,17 @@ def nbyoc_ifmod(a, b):
 @njit(error_model="numpy")
 def nbyoc_sigmoid(x):
     # exp of a non-positive number never overflows, so both branches are exact. (float32
-    # takes nbyoc_sigmoid_f32; the caller converts the result to the op's dtype.)
+    # takes vecmath's sigmoid_f32; the caller converts the result to the op's dtype.)
     e = np.exp(-np.abs(x))
     return (1.0 if x >= 0 else e) / (1.0 + e)
 """,
-    # float32 exp, tanh and sigmoid in float64 arithmetic only, so that loops of them
-    # vectorize: libm's expf and tanhf are one call per element (tanhf took 15 ms for
-    # 2**20 elements on 2 threads, NumPy's SIMD tanh 2.8 ms; this one takes 1.9 ms, and a
-    # fused loop holding one of them still vectorizes).
-    # e**x = (e**(x / 512))**512: the inner power by its Taylor series (|x / 512| <= 0.3
-    # once x is clamped to [-150, 100], where float32 already gives 0 or inf), then nine
-    # squarings. Degree 8: over float32's finite range (|z| <= 0.21) the remainder
-    # z**9 / 9! is below 2e-12, times 512 from the squarings: under 1e-9 relative, far
-    # below float32's 6e-8. Measured over 4M points of [-103, 88]: 0.02% of results are
-    # one ulp off the correctly rounded value (NumPy's own float32 exp: 36%). Degree 12
-    # rounded every one correctly but made chain10 about 20% slower.
-    "nbyoc_exp_wide": _exp_wide_source(taylor_degree=8, squarings=9),
-    "nbyoc_exp_f32": """\
-@njit(error_model="numpy")
-def nbyoc_exp_f32(x):
-    return np.float32(nbyoc_exp_wide(np.float64(x)))
-""",
-    "nbyoc_tanh_f32": """\
-@njit(error_model="numpy")
-def nbyoc_tanh_f32(x):
-    v = np.float64(x)
-    a = abs(v)
-    y = nbyoc_exp_wide(-2.0 * a)
-    r = (1.0 - y) / (1.0 + y)
-    # Below 2**-12, tanh(x) rounds to x in float32 (and 1 - y would cancel).
-    return np.float32(v if a < 2.0**-12 else np.copysign(r, v))
-""",
-    "nbyoc_sigmoid_f32": """\
-@njit(error_model="numpy")
-def nbyoc_sigmoid_f32(x):
-    v = np.float64(x)
-    e = nbyoc_exp_wide(-abs(v))
-    return np.float32((1.0 if v >= 0 else e) / (1.0 + e))
-""",
+    # float32 exp, log, tanh, sigmoid and erf: nbyoc's own, which vectorise (libm's are
+    # one call per element: tanhf took 15 ms for 2**20 elements on 2 threads, NumPy's
+    # SIMD tanh 2.8 ms), imported from ``nbyoc.runtime.vecmath``.
+    **{
+        f"{op}_f32": f"from nbyoc.runtime.vecmath import {op}_f32\n"
+        for op in ("exp", "log", "tanh", "sigmoid", "erf")
+    },
 }
 
 
@@ -238,9 +191,9 @@ def _numpy(function: str) -> ScalarRule:
     return ScalarRule(lambda args, dtype: cast(f"np.{function}({', '.join(args)})", dtype))
 
 
-def _wide(op: str, other: ScalarRule) -> ScalarRule:
-    """float32 ``op`` by its float64-arithmetic helper (see HELPERS), others by ``other``."""
-    helper = f"nbyoc_{op}_f32"
+def _vectorised(op: str, other: ScalarRule) -> ScalarRule:
+    """float32 ``op`` by ``nbyoc.runtime.vecmath`` (see HELPERS), others by ``other``."""
+    helper = f"{op}_f32"
 
     def expression(args, dtype):
         if value_dtype(dtype) == VALUE_DTYPE:  # float32, or float16 computed in float32
@@ -249,7 +202,7 @@ def _wide(op: str, other: ScalarRule) -> ScalarRule:
 
     def helpers(dtype):
         if value_dtype(dtype) == VALUE_DTYPE:
-            return ["nbyoc_exp_wide", helper]
+            return [helper]
         return other.helpers(dtype)
 
     return ScalarRule(expression, helpers)
@@ -314,11 +267,11 @@ SCALAR_RULES: dict[str, ScalarRule] = {
     ),
     "negative": ScalarRule(lambda args, dtype: cast(f"-{args[0]}", dtype)),
     "abs": _numpy("abs"),
-    "exp": _wide("exp", _numpy("exp")),
-    "log": _numpy("log"),
+    "exp": _vectorised("exp", _numpy("exp")),
+    "log": _vectorised("log", _numpy("log")),
     "sqrt": _numpy("sqrt"),
-    "tanh": _wide("tanh", _numpy("tanh")),
-    "sigmoid": _wide(
+    "tanh": _vectorised("tanh", _numpy("tanh")),
+    "sigmoid": _vectorised(
         "sigmoid",
         ScalarRule(
             lambda args, dtype: cast(f"nbyoc_sigmoid({args[0]})", dtype),
@@ -346,7 +299,7 @@ SCALAR_RULES: dict[str, ScalarRule] = {
     "reciprocal": ScalarRule(lambda args, dtype: cast(f"{cast('1', dtype)} / {args[0]}", dtype)),
     "sin": _numpy("sin"),
     "cos": _numpy("cos"),
-    "erf": ScalarRule(lambda args, dtype: cast(f"math.erf({args[0]})", dtype)),
+    "erf": _vectorised("erf", ScalarRule(lambda args, dtype: cast(f"math.erf({args[0]})", dtype))),
     "equal": _compare("=="),
     "not_equal": _compare("!="),
     "less": _compare("<"),

@@ -132,6 +132,8 @@ class StageCall:
     domain: tuple[int, ...]
     parallel: bool
     group: int  # consecutive parallel stages of one group may share a prange
+    #: Elements of work per outer index (a row group's row length), for chunking.
+    row_elements: int = 1
 
     def call(self, lo: str, hi: str) -> str:
         args = [*self.arguments, lo, hi] if self.domain else self.arguments
@@ -195,6 +197,22 @@ class StageFunctions:
         index = next((k for k, (f, _) in enumerate(self.addressed) if f == name), None)
         return name, index
 
+    def add_function(self, params: list[str], body: list[str]) -> str:
+        """A function over ``[lo, hi)`` with the body given (a row group's), by name;
+        identical ones are one function."""
+        key = ("function", tuple(params), tuple(body))
+        name = self.by_body.get(key)
+        if name is None:
+            name = f"stage{len(self.by_body)}"
+            self.by_body[key] = name
+            self.source += [
+                f"@njit({STAGE_OPTIONS})",
+                f"def {name}({', '.join([*params, 'lo', 'hi'])}):",
+                *("    " + line for line in body),
+                "",
+            ]
+        return name
+
 
 def emit_calls(calls: list[StageCall]) -> list[str]:
     """The kernel lines running ``calls``: one call, or a run of parallel calls that
@@ -208,7 +226,8 @@ def emit_calls(calls: list[StageCall]) -> list[str]:
     total = math.prod(first.domain[: lead_axes(first.domain)])
     if not first.parallel:
         return [c.call("0", str(total)) for c in calls]
-    chunks = max(1, min(total, math.prod(first.domain) // CHUNK_ELEMENTS, MAX_CHUNKS))
+    elements = math.prod(first.domain) * first.row_elements
+    chunks = max(1, min(total, elements // CHUNK_ELEMENTS, MAX_CHUNKS))
     return [
         f"for c in prange({chunks}):",
         f"    lo = c * {total} // {chunks}",

@@ -1,0 +1,83 @@
+"""Whole ONNX models, side by side in one process: ONNX Runtime with its default
+settings (what a user of the model would otherwise run), nbyoc's host executor
+(NumPy op by op) and nbyoc on llvm and csource.
+
+The models are the ONNX issue's (tests/frontend/models.py) at batch sizes where the
+work is more than call overhead, an attention block (a transformer encoder layer at
+256 tokens of width 256, four heads), and the pretrained PP-OCR text-direction
+classifier when the tests have cached it (``NBYOC_TEST_MODELS``, see
+tests/frontend/test_onnx_models.py; skipped otherwise). They run at their native
+size only (a ``--bench-quick`` run: the tests' small sizes, without the attention
+block and the pretrained model); ``extra_info`` marks them kind "run" with no
+NumPy case, so the report's table against ONNX Runtime holds them.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nbyoc
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+onnx = pytest.importorskip("onnx", reason="the model benchmarks need onnx (pip install '.[bench]')")
+import onnx_graphs  # noqa: E402
+
+from tests.frontend import models  # noqa: E402
+
+#: model -> (builder, input shape)
+MODELS = {
+    "mlp": (models.mlp, (4096, 16)),
+    "cnn": (models.cnn, (64, 3, 16, 16)),
+    "transformer": (models.transformer, (64, 8, 16)),
+    "attention": (functools.partial(models.transformer, 256, 256, 4), (4, 256, 256)),
+}
+PRETRAINED = "ch_ppocr_mobile_v2.0_cls_infer.onnx"
+CASES = ["onnxruntime", "host", "llvm", "csource"]
+
+
+def _pretrained():
+    cache = Path(os.environ.get("NBYOC_TEST_MODELS", Path.home() / ".cache" / "nbyoc-test-models"))
+    path = cache / PRETRAINED
+    if not path.exists():
+        pytest.skip(f"{PRETRAINED} is not cached: run tests/frontend/test_onnx_models.py once")
+    return onnx.load_from_string(path.read_bytes())
+
+
+@functools.lru_cache(maxsize=1)
+def prepared(name: str, quick: bool):
+    if name == "ppocr_cls":
+        if quick:
+            pytest.skip("a quick run leaves out the pretrained model (its llvm compile is long)")
+        model, shape = _pretrained(), (8, 3, 48, 192)
+    elif quick:  # the tests' sizes
+        if name not in models.MODELS:
+            pytest.skip(f"a quick run leaves out {name}")
+        build, shape = models.MODELS[name]
+        model = build()
+    else:
+        build, shape = MODELS[name]
+        model = build()
+    x = np.random.default_rng(3).uniform(-1, 1, shape).astype(np.float32)
+    expected = onnx_graphs.session(model)(x)
+    return model, shape, x, expected
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("name", [*MODELS, "ppocr_cls"])
+def test_model(benchmark, request, name, case):
+    model, shape, x, expected = prepared(name, request.config.getoption("--bench-quick"))
+    if case == "onnxruntime":
+        fn = onnx_graphs.session(model)
+    else:
+        fn = nbyoc.compile(nbyoc.from_onnx(model, shapes={"x": shape}), backend=case)
+    np.testing.assert_allclose(fn(x), expected, rtol=1e-3, atol=1e-4)
+    label = "x".join(map(str, shape))
+    benchmark.group = f"model {name} {label}"
+    benchmark.extra_info.update(kind="run", graph=f"model {name}", shape=label, case=case)
+    benchmark(fn, x)

@@ -1,0 +1,374 @@
+"""Row-wise fusion: reductions over a tensor's trailing axes, with the elementwise
+ops before and after them, as one loop over rows.
+
+Softmax is ``e = exp(x - max(x)); e / sum(e)`` along the last axis: as separate
+stages that is four passes over memory, two of them reductions that run a scalar
+at a time. Here a *row group* is a run of stages over one *row domain*: a shape
+``S`` split at axis ``k`` into ``rows = prod(S[:k])`` and a row of
+``prod(S[k:])`` elements. Its members are
+
+- reductions (sum, mean, max, min, prod) over exactly the axes ``k..``;
+- elementwise nodes of shape ``S`` (*full* values), reading full values, per-row
+  values (broadcast along the row), per-column values (broadcast across rows)
+  and scalars;
+- elementwise nodes of a reduction's result shape (*row* values: ``sqrt(var +
+  eps)``), reading row values and scalars.
+
+The group runs as one function over a range of rows (parallel over chunks of
+rows). For each row it makes a few *passes*: a full value is computed in the
+first pass after every reduction it depends on is complete, a reduction
+accumulates in the pass of its operand, and a full value needed in a later pass
+is kept in a row buffer (the row stays in cache between passes). Softmax: pass 0
+reads ``x`` for the max; pass 1 computes ``exp(x - m)`` into the output and sums
+it; pass 2 divides. Each row is read from memory once and written once.
+
+Reductions vectorise along the row: float sums and products accumulate in float64
+with reassociable steps (``nbyoc.runtime.vecmath.add_step``: several partial sums,
+far more accurate than NumPy's pairwise float32 sum), max and min through LLVM's
+NaN-propagating ``maximum``/``minimum``.
+
+>>> import nbyoc
+>>> x = nbyoc.var("x", (4, 8))
+>>> row_domain(nbyoc.sum(x, axis=1, keepdims=True))
+RowDomain(shape=(4, 8), split=1)
+>>> row_domain(nbyoc.sum(x, axis=0)) is None
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ...ir.dtypes import dtype_info
+from ...ir.nodes import Call, Expr
+from ...ir.ops.elementwise import loop_dtypes
+from . import rules
+
+#: The reductions a row group computes.
+ROW_REDUCTIONS = ("sum", "mean", "max", "min", "prod")
+#: The kernel-module import row groups need.
+ROWS_IMPORT = "from nbyoc.runtime.vecmath import add_step, multiply_step, maximum, minimum"
+
+
+@dataclass(frozen=True)
+class RowDomain:
+    """A shape split into rows (the axes before ``split``) and the row's elements."""
+
+    shape: tuple[int, ...]
+    split: int
+
+    @property
+    def rows(self) -> int:
+        return math.prod(self.shape[: self.split])
+
+    @property
+    def columns(self) -> int:
+        return math.prod(self.shape[self.split :])
+
+    def role(self, shape: tuple[int, ...]) -> str | None:
+        """How a value of ``shape`` is read in a loop over this domain (broadcasting as
+        NumPy does): "scalar", "row" (one value per row), "column" (one per element of
+        a row), "full", or None when it broadcasts some other way."""
+        pad = len(self.shape) - len(shape)
+        if pad < 0:
+            return None
+        padded = (1,) * pad + tuple(shape)
+        lead, trail = padded[: self.split], padded[self.split :]
+        lead_one, trail_one = all(d == 1 for d in lead), all(d == 1 for d in trail)
+        if lead_one and trail_one:
+            return "scalar"
+        lead_full, trail_full = lead == self.shape[: self.split], trail == self.shape[self.split :]
+        if lead_full and trail_full:  # (first: with one row, a full value is also a column)
+            return "full"
+        if lead_full and trail_one:
+            return "row"
+        if lead_one and trail_full:
+            return "column"
+        return None
+
+
+def row_domain(node: Expr) -> RowDomain | None:
+    """The row domain of a reduction over its operand's trailing axes (with elements in
+    both the rows and the row), else None."""
+    if not (isinstance(node, Call) and node.op.name in ROW_REDUCTIONS):
+        return None
+    shape = node.args[0].type.shape
+    axes = list(node.attrs["axis"])
+    if not axes or axes != list(range(axes[0], len(shape))):
+        return None
+    domain = RowDomain(tuple(shape), axes[0])
+    return domain if domain.rows > 0 and domain.columns > 0 else None
+
+
+class RowGroupPlan:
+    """Which stages form row groups: ``members(stages)`` and the checks behind it.
+
+    ``is_nest(stage)``, ``nodes(stage)`` and ``shape(stage)`` read the lowering's stages.
+    """
+
+    def __init__(self, domain: RowDomain):
+        self.domain = domain
+        self.full: set[Call] = set()
+        self.row: set[Call] = set()
+        self.reductions: list[Call] = []
+
+    def row_shapes(self) -> set[tuple[int, ...]]:
+        """The shapes a row value may have: a reduction's result with or without kept dims."""
+        lead = self.domain.shape[: self.domain.split]
+        ones = (1,) * (len(self.domain.shape) - self.domain.split)
+        return {lead + ones, lead}
+
+    def accepts_nest(self, nodes: list[Call], shape: tuple[int, ...]) -> bool:
+        """Whether an elementwise nest joins the group (then its nodes are members)."""
+        inside = set(nodes)  # (a set: graph values compare by identity only there)
+        if shape == self.domain.shape:
+            if all(self._full_operand_ok(a) for n in nodes for a in n.args if a not in inside):
+                self.full.update(nodes)
+                return True
+            return False
+        if shape in self.row_shapes():
+            row_like = self.row | set(nodes)
+            for n in nodes:
+                for a in n.args:
+                    if a in row_like:
+                        continue
+                    if a in self.full or not self._outside_row_operand_ok(a, shape):
+                        return False
+            self.row.update(nodes)
+            return True
+        return False
+
+    def accepts_reduction(self, node: Call) -> bool:
+        if row_domain(node) != self.domain:
+            return False
+        (x,) = node.args
+        if x in self.row:
+            return False
+        if x not in self.full and self.domain.role(x.type.shape) != "full":
+            return False
+        self.reductions.append(node)
+        self.row.add(node)
+        return True
+
+    def _full_operand_ok(self, a: Expr) -> bool:
+        if a in self.full:
+            return True
+        if a in self.row:  # broadcast along the row: only with its kept dims
+            return self.domain.role(a.type.shape) in ("row", "scalar")
+        return self.domain.role(a.type.shape) is not None
+
+    def _outside_row_operand_ok(self, a: Expr, shape) -> bool:
+        if a.type.size == 1:
+            return True
+        pad = len(shape) - len(a.type.shape)
+        return pad >= 0 and (1,) * pad + tuple(a.type.shape) == tuple(shape)
+
+
+@dataclass
+class RowGroup:
+    """A planned row group: its members in evaluation order and their roles."""
+
+    domain: RowDomain
+    nodes: list[Call]
+    full: set[Call]
+    reductions: list[Call]
+
+    def passes(self) -> tuple[dict[Call, int], dict[Call, int]]:
+        """(pass of each full value and reduction, first pass each row value is ready in)."""
+        computed: dict[Call, int] = {}
+        ready: dict[Call, int] = {}
+        reductions = set(self.reductions)
+        for node in self.nodes:
+            if node in reductions:
+                (x,) = node.args
+                computed[node] = computed.get(x, 0)
+                ready[node] = computed[node] + 1
+            elif node in self.full:
+                computed[node] = max(
+                    [computed.get(a, 0) if a in self.full else ready.get(a, 0) for a in node.args]
+                    or [0]
+                )
+            else:
+                ready[node] = max([ready.get(a, 0) for a in node.args] or [0])
+        return computed, ready
+
+
+def accumulator_dtype(node: Call) -> str:
+    """The dtype reduction ``node`` accumulates in: float64 for float sums, means and
+    products (float32 sums come out more accurate than NumPy's pairwise ones), int64
+    for integer sums, the result's dtype for integer products, the operand's value
+    dtype for max and min."""
+    op = node.op.name
+    info = dtype_info(rules.value_dtype(node.args[0].type.dtype))
+    if op in ("max", "min"):
+        return rules.value_dtype(node.args[0].type.dtype)
+    if op == "prod":
+        return "float64" if info.is_float else node.type.dtype
+    return "int64" if info.is_integer and op == "sum" else "float64"
+
+
+def reduction_code(node: Call, value: str, count: int, acc: str):
+    """(start line, update line, result expression) of reduction ``node`` with
+    accumulator ``acc`` (a local, or an element of an accumulator array) over ``count``
+    values, each ``value``."""
+    op, out_dtype = node.op.name, node.type.dtype
+    acc_dtype = accumulator_dtype(node)
+    info = dtype_info(acc_dtype)
+    if op in ("max", "min"):
+        if info.is_float:
+            start = rules.cast("-np.inf" if op == "max" else "np.inf", acc_dtype)
+            update = f"{acc} = {'maximum' if op == 'max' else 'minimum'}({acc}, {value})"
+        else:
+            bound = info.min if op == "max" else info.max
+            start = rules.cast(str(bound), acc_dtype) if info.kind != "bool" else str(op == "min")
+            update = f"{acc} = {op}({acc}, {value})"
+        return f"{acc} = {start}", update, rules.cast(acc, out_dtype)
+    if op == "prod":
+        if info.is_float:
+            step = f"multiply_step({acc}, {rules.cast(value, acc_dtype)})"
+        else:  # Numba widens small integers: back to the dtype, wrapping as NumPy does
+            step = rules.cast(f"{acc} * {rules.cast(value, acc_dtype)}", acc_dtype)
+        start = f"{acc} = {rules.cast('1', acc_dtype)}"
+        return start, f"{acc} = {step}", rules.cast(acc, out_dtype)
+    if info.is_integer:
+        update = f"{acc} += {rules.cast(value, acc_dtype)}"
+    else:
+        update = f"{acc} = add_step({acc}, {rules.cast(value, acc_dtype)})"
+    result = f"{acc} / {float(count)!r}" if op == "mean" else acc
+    return f"{acc} = {rules.cast('0', acc_dtype)}", update, rules.cast(result, out_dtype)
+
+
+def emit_row_group(lowering, group: RowGroup, stored: set, call_group: int) -> list[str]:
+    """The kernel lines running ``group``: views of its arrays as rows, then the call
+    of its row function (queued on ``lowering``, which may run it in parallel).
+
+    ``lowering`` is the kernel's ``lower._Lowering``: its ``arrays``, ``literals``,
+    ``stages``, ``helpers`` and ``read_array``/``use_parallel``/``queue_call``. Every
+    member in ``stored`` must already be bound to its array."""
+    domain = group.domain
+    rows, columns = domain.rows, domain.columns
+    members = set(group.nodes)
+    reductions = set(group.reductions)
+    computed, ready = group.passes()
+    lines: list[str] = []
+    params: dict[Expr, str] = {}  # array value -> the row function's parameter
+    roles: dict[Expr, str] = {}
+    arguments: list[str] = []  # the kernel's views, in parameter order
+    scalar_arguments: list[str] = []
+    scalars: dict[Expr, str] = {}
+
+    def pass_array(node: Expr, role: str) -> None:
+        if node in params:
+            return
+        array = lowering.arrays[node]
+        base = array.name if array.contiguous else f"np.ascontiguousarray({array.name})"
+        view = f"{array.name}_{role}s"
+        shape = {"full": f"({rows}, {columns})", "row": f"({rows},)", "column": f"({columns},)"}
+        lines.append(f"{view} = {base}.reshape({shape[role]})")
+        params[node], roles[node] = f"a{len(params)}", role
+        arguments.append(view)
+
+    def pass_scalar(node: Expr) -> None:
+        if node in scalars or node in lowering.literals:
+            return
+        array = lowering.read_array(node)
+        element = f"{array}[()]" if node.type.ndim == 0 else f"{array}.reshape((1,))[0]"
+        name = f"{array}_scalar"
+        lines.append(f"{name} = {rules.load(element, node.type.dtype)}")
+        scalars[node] = f"x{len(scalars)}"
+        scalar_arguments.append(name)
+
+    # What the function reads from outside the group, and what it stores.
+    for node in group.nodes:
+        for a in node.args:
+            if a in members:
+                continue
+            role = "row" if node not in group.full and node not in reductions else None
+            role = role or domain.role(a.type.shape)
+            if a.type.size == 1:
+                pass_scalar(a)
+            else:
+                pass_array(a, role)
+    for node in group.nodes:
+        if node in stored:
+            pass_array(node, "full" if node in group.full else "row")
+
+    last_read: dict[Expr, int] = {}  # the last pass each full value is read in
+    for u in group.nodes:
+        for a in u.args:
+            if a in group.full:
+                last_read[a] = max(last_read.get(a, 0), computed.get(u, ready.get(u, 0)))
+    buffers: dict[Call, str] = {}
+    for node in group.nodes:
+        if node in group.full and last_read.get(node, 0) > computed[node]:
+            buffers[node] = f"buf{len(buffers)}"
+    body = [
+        f"{b} = np.empty({columns}, {rules.NP_TYPES[rules.value_dtype(n.type.dtype)]})"
+        for n, b in buffers.items()
+    ]
+    body.append("for r in range(np.uint64(lo), np.uint64(hi)):")
+    local: dict[Expr, str] = {}  # values held in locals: row values, this pass's full values
+
+    def read(a: Expr, dtype: str) -> str:
+        if a in local:
+            text = local[a]
+        elif a in buffers:
+            text = f"{buffers[a]}[j]"
+        elif a in lowering.literals:
+            text = lowering.literals[a]
+        elif a in scalars:
+            text = scalars[a]
+        else:
+            index = {"full": "r, j", "row": "r", "column": "j"}[roles[a]]
+            text = rules.load(f"{params[a]}[{index}]", a.type.dtype)
+        return text if a.type.dtype == dtype else rules.cast(text, dtype)
+
+    def compute(node: Call, name: str) -> str:
+        loop = loop_dtypes(node)
+        args = [read(a, d) for a, d in zip(node.args, loop)]
+        lowering.helpers.update(rules.helpers_for(node.op.name, loop[0]))
+        local[node] = name
+        expression = rules.scalar_expression(node.op.name, args, node.type.dtype, loop, node.attrs)
+        return f"{name} = {expression}"
+
+    last = max([*computed.values(), *ready.values(), 0])
+    for step in range(last + 1):
+        inner = []
+        for k, node in enumerate(group.nodes):
+            if node not in group.full and node not in reductions and ready[node] == step:
+                inner.append(compute(node, f"rv{k}"))
+                if node in stored:
+                    inner.append(f"{params[node]}[r] = {rules.store(local[node], node.type.dtype)}")
+        loop_body, finals = [], []
+        for k, node in enumerate(group.nodes):
+            if computed.get(node) != step:
+                continue
+            if node in group.full:
+                loop_body.append(compute(node, f"v{k}"))
+                if node in buffers:
+                    loop_body.append(f"{buffers[node]}[j] = {local[node]}")
+                if node in stored:
+                    value = rules.store(local[node], node.type.dtype)
+                    loop_body.append(f"{params[node]}[r, j] = {value}")
+            else:  # a reduction accumulating in this pass
+                (x,) = node.args
+                operand = read(x, rules.value_dtype(x.type.dtype))
+                start, update, result = reduction_code(node, operand, columns, f"acc{k}")
+                inner.append(start)
+                loop_body.append(update)
+                finals.append((node, f"rv{k}", result))
+        if loop_body:
+            inner += [f"for j in range({columns}):", *("    " + line for line in loop_body)]
+        for node in group.nodes:  # full values do not outlive their pass's loop
+            if node in group.full and computed[node] == step:
+                local.pop(node, None)
+        for node, name, result in finals:
+            inner.append(f"{name} = {result}")
+            local[node] = name
+            if node in stored:
+                inner.append(f"{params[node]}[r] = {rules.store(name, node.type.dtype)}")
+        body += ["    " + line for line in inner]
+    parameters = [*params.values(), *scalars.values()]
+    function = lowering.stages.add_function(parameters, body)
+    return lines + lowering.queue_row_call(function, arguments + scalar_arguments, domain)

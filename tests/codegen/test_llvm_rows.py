@@ -1,0 +1,195 @@
+"""llvm's row groups (a reduction over trailing axes fused with the elementwise ops
+around it, nbyoc.codegen.llvm.rows) and its vectorised reductions (reduce.py):
+against NumPy and the host executor on the same graphs, over random shapes, axes and
+dtypes, with NaN and inf, and checked to be one loop over rows that vectorises."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nbyoc
+from nbyoc.runtime.llvm import LLVMModule
+
+from ..helpers import assert_close_to_host, external, reload
+
+RTOL = {"float16": 2e-2, "float32": 2e-5, "float64": 1e-12}
+
+
+def _rows(n_rows: int, n_cols: int, dtype: str = "float32", seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((n_rows, n_cols)).astype(dtype)
+
+
+NORMALISATIONS = {
+    "softmax": lambda x: nbyoc.softmax(x, axis=-1),
+    "log_softmax": lambda x: nbyoc.log_softmax(x, axis=-1),
+    "layer_norm": lambda x: nbyoc.layer_norm(
+        x, nbyoc.const(np.linspace(0.5, 1.5, x.type.shape[-1], dtype=np.float32)),
+        nbyoc.const(np.float32(0.25)), axis=-1,
+    ),
+    "rms_norm": lambda x: x / nbyoc.sqrt(nbyoc.mean(x * x, axis=-1, keepdims=True) + 1e-6),
+    "normalise": lambda x: x / nbyoc.sum(nbyoc.abs(x), axis=-1, keepdims=True),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(NORMALISATIONS))
+def test_normalisations_are_one_row_group_and_match_numpy(name):
+    """Softmax and friends: one row group (one loop over rows, in parallel), equal to
+    the host's NumPy results, also after a save and load."""
+    x = nbyoc.var("x", (512, 96))
+    f = nbyoc.function([x], NORMALISATIONS[name](x))
+    fn = nbyoc.compile(f, backend="llvm")
+    (module,) = fn.runtime_modules.values()
+    source = module.get_source()
+    assert source.count("row group of") == 1, source
+    assert "prange" in source
+    data = _rows(512, 96)
+    assert_close_to_host(fn, f, [data], rtol=2e-5, atol=1e-6)
+    assert_close_to_host(reload(fn), f, [data], rtol=2e-5, atol=1e-6)
+
+
+def test_softmax_reads_its_input_twice_and_keeps_exp_in_a_row_buffer():
+    """Pass 0 takes the max, pass 1 computes exp(x - max) into a row buffer while
+    summing it, pass 2 divides: three loops over j, one buffer."""
+    x = nbyoc.var("x", (64, 128))
+    e = nbyoc.exp(x - nbyoc.max(x, axis=-1, keepdims=True))  # softmax, as legalized
+    softmax = e / nbyoc.sum(e, axis=-1, keepdims=True)
+    source = LLVMModule(external([x], [softmax], "llvm_0", "llvm")).get_source()
+    group = source.split("def stage0(")[1].split("\n\n")[0]
+    assert group.count("for j in range(128):") == 3
+    assert group.count("np.empty(128, np.float32)") == 1
+    assert "maximum(" in group and "add_step(" in group and "exp_f32(" in group
+
+
+def test_rows_with_nan_and_inf_follow_numpy():
+    data = _rows(6, 50)
+    data[1, 7] = np.nan
+    data[2, 3] = np.inf
+    data[3, :] = -np.inf
+    data[4, 9] = -np.inf
+    x = nbyoc.var("x", data.shape)
+    outs = [nbyoc.softmax(x), nbyoc.max(x, axis=1), nbyoc.min(x, axis=1), nbyoc.sum(x, axis=1)]
+    f = nbyoc.function([x], outs)
+    with np.errstate(all="ignore"):
+        got = nbyoc.compile(f, backend="llvm")(data)
+        want = nbyoc.compile(f, backend="host")(data)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, equal_nan=True)
+
+
+@st.composite
+def row_programs(draw):
+    """A random program over rows: elementwise ops before a reduction over the trailing
+    axes, the reduced value broadcast back into more elementwise ops, a second
+    reduction, and a row-value op between; random shape, split, dtype and outputs."""
+    rank = draw(st.integers(1, 4))
+    shape = tuple(draw(st.lists(st.integers(1, 7), min_size=rank, max_size=rank)))
+    split = draw(st.integers(0, rank - 1))
+    dtype = draw(st.sampled_from(["float32", "float64", "float16", "int32"]))
+    first = draw(st.sampled_from(["sum", "mean", "max", "min", "prod"]))
+    second = draw(st.sampled_from(["sum", "mean", "max", "min"]))
+    keep = draw(st.booleans())
+    column = draw(st.booleans())  # a per-column operand (layer norm's scale)
+    outputs = draw(st.sets(st.integers(0, 4), min_size=1))
+    return shape, split, dtype, first, second, keep, column, sorted(outputs)
+
+
+def _program(shape, split, dtype, first, second, keep, column, outputs):
+    x = nbyoc.var("x", shape, dtype)
+    axes = tuple(range(split, len(shape)))
+    pre = x * 2 - 1 if dtype != "int32" else x - 3
+    r1 = nbyoc.call_op(first, pre, axis=axes, keepdims=True)
+    centred = pre - r1
+    if column:
+        centred = centred * nbyoc.const(np.arange(1, 1 + np.prod(shape[split:])).reshape(
+            shape[split:]).astype(dtype))  # fmt: skip
+    r2 = nbyoc.call_op(second, centred * centred, axis=axes, keepdims=keep)
+    row = nbyoc.abs(r2) + 1
+    full = centred / (row if keep else nbyoc.reshape(row, row.type.shape + (1,) * len(axes)))
+    values = [pre, r1, centred, r2, full]
+    return nbyoc.function([x], [values[k] for k in outputs])
+
+
+@settings(max_examples=40, deadline=None)
+@given(row_programs(), st.integers(0, 2**31 - 1))
+def test_random_row_programs_match_the_host(program, seed):
+    shape, _, dtype, *_ = program
+    f = _program(*program)
+    rng = np.random.default_rng(seed)
+    if dtype == "int32":
+        data = rng.integers(-4, 5, shape).astype(dtype)
+    else:
+        data = rng.uniform(-2, 2, shape).astype(dtype)
+    fn = nbyoc.compile(f, backend="llvm", options={"llvm": {"parallel_threshold": 8}})
+    with np.errstate(all="ignore"):
+        got, want = fn(data), nbyoc.compile(f, backend="host")(data)
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        if dtype == "float16":  # NumPy accumulates float16 in float16; llvm in float64
+            np.testing.assert_allclose(g, w, rtol=5e-2, atol=5e-2)
+        else:  # by the result's dtype: an int32 program's mean is float64
+            rtol = RTOL.get(g.dtype.name, 0)
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-5 if rtol else 0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(1, 9), min_size=1, max_size=4),
+    st.data(),
+    st.sampled_from(["sum", "mean", "max", "min", "prod"]),
+    st.sampled_from(["float32", "float64", "int64", "uint8", "bool"]),
+    st.booleans(),
+)
+def test_reductions_over_any_axes_match_numpy(shape, data, op, dtype, keepdims):
+    """Any axis set (one run of axes: the (outer, reduced, inner) loops; others: plain
+    loops), alone in a kernel (fuse=False keeps row groups out) and fused."""
+    axes = data.draw(st.sets(st.integers(0, len(shape) - 1), min_size=1))
+    x = nbyoc.var("x", tuple(shape), dtype)
+    node = nbyoc.call_op(op, x, axis=tuple(axes), keepdims=keepdims)
+    if node.type.size == 0:
+        return
+    values = np.random.default_rng(1).uniform(-3, 3, shape)
+    values = values.astype(dtype) if dtype != "bool" else values > 0
+    f = nbyoc.function([x], node)
+    want = nbyoc.compile(f, backend="host")(values)
+    for fuse in (False, True):
+        options = {"llvm": {"fuse": fuse, "parallel_threshold": 4}}
+        got = nbyoc.compile(f, backend="llvm", options=options)(values)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == "float32" else 1e-12)
+
+
+def test_float32_row_sums_are_more_accurate_than_numpys_pairwise_sum():
+    """Float64 partial sums: against the exact sum (float64 of the float32 values,
+    math.fsum), llvm's float32 sums of long rows are at least as close as NumPy's."""
+    import math
+
+    data = np.random.default_rng(5).uniform(0, 1, (4, 1 << 20)).astype(np.float32)
+    x = nbyoc.var("x", data.shape)
+    for axis in (1, 0):
+        f = nbyoc.function([x], nbyoc.sum(x, axis=axis))
+        got = nbyoc.compile(f, backend="llvm")(data).astype(np.float64)
+        ours = np.sum(data, axis=axis).astype(np.float64)
+        lines = data if axis == 1 else data.T
+        exact = np.array([math.fsum(line.astype(np.float64)) for line in lines])
+        assert np.all(np.abs(got - exact) <= np.abs(ours - exact) + 1e-30 * np.abs(exact))
+
+
+def _assembly(module: LLVMModule) -> str:
+    kernel = module.kernel
+    return "\n".join(kernel.inspect_asm(s) for s in kernel.signatures)
+
+
+def test_row_reductions_vectorise():
+    """The sum's float64 partial sums and the max run on packed registers."""
+    x = nbyoc.var("x", (8, 4096))
+    f = external([x], [nbyoc.sum(x, axis=1), nbyoc.max(x, axis=1)], "llvm_0", "llvm")
+    assembly = _assembly(LLVMModule(f, fuse=False, parallel_threshold=1 << 30))
+    assert re.search(r"\bv?addpd\b", assembly), "the float64 partial sums are not packed"
+    assert re.search(r"\bv?maxps\b", assembly), "the max is not packed"
