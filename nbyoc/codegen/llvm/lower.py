@@ -169,28 +169,27 @@ class _Lowering:
     # -- planning ---------------------------------------------------------------
 
     def plan_stages(self) -> tuple[list[Stage], dict[Call, int]]:
+        """Stages in evaluation order. An elementwise node joins the latest loop nest of
+        its shape when everything it reads is ready by then: its producers' nest, or a
+        *sibling's* (``[a + b, a - b]`` is one loop writing two outputs, and ``x * 0.5``
+        joins the nest of ``tanh(x * x ...)`` instead of a pass of its own)."""
         stages: list[Stage] = []
         stage_of: dict[Call, int] = {}
+        last_nest: dict[tuple[int, ...], int] = {}  # shape -> its latest nest stage
         for node in self.nodes:
             if not isinstance(node, Call):
                 continue
             if node.op.name in rules.SCALAR_RULES:
                 shape = node.type.shape
-                candidates = [
-                    stage_of[a]
-                    for a in node.args
-                    if a in stage_of
-                    and stages[stage_of[a]].nest
-                    and stages[stage_of[a]].shape == shape
-                ]
-                if self.fuse and candidates:
-                    s = max(candidates)
+                s = last_nest.get(shape)
+                if self.fuse and s is not None:
                     full = len(stages[s].nodes) >= MAX_NEST_OPS
                     if not full and all(stage_of.get(a, -1) <= s for a in node.args):
                         stages[s].nodes.append(node)
                         stage_of[node] = s
                         continue
                 stages.append(Stage([node], shape, True))
+                last_nest[shape] = len(stages) - 1
             else:
                 stages.append(Stage([node], node.type.shape, False))
             stage_of[node] = len(stages) - 1
