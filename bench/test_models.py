@@ -76,7 +76,10 @@ def test_model(benchmark, request, name, case):
         fn = onnx_graphs.session(model)
     else:
         fn = nbyoc.compile(nbyoc.from_onnx(model, shapes={"x": shape}), backend=case)
-    np.testing.assert_allclose(fn(x), expected, rtol=1e-3, atol=1e-4)
+    # Scaled: the attention block's activations reach the hundreds, and ONNX Runtime's
+    # fused kernels sum in another order.
+    atol = 1e-5 * float(np.abs(expected).max())
+    np.testing.assert_allclose(fn(x), expected, rtol=1e-3, atol=atol)
     label = "x".join(map(str, shape))
     benchmark.group = f"model {name} {label}"
     benchmark.extra_info.update(kind="run", graph=f"model {name}", shape=label, case=case)
