@@ -194,3 +194,26 @@ def test_row_reductions_vectorise():
     assembly = _assembly(LLVMModule(f, fuse=False, parallel_threshold=1 << 30))
     assert re.search(r"\bv?addpd\b", assembly), "the float64 partial sums are not packed"
     assert re.search(r"\bv?maxps\b", assembly), "the max is not packed"
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.integers(1, 9), min_size=1, max_size=3),
+    st.data(),
+    st.sampled_from(["argmax", "argmin"]),
+    st.sampled_from(["float32", "float64", "int16", "uint8", "bool"]),
+    st.booleans(),
+)
+def test_argmax_and_argmin_match_numpy(shape, data, op, dtype, nans):
+    """Along a contiguous run (an extreme by a vectorised pass, then a scan for its first
+    index) and across inner indices (a best value and index per lane): the first
+    extreme wins, and the first NaN."""
+    axis = data.draw(st.one_of(st.none(), st.integers(-len(shape), len(shape) - 1)))
+    values = np.random.default_rng(2).integers(-3, 4, shape).astype(np.float64)  # ties
+    if nans and dtype.startswith("float"):
+        values[np.random.default_rng(3).random(shape) < 0.2] = np.nan
+    values = values.astype(dtype) if dtype != "bool" else values > 0
+    x = nbyoc.var("x", tuple(shape), dtype)
+    f = nbyoc.function([x], nbyoc.call_op(op, x, axis=axis))
+    got = nbyoc.compile(f, backend="llvm", options={"llvm": {"parallel_threshold": 4}})(values)
+    np.testing.assert_array_equal(got, getattr(np, op)(values, axis=axis))

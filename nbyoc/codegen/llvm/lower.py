@@ -357,7 +357,7 @@ class _Lowering:
             raise CompileError(f"the llvm backend has no lowering for {name!r} in @{self.symbol}")
         lines += self.bind_destination(node, dest)
         operands = [self.read_array(a) for a in node.args]
-        if name in REDUCTIONS:  # reduce.py reads its operand as (outer, reduced, inner)
+        if name in (*REDUCTIONS, "argmax", "argmin"):  # read as (outer, reduced, inner)
             self.row_groups = True
             (operand,) = node.args
             if not self.arrays[operand].contiguous:

@@ -109,6 +109,69 @@ def _reduction_loops(node, shape, reduced, start, update, store, dest, parallel)
     return _loops([shape[d] for d in kept], inner, parallel and bool(kept), [f"i{d}" for d in kept])
 
 
+def _blocked_arg(node, source, dest, parallel, blocks) -> list[str]:
+    """argmax / argmin over one block of axes. Along a contiguous run: the extreme by a
+    vectorised ``maximum``/``minimum`` pass (NaN wins), then the first index holding it
+    (or the first NaN) by a scan that stops there. Across inner indices: one lane per
+    result keeps its best value and index."""
+    outer, reduced, inner = blocks
+    dtype = node.args[0].type.dtype
+    value_dtype = rules.value_dtype(dtype)
+    is_max = node.op.name == "argmax"
+    lines = [
+        f"{source}_blocks = {source}.reshape(({outer}, {reduced}, {inner}))",
+        f"{dest}_blocks = {dest}.reshape(({outer}, {inner}))",
+    ]
+    loop = "prange" if parallel else "range"
+    if inner == 1:
+        value = rules.load(f"{source}_blocks[o, k, 0]", dtype)
+        if dtype_info(value_dtype).is_float:
+            step = f"{'maximum' if is_max else 'minimum'}(best, {value})"
+            found = "v == best or (best != best and v != v)"
+        else:
+            step = f"{'max' if is_max else 'min'}(best, {value})"
+            found = "v == best"
+        first = rules.load(f"{source}_blocks[o, 0, 0]", dtype)
+        return [
+            *lines,
+            f"for o in {loop}({outer}):",
+            f"    best = {first}",
+            f"    for k in range(1, {reduced}):",
+            f"        best = {step}",
+            "    index = 0",
+            f"    for k in range({reduced}):",
+            f"        v = {value}",
+            f"        if {found}:",
+            "            index = k",
+            "            break",
+            f"    {dest}_blocks[o, 0] = np.int64(index)",
+        ]
+    tasks_per_outer = -(-inner // COLUMN_BLOCK)
+    value = rules.load(f"{source}_blocks[o, k, c0 + c]", dtype)
+    first = rules.load(f"{source}_blocks[o, 0, c0 + c]", dtype)
+    better = ">" if is_max else "<"
+    return [
+        *lines,
+        f"for task in {loop}({outer * tasks_per_outer}):",
+        f"    o = task // {tasks_per_outer}",
+        f"    c0 = (task % {tasks_per_outer}) * {COLUMN_BLOCK}",
+        f"    width = min({COLUMN_BLOCK}, {inner} - c0)",
+        f"    best = np.empty({COLUMN_BLOCK}, {rules.NP_TYPES[value_dtype]})",
+        f"    index = np.zeros({COLUMN_BLOCK}, np.int64)",
+        "    for c in range(width):",
+        f"        best[c] = {first}",
+        f"    for k in range(1, {reduced}):",
+        "        for c in range(width):",
+        f"            v = {value}",
+        "            b = best[c]",
+        f"            take = (v {better} b or v != v) and b == b",
+        "            best[c] = v if take else b",
+        "            index[c] = k if take else index[c]",
+        "    for c in range(width):",
+        f"        {dest}_blocks[o, c0 + c] = index[c]",
+    ]
+
+
 def reduce_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:
     """sum / mean / max / min / prod of the operand over the node's axes into ``dest``
     (the operand contiguous: ``lower`` copies a strided one first)."""
@@ -153,6 +216,9 @@ def arg_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list
     shape = node.args[0].type.shape
     axis = node.attrs["axis"]
     reduced = list(range(len(shape))) if axis is None else [axis]
+    blocks = axis_blocks(shape, reduced)
+    if blocks is not None and node.args[0].type.size > 0:
+        return _blocked_arg(node, source, dest, parallel, blocks)
     better = ">" if node.op.name == "argmax" else "<"
     dtype = node.args[0].type.dtype
     value = rules.load(f"{source}[{_subscript([f'i{d}' for d in range(len(shape))])}]", dtype)
