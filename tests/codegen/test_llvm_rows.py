@@ -54,16 +54,17 @@ def test_normalisations_are_one_row_group_and_match_numpy(name):
 
 def test_softmax_reads_its_input_twice_and_keeps_exp_in_a_row_buffer():
     """Pass 0 takes the max, pass 1 computes exp(x - max) into a row buffer and sums
-    the buffer in a loop of its own (float64 partial sums: in the exp loop they would
-    halve its vector width), pass 2 divides: four loops over j, one buffer."""
+    it in blocks (float32 partial sums per block, float64 across blocks: float64 ones
+    in the exp loop would halve its vector width), pass 2 divides: one buffer."""
     x = nbyoc.var("x", (64, 128))
     e = nbyoc.exp(x - nbyoc.max(x, axis=-1, keepdims=True))  # softmax, as legalized
     softmax = e / nbyoc.sum(e, axis=-1, keepdims=True)
     source = LLVMModule(external([x], [softmax], "llvm_0", "llvm")).get_source()
     group = source.split("def stage0(")[1].split("\n\n")[0]
-    assert group.count("for j in range(128):") == 4
+    assert group.count("for j in range(128):") == 2  # the max and the divide
+    assert group.count("for j in range(b0, min(b0 + 256, 128)):") == 1  # exp, in blocks
     assert group.count("np.empty(128, np.float32)") == 1
-    assert "maximum(" in group and "add_step(" in group and "exp_f32(" in group
+    assert "maximum(" in group and "add_step(block" in group and "exp_f32(" in group
 
 
 def test_rows_with_nan_and_inf_follow_numpy():
@@ -173,13 +174,18 @@ def test_float32_row_sums_are_more_accurate_than_numpys_pairwise_sum():
 
     data = np.random.default_rng(5).uniform(0, 1, (4, 1 << 20)).astype(np.float32)
     x = nbyoc.var("x", data.shape)
-    for axis in (1, 0):
-        f = nbyoc.function([x], nbyoc.sum(x, axis=axis))
+    # A sum of the input (float64 partial sums), over rows and columns, and a row
+    # group's blocked sum of a computed value (x * 2 is exact: float32 partial sums per
+    # block of 256, float64 across blocks).
+    cases = [(nbyoc.sum(x, axis=1), data, 1), (nbyoc.sum(x, axis=0), data, 0),
+             (nbyoc.sum(x * 2.0, axis=1), data * np.float32(2), 1)]  # fmt: skip
+    for node, summed, axis in cases:
+        f = nbyoc.function([x], node)
         got = nbyoc.compile(f, backend="llvm")(data).astype(np.float64)
-        ours = np.sum(data, axis=axis).astype(np.float64)
-        lines = data if axis == 1 else data.T
+        theirs = np.sum(summed, axis=axis).astype(np.float64)
+        lines = summed if axis == 1 else summed.T
         exact = np.array([math.fsum(line.astype(np.float64)) for line in lines])
-        assert np.all(np.abs(got - exact) <= np.abs(ours - exact) + 1e-30 * np.abs(exact))
+        assert np.all(np.abs(got - exact) <= np.abs(theirs - exact) + 1e-30 * np.abs(exact))
 
 
 def _assembly(module: LLVMModule) -> str:

@@ -47,6 +47,8 @@ from . import rules
 
 #: The reductions a row group computes.
 ROW_REDUCTIONS = ("sum", "mean", "max", "min", "prod")
+#: Elements per block of a blocked float32 sum (see ``emit_row_group``).
+SUM_BLOCK = 256
 #: The kernel-module import row groups need.
 ROWS_IMPORT = "from nbyoc.runtime.vecmath import add_step, multiply_step, maximum, minimum"
 
@@ -300,15 +302,25 @@ def emit_row_group(lowering, group: RowGroup, stored: set, call_group: int) -> l
             if a in group.full:
                 last_read[a] = max(last_read.get(a, 0), computed.get(u, ready.get(u, 0)))
     # A reduction accumulating wider than the values it reads (float32 values into
-    # float64 partial sums) runs in a loop of its own over a row buffer: in the loop
-    # computing the values it would make LLVM vectorise everything four lanes wide
-    # instead of eight (measured: softmax's exp pass 1.8x slower).
+    # float64 partial sums) must not sit in the loop computing the values: it would make
+    # LLVM vectorise everything four lanes wide instead of eight (measured: softmax's
+    # exp pass 1.8x slower). A float32 sum or mean is *blocked*: the loop runs over
+    # blocks of SUM_BLOCK elements, summing each in float32 partial sums (eight lanes,
+    # several accumulators: a handful of additions deep) and adding the block sums in
+    # float64, which is also more accurate than NumPy's pairwise sum. Any other
+    # widening reduction (a product) reads a row buffer in a loop of its own.
     widening = {
         r
         for r in group.reductions
         if r.args[0] in group.full
         and accumulator_dtype(r) != rules.value_dtype(r.args[0].type.dtype)
     }
+    blocked = {
+        r
+        for r in widening
+        if r.op.name in ("sum", "mean") and rules.value_dtype(r.args[0].type.dtype) == "float32"
+    }
+    widening -= blocked
     buffers: dict[Call, str] = {}
     for node in group.nodes:
         later = node in group.full and last_read.get(node, 0) > computed[node]
@@ -351,7 +363,7 @@ def emit_row_group(lowering, group: RowGroup, stored: set, call_group: int) -> l
                 inner.append(compute(node, f"rv{k}"))
                 if node in stored:
                     inner.append(f"{params[node]}[r] = {rules.store(local[node], node.type.dtype)}")
-        loop_body, after, finals = [], [], []
+        loop_body, after, finals, block_sums = [], [], [], []
         for k, node in enumerate(group.nodes):
             if computed.get(node) != step:
                 continue
@@ -368,9 +380,21 @@ def emit_row_group(lowering, group: RowGroup, stored: set, call_group: int) -> l
                 value = f"{buffers[x]}[j]" if node in widening else read(x, x.type.dtype)
                 start, update, result = reduction_code(node, value, columns, f"acc{k}")
                 inner.append(start)
-                (after if node in widening else loop_body).append(update)
+                if node in blocked:
+                    block_sums.append((f"block{k}", f"acc{k}"))
+                    loop_body.append(f"block{k} = add_step(block{k}, {value})")
+                else:
+                    (after if node in widening else loop_body).append(update)
                 finals.append((node, f"rv{k}", result))
-        if loop_body:
+        if block_sums:
+            inner += [
+                f"for b0 in range(0, {columns}, {SUM_BLOCK}):",
+                *(f"    {block} = np.float32(0)" for block, _ in block_sums),
+                f"    for j in range(b0, min(b0 + {SUM_BLOCK}, {columns})):",
+                *("        " + line for line in loop_body),
+                *(f"    {acc} += np.float64({block})" for block, acc in block_sums),
+            ]
+        elif loop_body:
             inner += [f"for j in range({columns}):", *("    " + line for line in loop_body)]
         if after:
             inner += [f"for j in range({columns}):", *("    " + line for line in after)]
