@@ -51,14 +51,32 @@ def axis_blocks(shape: tuple[int, ...], axes) -> tuple[int, int, int] | None:
     )
 
 
+def _block_views(source: str, dest: str, blocks) -> list[str]:
+    """The operand as (outer, reduced, inner) and the result as (outer, inner)."""
+    outer, reduced, inner = blocks
+    return [
+        f"{source}_blocks = {source}.reshape(({outer}, {reduced}, {inner}))",
+        f"{dest}_blocks = {dest}.reshape(({outer}, {inner}))",
+    ]
+
+
+def _column_tasks(outer: int, inner: int, loop: str) -> list[str]:
+    """The loop over tasks of COLUMN_BLOCK inner indices: binds ``o``, the first inner
+    index ``c0`` and the task's ``width``."""
+    per_outer = -(-inner // COLUMN_BLOCK)
+    return [
+        f"for task in {loop}({outer * per_outer}):",
+        f"    o = task // {per_outer}",
+        f"    c0 = (task % {per_outer}) * {COLUMN_BLOCK}",
+        f"    width = min({COLUMN_BLOCK}, {inner} - c0)",
+    ]
+
+
 def _blocked_reduction(node, source, dest, parallel, blocks) -> list[str]:
     """A reduction over one block of axes (see the module docstring)."""
     outer, reduced, inner = blocks
     in_dtype = node.args[0].type.dtype
-    lines = [
-        f"{source}_blocks = {source}.reshape(({outer}, {reduced}, {inner}))",
-        f"{dest}_blocks = {dest}.reshape(({outer}, {inner}))",
-    ]
+    lines = _block_views(source, dest, blocks)
     loop = "prange" if parallel else "range"
     if inner == 1:
         value = rules.load(f"{source}_blocks[o, k, 0]", in_dtype)
@@ -72,16 +90,12 @@ def _blocked_reduction(node, source, dest, parallel, blocks) -> list[str]:
             f"        {update}",
             f"    {dest}_blocks[o, 0] = {store}",
         ]
-    tasks_per_outer = -(-inner // COLUMN_BLOCK)
     value = rules.load(f"{source}_blocks[o, k, c0 + c]", in_dtype)
     start, update, result = reduction_code(node, value, reduced, "acc[c]")
     acc_type = rules.NP_TYPES[accumulator_dtype(node)]
     return [
         *lines,
-        f"for task in {loop}({outer * tasks_per_outer}):",
-        f"    o = task // {tasks_per_outer}",
-        f"    c0 = (task % {tasks_per_outer}) * {COLUMN_BLOCK}",
-        f"    width = min({COLUMN_BLOCK}, {inner} - c0)",
+        *_column_tasks(outer, inner, loop),
         f"    acc = np.empty({COLUMN_BLOCK}, {acc_type})",
         "    for c in range(width):",
         f"        {start}",
@@ -118,10 +132,7 @@ def _blocked_arg(node, source, dest, parallel, blocks) -> list[str]:
     dtype = node.args[0].type.dtype
     value_dtype = rules.value_dtype(dtype)
     is_max = node.op.name == "argmax"
-    lines = [
-        f"{source}_blocks = {source}.reshape(({outer}, {reduced}, {inner}))",
-        f"{dest}_blocks = {dest}.reshape(({outer}, {inner}))",
-    ]
+    lines = _block_views(source, dest, blocks)
     loop = "prange" if parallel else "range"
     if inner == 1:
         value = rules.load(f"{source}_blocks[o, k, 0]", dtype)
@@ -146,16 +157,12 @@ def _blocked_arg(node, source, dest, parallel, blocks) -> list[str]:
             "            break",
             f"    {dest}_blocks[o, 0] = np.int64(index)",
         ]
-    tasks_per_outer = -(-inner // COLUMN_BLOCK)
     value = rules.load(f"{source}_blocks[o, k, c0 + c]", dtype)
     first = rules.load(f"{source}_blocks[o, 0, c0 + c]", dtype)
     better = ">" if is_max else "<"
     return [
         *lines,
-        f"for task in {loop}({outer * tasks_per_outer}):",
-        f"    o = task // {tasks_per_outer}",
-        f"    c0 = (task % {tasks_per_outer}) * {COLUMN_BLOCK}",
-        f"    width = min({COLUMN_BLOCK}, {inner} - c0)",
+        *_column_tasks(outer, inner, loop),
         f"    best = np.empty({COLUMN_BLOCK}, {rules.NP_TYPES[value_dtype]})",
         f"    index = np.zeros({COLUMN_BLOCK}, np.int64)",
         "    for c in range(width):",
