@@ -347,7 +347,7 @@ class _Lowering:
                 if node in stored:
                     lines += self.bind_destination(node, dest)
             self.row_groups = True
-            return lines + emit_row_group(self, stage.rows, stored, group)
+            return lines + emit_row_group(self, stage.rows, stored)
         lines = [*self.flush(), f"# stage {index}: {stage.nodes[0].op.name}"]
         node = stage.nodes[0]
         name = node.op.name

@@ -104,10 +104,9 @@ def row_domain(node: Expr) -> RowDomain | None:
 
 
 class RowGroupPlan:
-    """Which stages form row groups: ``members(stages)`` and the checks behind it.
-
-    ``is_nest(stage)``, ``nodes(stage)`` and ``shape(stage)`` read the lowering's stages.
-    """
+    """The members of one row group as ``lower.plan_row_groups`` offers it stages in
+    order: ``accepts_nest`` and ``accepts_reduction`` say whether each joins, and
+    record its nodes as full values, row values or reductions."""
 
     def __init__(self, domain: RowDomain):
         self.domain = domain
@@ -241,7 +240,7 @@ def reduction_code(node: Call, value: str, count: int, acc: str):
     return f"{acc} = {rules.cast('0', acc_dtype)}", update, rules.cast(result, out_dtype)
 
 
-def emit_row_group(lowering, group: RowGroup, stored: set, call_group: int) -> list[str]:
+def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
     """The kernel lines running ``group``: views of its arrays as rows, then the call
     of its row function (queued on ``lowering``, which may run it in parallel).
 
