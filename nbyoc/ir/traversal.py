@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .nodes import Call, Expr, Tuple, TupleGetItem
+from ..errors import WellFormednessError
+from .nodes import Call, Constant, Expr, Tuple, TupleGetItem, Var
 
 
 def operands(node: Expr) -> tuple[Expr, ...]:
@@ -27,6 +28,26 @@ def operands(node: Expr) -> tuple[Expr, ...]:
     if isinstance(node, TupleGetItem):
         return (node.tuple_value,)
     return ()
+
+
+def with_operands(node: Expr, args: list[Expr]) -> Expr:
+    """``node`` rebuilt on new operands (a leaf is itself).
+
+    >>> from nbyoc.ir.nodes import Var
+    >>> from nbyoc.ir.types import TensorType
+    >>> a, b = Var("a", TensorType((2,))), Var("b", TensorType((2,)))
+    >>> with_operands(a + a, [a, b]).args == (a, b)
+    True
+    """
+    if isinstance(node, (Var, Constant)):
+        return node
+    if isinstance(node, Call):
+        return Call(node.op, args, node.attrs)
+    if isinstance(node, Tuple):
+        return Tuple(args)
+    if isinstance(node, TupleGetItem):
+        return TupleGetItem(args[0], node.index)
+    raise WellFormednessError(f"cannot rebuild {node!r} on new operands")
 
 
 def post_order(roots: Iterable[Expr]) -> list[Expr]:

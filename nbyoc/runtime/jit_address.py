@@ -1,4 +1,5 @@
-"""Calling a compiled stage function through its address, from a Numba kernel.
+"""Calling a compiled stage function through its address, from a Numba kernel; and
+reading arrays the runtime holds (an llvm kernel's constants) through theirs.
 
 Numba compiles a function that calls another by linking the callee's LLVM IR
 into the caller's module and optimising and generating machine code for all of
@@ -16,6 +17,12 @@ jitted function passed as a value, so exceptions propagate as usual. It needs
 ``numba.experimental.function_type._get_jit_address`` and a ``jit_addr`` field
 in the value; ``supported()`` says whether this Numba has both, and the lowering
 calls stages directly (the slower compile, same results) when it has not.
+
+A kernel's constants come the same way: one int64 array of their data addresses
+(``data_addresses``), each viewed in the kernel by ``carray(pointer_at(...))``. As
+array parameters they cost Numba time superlinear in their number (unboxing each
+one adds cleanup for all before it): a kernel of 40 residual blocks, 160 weights,
+took 19 s, most of it there.
 """
 
 from __future__ import annotations
@@ -61,11 +68,45 @@ def _function_at():
     return function_at
 
 
+@functools.cache
+def _pointer_at():
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def pointer_at(typingctx, address, dtype):
+        """The pointer to ``dtype`` (a NumPy scalar type) at ``address``."""
+        pointer = types.CPointer(dtype.dtype)
+
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], context.get_value_type(pointer))
+
+        return pointer(address, dtype), codegen
+
+    return pointer_at
+
+
 def __getattr__(name):
-    # The intrinsic is built on first use, so importing this module does not import Numba.
+    # The intrinsics are built on first use, so importing this module does not import Numba.
     if name == "function_at":
         return _function_at()
+    if name == "pointer_at":
+        return _pointer_at()
     raise AttributeError(name)
+
+
+def data_addresses(arrays) -> np.ndarray:
+    """The read-only int64 array of the data addresses of ``arrays`` (each C-contiguous;
+    the caller keeps them alive while a kernel reads through the addresses).
+
+    >>> a = np.arange(3.0)
+    >>> int(data_addresses([a])[0]) == a.ctypes.data
+    True
+    """
+    assert all(a.flags.c_contiguous for a in arrays), "internal: addresses of strided arrays"
+    addresses = np.array([a.ctypes.data for a in arrays], np.int64)
+    addresses.flags.writeable = False
+    return addresses
 
 
 def stage_addresses(module, names: list[tuple[str, str]]) -> np.ndarray:

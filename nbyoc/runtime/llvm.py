@@ -27,7 +27,7 @@ from ..ir.nodes import Function
 from ..ir.structural import structural_digest
 from ..ir.types import tensor_types
 from .arguments import ArgumentSpec
-from .jit_address import stage_addresses, supported
+from .jit_address import data_addresses, stage_addresses, supported
 from .kernels import load_kernel_module
 from .module import Module, load_function, register_loader, save_function
 from .outputs import allocator
@@ -69,7 +69,7 @@ def storage_views(lowered: Lowered, kernel):
     uint16 bits, ``codegen.llvm.rules.STORAGE``) a function passing those as views.
     Anything else in those places raises TypeError, as the kernel itself would, so the
     callers' careful paths report it."""
-    boundary = [*lowered.inputs, *([None] * len(lowered.constants)), *lowered.outputs]
+    boundary = [*lowered.inputs, *([None] if lowered.constants else []), *lowered.outputs]
     views = {
         k: (np.dtype(t.dtype), np.dtype(STORAGE[t.dtype]))
         for k, t in enumerate(boundary)
@@ -109,7 +109,8 @@ class LLVMModule(Module):
         self.func, self.fuse, self.parallel_threshold = func, fuse, parallel_threshold
         self.symbol = func.attrs.get("global_symbol", "")
         self.lowered, self.kernel, self._trailing = compiled_kernel(func, fuse, parallel_threshold)
-        self._constants = tuple(self.lowered.constants)
+        constants = self.lowered.constants  # read through their addresses (``lower``)
+        self._constants = (data_addresses(constants),) if constants else ()
         params = [(p.name_hint, p.type) for p in func.params]
         self._inputs = ArgumentSpec.of(params, f"{self.symbol} inputs")
         outs = tensor_types(func.ret_type)

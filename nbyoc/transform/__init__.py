@@ -1,13 +1,15 @@
 """Graph passes: which backend runs what.
 
+``fold_batch_norm`` folds constant batch norms into the convs before them,
 ``legalize`` decomposes composite ops no target backend takes, ``annotate_target``
 tags each op call with a backend, ``merge_compiler_regions`` joins neighbouring
 calls of one backend into regions (never into a cycle),
 ``partition_graph`` lifts each region into an external function, and
-``partition`` runs all four. Each pass returns new IR; ``verify`` checks it.
+``partition`` runs all five. Each pass returns new IR; ``verify`` checks it.
 """
 
 from .annotate import annotate_target
+from .fold import fold_batch_norm
 from .legalize import legalize
 from .merge import merge_compiler_regions
 from .partition import partition_graph
@@ -17,6 +19,7 @@ from .regions import Regions
 __all__ = [
     "Regions",
     "annotate_target",
+    "fold_batch_norm",
     "legalize",
     "merge_compiler_regions",
     "partition",

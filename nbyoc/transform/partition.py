@@ -23,6 +23,7 @@ from collections import defaultdict
 from ..codegen.registry import symbol_prefix
 from ..errors import WellFormednessError
 from ..ir.nodes import Call, Constant, Expr, Function, GlobalVar, IRModule, Tuple, TupleGetItem, Var
+from ..ir.traversal import with_operands
 from .regions import Graph, Regions, unit_order
 
 #: The attributes that make a function external (partition_graph sets them).
@@ -62,7 +63,7 @@ def partition_graph(regions: Regions, bind_constants: bool = True) -> IRModule:
         if kind == "node":
             node = graph.nodes[key]
             if key not in bound:
-                mapped[key] = _rebuild(node, [mapped[p] for p in graph.preds[key]])
+                mapped[key] = with_operands(node, [mapped[p] for p in graph.preds[key]])
             continue
         target = regions.target[graph.nodes[members[key][0]]]
         prefix = symbol_prefix(target)
@@ -103,19 +104,6 @@ def _extract(graph: Graph, nodes: list[int], bound: dict[int, int], rid: int, ro
     for p in {p for i in nodes for p in graph.preds[i]} - inside - set(inputs):
         local[p] = graph.nodes[p]  # a bound constant
     for i in nodes:
-        local[i] = _rebuild(graph.nodes[i], [local[p] for p in graph.preds[i]])
+        local[i] = with_operands(graph.nodes[i], [local[p] for p in graph.preds[i]])
     body = local[outputs[0]] if len(outputs) == 1 else Tuple([local[o] for o in outputs])
     return Function([local[p] for p in inputs], body), inputs, outputs
-
-
-def _rebuild(node: Expr, args: list[Expr]) -> Expr:
-    """``node`` with new operands."""
-    if isinstance(node, (Var, Constant)):
-        return node
-    if isinstance(node, Call):
-        return Call(node.op, args, node.attrs)
-    if isinstance(node, Tuple):
-        return Tuple(args)
-    if isinstance(node, TupleGetItem):
-        return TupleGetItem(args[0], node.index)
-    raise WellFormednessError(f"cannot partition a graph holding {node!r}")

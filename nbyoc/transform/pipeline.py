@@ -20,6 +20,7 @@ from ..codegen.registry import HOST, check_known
 from ..errors import NbyocError
 from ..ir.nodes import Function, IRModule
 from .annotate import annotate_target
+from .fold import fold_batch_norm
 from .legalize import legalize
 from .merge import merge_compiler_regions
 from .partition import partition_graph
@@ -34,7 +35,9 @@ def partition(
 ) -> IRModule:
     """Partition ``func`` for ``backends`` (one name, or several in priority order).
 
-    Composite ops no backend takes are first decomposed (``legalize``).
+    Batch norms with constant statistics are first folded into the convs before them
+    (``fold_batch_norm``), and composite ops no backend takes are decomposed
+    (``legalize``).
     ``merge=False`` keeps every supported call in its own external function;
     regions with fewer than ``min_size`` calls stay on the host;
     ``bind_constants=False`` passes constants to external functions as
@@ -46,7 +49,7 @@ def partition(
             check_known(name)
     if not isinstance(min_size, int) or min_size < 1:
         raise NbyocError(f"min_size must be a positive int, got {min_size!r}")
-    regions = annotate_target(legalize(func, backends), backends)
+    regions = annotate_target(legalize(fold_batch_norm(func), backends), backends)
     if merge:
         regions = merge_compiler_regions(regions)
     if min_size > 1:

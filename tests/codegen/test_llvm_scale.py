@@ -94,7 +94,10 @@ def residual_blocks(count):
     return nbyoc.function([x], y)
 
 
-def test_repeated_blocks_compile_each_distinct_region_once():
+def test_repeated_blocks_compile_each_distinct_region_once(monkeypatch):
+    import nbyoc.codegen.llvm as llvm_codegen
+
+    monkeypatch.setattr(llvm_codegen, "blas_available", lambda: False)  # matmuls on the host
     f = residual_blocks(100)
     before = set(kernels._KERNELS)
     fn = nbyoc.compile(f)

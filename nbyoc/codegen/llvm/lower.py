@@ -38,6 +38,7 @@ kernel.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -53,14 +54,14 @@ from ...ir.ops.index import python_slices
 from ...ir.traversal import post_order
 from ...ir.types import TensorType
 from . import rules
-from .reduce import STAGES
+from .ops import EPILOGUES, STAGES
 from .rows import ROW_REDUCTIONS as REDUCTIONS
 from .rows import ROWS_IMPORT, RowGroup, RowGroupPlan, emit_row_group, row_domain
 from .rules import load, storage_dtype, store, value_dtype
 from .stages import StageCall, StageFunctions, emit_calls, lead_axes
 
 #: Ops that are views of their operand (no stage of work): the last part of what llvm
-#: supports, beside rules.SCALAR_RULES and reduce.STAGES.
+#: supports, beside rules.SCALAR_RULES and ops.STAGES.
 VIEWS = ("reshape", "transpose", "slice")
 #: A fused loop nest holds at most this many ops; a longer run of elementwise ops
 #: continues in the next nest (see ``plan_stages``). LLVM's time on one loop body grows
@@ -89,7 +90,6 @@ class ArrayValue:
     name: str
     type: TensorType
     contiguous: bool = True
-    readonly: bool = False  # a constant, or a view of one
 
 
 @dataclass
@@ -98,6 +98,8 @@ class Stage:
     shape: tuple[int, ...]
     nest: bool  # elementwise loop nest, or a single other op (or a row group)
     rows: RowGroup | None = None  # a row group (``rows``): reductions and their nests
+    #: A nest run block by block inside the matmul or conv stage before it (``EPILOGUES``).
+    epilogue: bool = False
 
 
 @dataclass
@@ -152,11 +154,10 @@ class _Lowering:
                 if node.type.shape == ():
                     self.literals[node] = rules.literal(node.data[()], node.type.dtype)
                 else:
-                    self.arrays[node] = ArrayValue(
-                        f"c{len(self.constants)}", node.type, readonly=True
-                    )
-                    # float16 data as its bits (``rules.STORAGE``).
-                    self.constants.append(node.data.view(storage_dtype(node.type.dtype)))
+                    self.arrays[node] = ArrayValue(f"c{len(self.constants)}", node.type)
+                    # float16 data as its bits (``rules.STORAGE``); read through its address.
+                    data = np.ascontiguousarray(node.data).view(storage_dtype(node.type.dtype))
+                    self.constants.append(data)
         self.helpers: set[str] = set()
         self.stages = StageFunctions(pointers)
         self.pending: list[StageCall] = []  # parallel stage calls that may share a prange
@@ -165,6 +166,7 @@ class _Lowering:
         #: ``rules.EMULATION_IMPORT``.
         self.emulated = any(n.type.dtype in rules.STORAGE for n in self.nodes)
         self.row_groups = False  # whether the kernel has any (and so needs ROWS_IMPORT)
+        self.scratch_views: dict[tuple, str] = {}  # (buffer, shape) -> its view's name
 
     # -- planning ---------------------------------------------------------------
 
@@ -196,6 +198,7 @@ class _Lowering:
         if self.fuse:
             stages = self.plan_row_groups(stages)
             stage_of = {n: k for k, stage in enumerate(stages) for n in stage.nodes}
+            plan_epilogues(stages)
         return stages, stage_of
 
     def plan_row_groups(self, stages: list[Stage]) -> list[Stage]:
@@ -284,7 +287,11 @@ class _Lowering:
         scratch, dest = self.plan_buffers(stages, stage_of, stored - views, out_names, last_use)
         body = []
         for index, stage in enumerate(stages):
-            body += self.emit_stage(stage, index, groups[index], stored, dest)
+            if stage.epilogue:  # emitted by the stage before it
+                continue
+            after = stages[index + 1] if index + 1 < len(stages) else None
+            epilogue = after if after is not None and after.epilogue else None
+            body += self.emit_stage(stage, index, groups[index], stored, dest, epilogue)
         body += self.flush() + self.emit_output_copies(out_names)
         return self.finish(body, scratch)
 
@@ -293,7 +300,9 @@ class _Lowering:
         share one (they may run in one prange); every other stage is a group of its own."""
         groups: list[int] = []
         for index, stage in enumerate(stages):
-            joins = (
+            # An epilogue runs inside its producer's loop: one group, so nothing either
+            # reads is reused before both are done.
+            joins = stage.epilogue or (
                 index > 0
                 and is_function_stage(stage)
                 and is_function_stage(stages[index - 1])
@@ -330,14 +339,23 @@ class _Lowering:
     # -- emitting ---------------------------------------------------------------
 
     def bind_destination(self, node: Call, dest) -> list[str]:
+        """Name the array ``node`` is written to: an output, or a view of its scratch
+        buffer. One view per buffer and shape, bound once: whichever value it holds, it
+        is the same array (a reshape per value cost Numba about 40 ms each to compile)."""
         buffer, name = dest[node]
-        self.arrays[node] = ArrayValue(name, node.type)
         if buffer is None:
+            self.arrays[node] = ArrayValue(name, node.type)
             return []
+        key = (buffer, node.type.shape)
+        view = self.scratch_views.get(key)
+        self.arrays[node] = ArrayValue(view or name, node.type)
+        if view is not None:
+            return []
+        self.scratch_views[key] = name
         size = max(node.type.size, 1)
         return [f"{name} = s{buffer}[:{size}].reshape({_shape_literal(node.type.shape)})"]
 
-    def emit_stage(self, stage: Stage, index: int, group: int, stored, dest) -> list[str]:
+    def emit_stage(self, stage: Stage, index, group, stored, dest, epilogue=None) -> list[str]:
         if stage.nest:
             return self.emit_nest(stage, index, group, stored, dest)
         if stage.rows is not None:
@@ -357,6 +375,8 @@ class _Lowering:
             raise CompileError(f"the llvm backend has no lowering for {name!r} in @{self.symbol}")
         lines += self.bind_destination(node, dest)
         operands = [self.read_array(a) for a in node.args]
+        if name in EPILOGUES:
+            return lines + self.emit_function_stage(node, operands, epilogue, stored, dest)
         if name in (*REDUCTIONS, "argmax", "argmin"):  # read as (outer, reduced, inner)
             self.row_groups = True
             (operand,) = node.args
@@ -372,7 +392,35 @@ class _Lowering:
         """Bind what a loop nest reads and writes, then emit it: a few ops as loops in
         the kernel itself; more as a stage function whose call is queued (a parallel one
         may share a prange with the next)."""
-        lines = [f"# stage {index}: {', '.join(n.op.name for n in stage.nodes)}"]
+        as_function = is_function_stage(stage)
+        lines, names, scalars, flat = self.nest_bindings(stage, stored, dest, True)
+        domain = (math.prod(stage.shape),) if flat else stage.shape
+        arguments = [*names.values(), *scalars.values()]
+        if as_function:
+            names = {a: f"a{k}" for k, a in enumerate(names)}
+            scalars = {a: f"x{k}" for k, a in enumerate(scalars)}
+        inner, stores = self.nest_body(stage, stored, names, scalars, flat)
+        lines = [f"# stage {index}: {', '.join(n.op.name for n in stage.nodes)}", *lines]
+        if not as_function:
+            inner += [f"{array}[{i}] = {value}" for array, i, value, _ in stores]
+            return self.flush() + lines + self.loops(domain, inner)
+        types = [self.parameter_type(a, flat) for a in names]
+        types += [NUMBA_TYPES[value_dtype(a.type.dtype)] for a in scalars]
+        parameters = [*names.values(), *scalars.values()]
+        name, address = self.stages.add(parameters, types, domain, inner, stores, len(stage.nodes))
+        function = name if address is None else f"stage_at{address}"
+        call = StageCall(function, arguments, domain, self.use_parallel(domain), group)
+        if self.pending and not self.pending[-1].joins(call):
+            lines = self.flush() + lines
+        self.pending.append(call)
+        return lines if call.parallel else lines + self.flush()
+
+    def nest_bindings(self, stage: Stage, stored, dest, flat_ok: bool):
+        """What a loop nest needs bound before its loops: (lines binding its outputs'
+        arrays, reading its 0-d operands and flattening its arrays; the name each array
+        is read by; the name of each 0-d operand's value; whether the nest walks its
+        arrays flat)."""
+        lines = []
         for node in stage.nodes:
             if node in stored:
                 lines += self.bind_destination(node, dest)
@@ -390,20 +438,25 @@ class _Lowering:
             else:
                 touched.append(a)
         touched += [n for n in stage.nodes if n in stored]
-        flat = bool(stage.shape) and all(
-            self.arrays[a].type.shape == stage.shape and self.arrays[a].contiguous for a in touched
+        flat = (
+            flat_ok
+            and bool(stage.shape)
+            and all(
+                self.arrays[a].type.shape == stage.shape and self.arrays[a].contiguous
+                for a in touched
+            )
         )
-        domain = (math.prod(stage.shape),) if flat else stage.shape
         names = {}  # what the loop calls each array: the kernel's, or a parameter's name
         for a in touched:
             names[a] = f"{self.arrays[a].name}_flat" if flat else self.arrays[a].name
             if flat:  # every array has the nest's shape and is contiguous: walk them flat
-                lines.append(f"{names[a]} = {self.arrays[a].name}.reshape({domain[0]})")
-        as_function = is_function_stage(stage)
-        if as_function:
-            arguments = [*names.values(), *scalars.values()]
-            names = {a: f"a{k}" for k, a in enumerate(names)}
-            scalars = {a: f"x{k}" for k, a in enumerate(scalars)}
+                size = math.prod(stage.shape)
+                lines.append(f"{names[a]} = {self.arrays[a].name}.reshape({size})")
+        return lines, names, scalars, flat
+
+    def nest_body(self, stage: Stage, stored, names, scalars, flat):
+        """A loop nest's statements per element, and its stores as (array, index,
+        value, storage dtype)."""
         inner = []
         values: dict[Expr, str] = {}
         for k, node in enumerate(stage.nodes):
@@ -427,19 +480,50 @@ class _Lowering:
             for n in stage.nodes
             if n in stored
         ]
-        if not as_function:
+        return inner, stores
+
+    def emit_function_stage(self, node: Call, operands, epilogue, stored, dest) -> list[str]:
+        """A matmul or conv (and the ``epilogue`` nest after it, if any) as a stage
+        function of its own, so Numba's parfor passes and LLVM see one op at a time
+        (a 53-conv model inline in one kernel took 212 s to compile). Its parameters
+        are named by position: identical stages are one function."""
+        params: dict[str, str] = {}  # kernel array -> parameter
+        types: dict[str, str | None] = {}  # kernel array -> its Numba type, if known
+
+        def param(array: str, numba_type: str | None) -> str:
+            types.setdefault(array, numba_type)
+            return params.setdefault(array, f"a{len(params)}")
+
+        lines = []
+        sources = []
+        for a, operand in zip(node.args, operands):
+            if self.arrays[a].contiguous:  # loops and BLAS calls want contiguous operands
+                sources.append(param(operand, self.parameter_type(a, False)))
+            else:  # a copy: Numba decides whether it is read-only
+                lines.append(f"{operand}_c = np.ascontiguousarray({operand})")
+                sources.append(param(f"{operand}_c", None))
+        out = param(self.arrays[node].name, self.parameter_type(node, False))
+        scalar_arguments, scalar_types, block = [], [], None
+        if epilogue is not None:
+            before, names, scalars, _ = self.nest_bindings(epilogue, stored, dest, False)
+            lines += [f"# epilogue: {', '.join(n.op.name for n in epilogue.nodes)}", *before]
+            names = {a: param(array, self.parameter_type(a, False)) for a, array in names.items()}
+            scalar_arguments = list(scalars.values())
+            scalar_types = [NUMBA_TYPES[value_dtype(a.type.dtype)] for a in scalars]
+            scalars = {a: f"x{k}" for k, a in enumerate(scalars)}
+            inner, stores = self.nest_body(epilogue, stored, names, scalars, False)
             inner += [f"{array}[{i}] = {value}" for array, i, value, _ in stores]
-            return self.flush() + lines + self.loops(domain, inner)
-        types = [self.parameter_type(a, flat) for a in names]
-        types += [NUMBA_TYPES[value_dtype(a.type.dtype)] for a in scalars]
-        parameters = [*names.values(), *scalars.values()]
-        name, address = self.stages.add(parameters, types, domain, inner, stores, len(stage.nodes))
-        function = name if address is None else f"p{address}"
-        call = StageCall(function, arguments, domain, self.use_parallel(domain), group)
-        if self.pending and not self.pending[-1].joins(call):
-            lines = self.flush() + lines
-        self.pending.append(call)
-        return lines if call.parallel else lines + self.flush()
+            block = _block_loops(epilogue.shape, inner)
+        parallel = self.use_parallel(node.type.shape)
+        body = STAGES[node.op.name](node, sources, out, parallel, block)
+        parameters = [*params.values(), *(f"x{k}" for k in range(len(scalar_arguments)))]
+        name, address = self.stages.add_body(parameters, [*types.values(), *scalar_types], body)
+        function = name if address is None else f"stage_at{address}"
+        arguments = [*params, *scalar_arguments]
+        if body.tasks is None:
+            return [*lines, f"{function}({', '.join(arguments)})"]
+        call = StageCall(function, arguments, (body.tasks,), parallel, -1, body.work)
+        return lines + emit_calls([call])
 
     def parameter_type(self, node: Expr, flat: bool) -> str | None:
         """The exact Numba type of ``node``'s array as a stage function's parameter, or
@@ -447,7 +531,7 @@ class _Lowering:
         array = self.arrays[node]
         if not (flat or array.contiguous):
             return None
-        return _array_type(array.type.dtype, 1 if flat else array.type.ndim, array.readonly)
+        return _array_type(array.type.dtype, 1 if flat else array.type.ndim)
 
     def queue_row_call(self, function: str, arguments: list[str], domain) -> list[str]:
         """Lines calling a row group's function over all rows (in parallel when large)."""
@@ -462,14 +546,12 @@ class _Lowering:
 
     def emit_view(self, node: Call) -> list[str]:
         source = self.read_array(node.args[0])
-        readonly = self.arrays[node.args[0]].readonly
         name = f"w{len(self.arrays)}"
         if node.op.name == "reshape":
             contiguous = self._contiguous(node.args[0])
             base = source if contiguous else f"np.ascontiguousarray({source})"
             line = f"{name} = {base}.reshape({_shape_literal(node.type.shape)})"
-            # A contiguous copy of a read-only view is writeable; the view itself is not.
-            self.arrays[node] = ArrayValue(name, node.type, True, readonly and contiguous)
+            self.arrays[node] = ArrayValue(name, node.type)
         elif node.op.name == "slice":
             subscript = ", ".join(
                 f"{s.start}:{'' if s.stop is None else s.stop}:{s.step}"
@@ -477,7 +559,7 @@ class _Lowering:
             )
             line = f"{name} = {source}[{subscript}]" if subscript else f"{name} = {source}"
             # Numba types a sliced array as layout "A", whatever its strides.
-            self.arrays[node] = ArrayValue(name, node.type, not subscript, readonly)
+            self.arrays[node] = ArrayValue(name, node.type, not subscript)
         else:
             axes = node.attrs["axes"]
             if tuple(axes) == tuple(range(len(axes))):
@@ -488,7 +570,7 @@ class _Lowering:
             else:
                 line = f"{name} = {source}.transpose({_shape_literal(axes)})"
                 contiguous = False
-            self.arrays[node] = ArrayValue(name, node.type, contiguous, readonly)
+            self.arrays[node] = ArrayValue(name, node.type, contiguous)
         return [line]
 
     def _contiguous(self, node: Expr) -> bool:
@@ -552,25 +634,37 @@ class _Lowering:
         inputs = [p.type for p in self.func.params]
         outputs = [o.type for o in self.outputs]
         args, types, checks = [], [], []
+        internal = []  # the shape conditions of the arrays the runtime itself passes
 
-        def add(name, t_dtype, shape, readonly=False):
+        def add(name, t_dtype, shape, readonly=False, user=True):
             args.append(name)
             ro = ", readonly=True" if readonly else ""
             element = NUMBA_TYPES[storage_dtype(t_dtype)]
             types.append(f'nbt.Array({element}, {len(shape)}, "C"{ro})')
-            if shape:
-                condition = " or ".join(f"{name}.shape[{d}] != {n}" for d, n in enumerate(shape))
-                checks.append(f"if {condition}:")
+            conditions = [f"{name}.shape[{d}] != {n}" for d, n in enumerate(shape)]
+            if conditions and user:
+                checks.append(f"if {' or '.join(conditions)}:")
                 checks.append(f'    raise ValueError("nbyoc: {name} does not have shape {shape}")')
+            internal.extend([] if user else conditions)
 
+        # Constants and scratch come from the runtime, never from a caller: one check
+        # for all of them, one raise (a raise per array cost Numba 0.2 s per constant
+        # in a 20-block MLP's kernel with 80 weights: 24 s against 5.6 s).
         for k, t in enumerate(inputs):
             add(f"in{k}", t.dtype, t.shape)
-        for k, c in enumerate(self.constants):
-            add(f"c{k}", c.dtype.name, c.shape, readonly=True)
+        views = []  # each constant, viewed at its address
+        if self.constants:
+            add("constants", "int64", (len(self.constants),), readonly=True, user=False)
+            for k, c in enumerate(self.constants):
+                pointer = f"pointer_at(constants[{k}], {rules.NP_TYPES[c.dtype.name]})"
+                views.append(f"c{k} = carray({pointer}, {_shape_literal(c.shape)})")
         for k, t in enumerate(outputs):
             add(f"out{k}", t.dtype, t.shape)
         for k, (dtype, n) in enumerate(scratch):
-            add(f"s{k}", dtype, (n,))
+            add(f"s{k}", dtype, (n,), user=False)
+        if internal:
+            checks.append(f"if {' or '.join(internal)}:")
+            checks.append('    raise ValueError("nbyoc: runtime arrays of wrong shapes")')
         addressed = self.stages.addressed
         if addressed:
             args.append("stage_addresses")
@@ -578,7 +672,7 @@ class _Lowering:
             checks.append(f"if stage_addresses.shape[0] != {len(addressed)}:")
             checks.append('    raise ValueError("nbyoc: wrong number of stage addresses")')
             checks += [
-                f"p{k} = function_at(stage_addresses[{k}], {signature}_TYPE)"
+                f"stage_at{k} = function_at(stage_addresses[{k}], {signature}_TYPE)"
                 for k, (_, signature) in enumerate(addressed)
             ]
         kernel = "kernel"  # a name of our own, never the symbol
@@ -595,7 +689,9 @@ class _Lowering:
             "import numpy as np",
             "from numba import njit, prange",
             "from numba.core import types as nbt",
+            *(["from numba import carray"] if self.constants else []),
             *(["from nbyoc.runtime.jit_address import function_at"] if addressed else []),
+            *(["from nbyoc.runtime.jit_address import pointer_at"] if self.constants else []),
             *([rules.EMULATION_IMPORT] if self.emulated else []),
             *([ROWS_IMPORT] if self.row_groups else []),
             "",
@@ -607,7 +703,7 @@ class _Lowering:
             "",
             f"@njit(SIGNATURE, {options})",
             f"def {kernel}({', '.join(args)}):",
-            *("    " + line for line in checks + body),
+            *("    " + line for line in checks + views + body),
             "    return",
             "",
         ]
@@ -667,11 +763,37 @@ def loop_nest(shape: tuple[int, ...], inner: list[str], parallel: bool = False) 
 
 def is_function_stage(stage: Stage) -> bool:
     """Whether a stage is emitted as a stage function: a loop nest of at least
-    FUNCTION_MIN_OPS ops (fewer compile faster as loops in the kernel itself)."""
-    return stage.nest and len(stage.nodes) >= FUNCTION_MIN_OPS
+    FUNCTION_MIN_OPS ops (fewer compile faster as loops in the kernel itself), unless
+    it is an epilogue."""
+    return stage.nest and not stage.epilogue and len(stage.nodes) >= FUNCTION_MIN_OPS
 
 
-def _array_type(dtype: str, ndim: int, readonly: bool) -> str:
+def _block_loops(shape: tuple[int, ...], inner: list[str]):
+    """A function that, given the index expressions of a block's leading axes, returns
+    loops running ``inner`` over the rest of ``shape`` (indices ``i0``, ``i1``...)."""
+
+    def block(fixed: list[str]) -> list[str]:
+        bound = [f"i{d} = {e}" for d, e in enumerate(fixed) if e != f"i{d}"]
+        rest = range(len(fixed), len(shape))
+        loops = [f"{'    ' * k}for i{d} in range({shape[d]}):" for k, d in enumerate(rest)]
+        return [*bound, *loops, *("    " * len(rest) + line for line in inner)]
+
+    return block
+
+
+def plan_epilogues(stages: list[Stage]) -> None:
+    """Mark each elementwise nest right after a matmul or conv of its shape as that
+    stage's epilogue: it runs on each block of the result just written (a plane, a
+    row), which is still in cache, instead of in a pass of its own."""
+    for stage, after in itertools.pairwise(stages):
+        if stage.nest or stage.rows is not None or not after.nest or after.shape != stage.shape:
+            continue
+        node = stage.nodes[0]
+        takes = EPILOGUES.get(node.op.name)
+        if takes is not None and takes(node) and stage.shape:
+            after.epilogue = True
+
+
+def _array_type(dtype: str, ndim: int) -> str:
     """The Numba type of a C-contiguous array parameter of a stage function."""
-    element = NUMBA_TYPES[storage_dtype(dtype)]
-    return f'nbt.Array({element}, {ndim}, "C"{", readonly=True" if readonly else ""})'
+    return f'nbt.Array({NUMBA_TYPES[storage_dtype(dtype)]}, {ndim}, "C")'

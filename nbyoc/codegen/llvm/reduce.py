@@ -1,6 +1,5 @@
-"""Loops for the llvm kernel's stages that are not elementwise: reductions,
-matmul and concatenate (gather and the pools: ``windows``). Each writes its whole
-result into a destination array.
+"""Loops for the llvm kernel's reductions and concatenate (the table of every stage
+op is ``ops.STAGES``). Each writes its whole result into a destination array.
 
 A reduction over one contiguous block of axes (any reduction of a 2-D array, a
 softmax's row, a batch norm's statistics) sees its operand as ``(outer, reduced,
@@ -27,7 +26,6 @@ from . import rules
 from .loops import loops as _loops
 from .loops import subscript as _subscript
 from .rows import accumulator_dtype, reduction_code
-from .windows import gather_stage, pool_stage, resize_stage
 
 #: Inner indices per task of a reduction over middle axes: the accumulators of one
 #: block (2 KiB of float64) stay in L1 while the reduced rows stream past.
@@ -244,47 +242,6 @@ def arg_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list
     return _reduction_loops(node, shape, reduced, start, update, "np.int64(index)", dest, parallel)
 
 
-def matmul_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:
-    """NumPy's matmul (batched, broadcasting, 1-D operands) as loops into ``dest``."""
-    a_name, b_name = sources
-    a, b = node.args
-    out = node.type
-    dtype = out.dtype
-    acc_dtype = "float64" if dtype_info(dtype).is_float else dtype
-    a_shape = (1, *a.type.shape) if a.type.ndim == 1 else a.type.shape
-    b_shape = (*b.type.shape, 1) if b.type.ndim == 1 else b.type.shape
-    k = a_shape[-1]
-    batch = out.shape[: len(out.shape) - (a.type.ndim > 1) - (b.type.ndim > 1)]
-    names = [f"i{d}" for d in range(len(batch))]
-
-    def batch_index(shape):
-        lead = shape[:-2]
-        pad = len(batch) - len(lead)
-        return [
-            "0" if n == 1 and batch[pad + d] != 1 else names[pad + d] for d, n in enumerate(lead)
-        ]
-
-    a_index = batch_index(a_shape) + (["m"] if a.type.ndim > 1 else []) + ["kk"]
-    b_index = batch_index(b_shape) + ["kk"] + (["n"] if b.type.ndim > 1 else [])
-    out_index = names + (["m"] if a.type.ndim > 1 else []) + (["n"] if b.type.ndim > 1 else [])
-    a_value = rules.load(f"{a_name}[{_subscript(a_index)}]", a.type.dtype)
-    b_value = rules.load(f"{b_name}[{_subscript(b_index)}]", b.type.dtype)
-    update = f"acc += {rules.cast(a_value, acc_dtype)} * {rules.cast(b_value, acc_dtype)}"
-    inner = [
-        f"acc = {rules.cast('0', acc_dtype)}",
-        f"for kk in range({k}):",
-        f"    {update}",
-        f"{dest}[{_subscript(out_index)}] = {rules.store(rules.cast('acc', dtype), dtype)}",
-    ]
-    shape = [
-        *batch,
-        *([a_shape[-2]] if a.type.ndim > 1 else []),
-        *([b_shape[-1]] if b.type.ndim > 1 else []),
-    ]
-    loop_names = [*names, *(["m"] if a.type.ndim > 1 else []), *(["n"] if b.type.ndim > 1 else [])]
-    return _loops(shape, inner, parallel and bool(shape), loop_names)
-
-
 def concatenate_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:
     """Copy each operand into its slice of ``dest`` along the node's axis."""
     axis = node.attrs["axis"]
@@ -302,22 +259,3 @@ def concatenate_stage(node: Call, sources: list[str], dest: str, parallel: bool)
         lines += _loops(shape, [f"{dest}[{_subscript(out_index)}] = {element}"], parallel, names)
         offset += shape[axis]
     return lines
-
-
-#: The ops llvm runs as stages of their own, op -> emitter(node, operand arrays, destination
-#: array, parallel): with rules.SCALAR_RULES and the views, what the backend supports.
-STAGES = {
-    "sum": reduce_stage,
-    "mean": reduce_stage,
-    "max": reduce_stage,
-    "min": reduce_stage,
-    "prod": reduce_stage,
-    "argmax": arg_stage,
-    "argmin": arg_stage,
-    "matmul": matmul_stage,
-    "concatenate": concatenate_stage,
-    "gather": gather_stage,
-    "max_pool": pool_stage,
-    "avg_pool": pool_stage,
-    "resize": resize_stage,
-}

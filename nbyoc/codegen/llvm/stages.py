@@ -28,7 +28,7 @@ def stage0(a0, a1, lo, hi):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: Options of every stage function (those called through their address also carry
 #: their signature and ``cache=True``: the kernel's cache does not hold their code).
@@ -124,6 +124,19 @@ def blocked_loop(inner: list[str], stores) -> list[str]:
 
 
 @dataclass
+class StageBody:
+    """A stage op's code (a matmul's, a conv's) as the body of a function of its own.
+    With ``tasks``, the body runs one ``task`` of ``range(lo, hi)`` and the kernel shares
+    the tasks out (each about ``work`` elements of work, for chunking); without, it is
+    called once, and any ``prange`` in it makes the function parallel."""
+
+    lines: list[str]
+    tasks: int | None = None
+    work: int = 1
+    setup: list[str] = field(default_factory=list)  # run once per call, before the tasks
+
+
+@dataclass
 class StageCall:
     """One elementwise stage as the kernel runs it."""
 
@@ -165,53 +178,62 @@ class StageFunctions:
         ((array parameter, index, value, dtype) each), with parameters ``params`` of Numba
         types ``types`` (None where a stage may not be called by address); and the index
         of its address when the kernel calls it through one."""
-        addressed = self.pointers and ops >= POINTER_MIN_OPS and None not in types
-        key = (tuple(params), tuple(types), domain, tuple(inner), tuple(stores), addressed)
+        if not domain:
+            body = inner + [f"{a}[{i}] = {v}" for a, i, v, _ in stores]
+        elif len(domain) == 1 and ops >= BLOCKED_MIN_OPS:
+            body = blocked_loop(inner, stores)
+        else:
+            body = ranged_nest(domain, inner + [f"{a}[{i}] = {v}" for a, i, v, _ in stores])
+        bounds = ["lo", "hi"] if domain else []
+        return self._define(params, bounds, types, body, STAGE_OPTIONS, ops >= POINTER_MIN_OPS)
+
+    def add_body(self, params: list[str], types: list[str | None], body: StageBody):
+        """The function running ``body`` (see ``StageBody``) with parameters ``params`` of
+        Numba types ``types``, by name; identical ones are one function. A matmul's or
+        conv's code is large: it is called through its address when it can be (its
+        ``types`` all known), else LLVM inlines a copy at every call (100 residual
+        blocks' 200 matmuls inlined in one kernel did not compile in ten minutes)."""
+        if body.tasks is None:
+            parallel = any("prange(" in line for line in body.lines)
+            options = STAGE_OPTIONS + (', parallel={"fusion": False}' if parallel else "")
+            return self._define(params, [], types, body.lines, options, True)
+        lines = [*body.setup, "for task in range(lo, hi):", *("    " + x for x in body.lines)]
+        return self._define(params, ["lo", "hi"], types, lines, STAGE_OPTIONS, True)
+
+    def add_function(self, params: list[str], body: list[str]) -> str:
+        """A function over ``[lo, hi)`` with the body given (a row group's), by name;
+        identical ones are one function."""
+        name, _ = self._define(params, ["lo", "hi"], [None] * len(params), body, STAGE_OPTIONS)
+        return name
+
+    def _define(self, params, bounds, types, body, options, large=False):
+        """The function ``def name(*params, *bounds): body`` (by name, and the index of
+        its address when the kernel calls it through one: ``large``, pointers allowed and
+        every parameter's type known); identical ones are one function."""
+        addressed = self.pointers and large and None not in types
+        key = (tuple(params), tuple(bounds), tuple(types), tuple(body), options, addressed)
         name = self.by_body.get(key)
         if name is None:
             name = f"stage{len(self.by_body)}"
             self.by_body[key] = name
-            if not domain:
-                body = inner + [f"{a}[{i}] = {v}" for a, i, v, _ in stores]
-            elif len(domain) == 1 and ops >= BLOCKED_MIN_OPS:
-                body = blocked_loop(inner, stores)
-            else:
-                body = ranged_nest(domain, inner + [f"{a}[{i}] = {v}" for a, i, v, _ in stores])
-            all_params = [*params, "lo", "hi"] if domain else params
             if addressed:
                 signature = name.upper()
-                bounds = ", nbt.int64, nbt.int64" if domain else ""
+                bound_types = ", nbt.int64" * len(bounds)
                 self.source += [
-                    f"{signature} = nbt.void({', '.join(types)}{bounds})",
+                    f"{signature} = nbt.void({', '.join(types)}{bound_types})",
                     f"{signature}_TYPE = nbt.FunctionType({signature})",
-                    f"@njit({signature}, cache=True, {STAGE_OPTIONS})",
+                    f"@njit({signature}, cache=True, {options})",
                 ]
                 self.addressed.append((name, signature))
             else:
-                self.source.append(f"@njit({STAGE_OPTIONS})")
+                self.source.append(f"@njit({options})")
             self.source += [
-                f"def {name}({', '.join(all_params)}):",
+                f"def {name}({', '.join([*params, *bounds])}):",
                 *("    " + line for line in body),
                 "",
             ]
         index = next((k for k, (f, _) in enumerate(self.addressed) if f == name), None)
         return name, index
-
-    def add_function(self, params: list[str], body: list[str]) -> str:
-        """A function over ``[lo, hi)`` with the body given (a row group's), by name;
-        identical ones are one function."""
-        key = ("function", tuple(params), tuple(body))
-        name = self.by_body.get(key)
-        if name is None:
-            name = f"stage{len(self.by_body)}"
-            self.by_body[key] = name
-            self.source += [
-                f"@njit({STAGE_OPTIONS})",
-                f"def {name}({', '.join([*params, 'lo', 'hi'])}):",
-                *("    " + line for line in body),
-                "",
-            ]
-        return name
 
 
 def emit_calls(calls: list[StageCall]) -> list[str]:
