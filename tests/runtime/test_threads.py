@@ -1,5 +1,5 @@
-"""Numba's threads start with a short OpenMP spin, set only for that moment, and
-never over the user's own choice."""
+"""Numba's threads start with OpenMP's passive wait policy, set only for that moment,
+and never over the user's own choice."""
 
 import os
 
@@ -12,11 +12,11 @@ from nbyoc.runtime import threads
 
 @pytest.fixture
 def launches(monkeypatch):
-    """Pretend the threads are not running yet; record GOMP_SPINCOUNT at each launch."""
+    """Pretend the threads are not running yet; record OMP_WAIT_POLICY at each launch."""
     seen = []
 
     def get_num_threads():
-        seen.append(os.environ.get("GOMP_SPINCOUNT"))
+        seen.append(os.environ.get("OMP_WAIT_POLICY"))
         return 2
 
     monkeypatch.setattr(threads, "_started", False)
@@ -26,16 +26,16 @@ def launches(monkeypatch):
     return seen
 
 
-def test_spin_count_is_set_while_the_threads_start_and_removed_after(launches):
+def test_the_wait_policy_is_set_while_the_threads_start_and_removed_after(launches):
     assert threads.start_threads() == 2
-    assert launches == [threads.SPIN_COUNT]
-    assert "GOMP_SPINCOUNT" not in os.environ
+    assert launches == ["passive"]
+    assert "OMP_WAIT_POLICY" not in os.environ
 
 
 def test_a_second_start_does_not_touch_the_environment(launches):
     threads.start_threads()
     threads.start_threads()
-    assert launches == [threads.SPIN_COUNT, None]
+    assert launches == ["passive", None]
 
 
 @pytest.mark.parametrize(
@@ -45,7 +45,7 @@ def test_the_users_choice_wins(launches, monkeypatch, name, value):
     monkeypatch.setenv(name, value)
     threads.start_threads()
     assert os.environ[name] == value
-    assert launches == ([value] if name == "GOMP_SPINCOUNT" else [None])
+    assert launches == ([value] if name == "OMP_WAIT_POLICY" else [None])
 
 
 def test_compiling_a_parallel_kernel_starts_the_threads(launches):
@@ -53,5 +53,5 @@ def test_compiling_a_parallel_kernel_starts_the_threads(launches):
     # A graph no other test compiles, so the kernel is not in the in-memory cache.
     fn = nbyoc.compile(nbyoc.function([x], nbyoc.sqrt(x) * 3.25 + 0.125), backend="llvm",
                        options={"llvm": {"parallel_threshold": 1}})  # fmt: skip
-    assert launches == [threads.SPIN_COUNT]
+    assert launches == ["passive"]
     np.testing.assert_allclose(fn(np.full(64, 4, np.float32)), np.full(64, 6.625))
