@@ -4,11 +4,10 @@ for calling and caching).
 
 It takes the ops its lowering has a rule for (``lowerable_ops``: the elementwise
 ops of ``rules.SCALAR_RULES``, the stage ops of ``ops.STAGES`` - reductions,
-matmul, conv, pools... - and reshape, transpose and slice as views). Large
-matmuls run through BLAS inside the kernel when SciPy is installed (``gemm``);
-without it llvm takes a matmul only when it is small enough that a loop beats a
-call to NumPy's BLAS (at most ``MATMUL_MAX_WORK`` multiply-adds). conv is taken
-in float32 and float64 (``conv``). An op without a rule runs elsewhere.
+matmul, conv, pools... - and reshape, transpose and slice as views). Float
+matmuls of any size run as register-blocked tiles in the kernel (``gemm``); integer
+ones only while small (``gemm.matmul_supported``). conv is taken in float32 and
+float64 (``conv``). An op without a rule runs elsewhere.
 
 Codegen options: ``fuse`` (default True; False gives one loop per node) and
 ``parallel_threshold`` (elements from which a stage runs in parallel).
@@ -25,21 +24,12 @@ from ...ir.nodes import Call, Function
 from ...runtime.module import builtin_module_class
 from ..registry import register_codegen, register_op_support
 from .conv import conv_supported
-from .gemm import blas_available
+from .gemm import matmul_supported
 from .lower import VIEWS
 from .ops import STAGES
 from .rules import SCALAR_RULES
 
 BACKEND = "llvm"
-#: matmul is offloaded only up to this many multiply-adds; beyond, NumPy's BLAS wins.
-MATMUL_MAX_WORK = 1 << 16
-
-
-def small_matmul(call: Call) -> bool:
-    """True if a loop beats NumPy's BLAS for this matmul (at most MATMUL_MAX_WORK
-    multiply-adds), or the kernel can call BLAS itself (SciPy is installed)."""
-    k = call.args[0].type.shape[-1]
-    return call.type.size * k <= MATMUL_MAX_WORK or blas_available()
 
 
 @register_codegen(BACKEND)
@@ -91,7 +81,7 @@ def nonempty(call: Call) -> bool:
 
 
 #: Ops llvm lowers but takes only under a further condition.
-CONDITIONS = {"matmul": small_matmul, "conv": conv_supported}
+CONDITIONS = {"matmul": matmul_supported, "conv": conv_supported}
 
 for _op, _condition in support_rules().items():
     register_op_support(BACKEND, _op, _condition)

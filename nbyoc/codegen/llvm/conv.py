@@ -1,5 +1,5 @@
 """conv in the llvm kernel, with its epilogue (the elementwise ops after it, a bias,
-an activation, a residual add) applied to each output plane while it is in cache.
+an activation, a residual add) applied to each block of output while it is in cache.
 
 Two ways, chosen per call by its sizes:
 
@@ -8,11 +8,12 @@ Two ways, chosen per call by its sizes:
   added along the row (vectorised when the row's stride is 1). Each tap's valid
   output range is worked out from the static geometry, so the padding is never
   read or tested inside the row loop. Depthwise and small convs run this way.
-- **BLAS**: per image and group, ``w (M, C*taps) @ columns (C*taps, positions)``
-  through ``np.dot`` (SciPy's BLAS, threaded by itself), the columns gathered in
-  parallel (im2col; a 1x1 conv with unit strides and no padding reads its input as
-  they are). Taken for convs with enough channels (``uses_blas``) when SciPy is
-  installed.
+- **tiles**: per image and group, ``w (M, C*taps) @ columns (C*taps, positions)``
+  by ``nbyoc.runtime.tiles``, the columns gathered first (im2col; a 1x1 conv with
+  unit strides and no padding reads its input as it is). One task per image, group
+  and block of output positions: an image is cut into blocks when there are fewer
+  images than ``TASKS``, so a single image still uses every thread. Taken for
+  convs with enough channels (``uses_tiles``).
 
 Float32 and float64 convs whose operands share the dtype; the rest (float16,
 mixed dtypes) run on the host.
@@ -23,16 +24,21 @@ from __future__ import annotations
 import math
 
 from ...ir.nodes import Call
-from .gemm import blas_available
+from ...runtime.tiles import tile_shape
+from .gemm import tile_product
 from .loops import subscript
 from .stages import StageBody
 
-#: A conv goes to BLAS when each group has at least this many output channels and
-#: this many multiply-adds per output (input channels x taps), and SciPy is installed
-#: (measured on PP-OCR's classifier: its 1x1 convs of 16 to 200 channels ran 2.4x
-#: faster through BLAS, its 8-channel ones and depthwise ones faster direct).
-BLAS_MIN_CHANNELS = 16
-BLAS_MIN_DEPTH = 16
+#: A conv runs as tiles when each group has at least this many output channels and
+#: this many multiply-adds per output (input channels x taps) (measured on PP-OCR's
+#: classifier: its 1x1 convs of 16 to 200 channels ran 2.4x faster as a matrix
+#: product, its 8-channel ones and depthwise ones faster direct).
+TILE_MIN_CHANNELS = 16
+TILE_MIN_DEPTH = 16
+#: Tasks a tiled conv aims at (images x groups x position blocks), and the fewest
+#: tile columns a block of positions holds.
+TASKS = 16
+MIN_BLOCK_TILES = 4
 
 
 def conv_supported(call: Call) -> bool:
@@ -41,12 +47,12 @@ def conv_supported(call: Call) -> bool:
     return dtype in ("float32", "float64") and all(a.type.dtype == dtype for a in call.args)
 
 
-def uses_blas(node: Call) -> bool:
-    """Whether this conv runs as im2col + BLAS (see the module docstring)."""
+def uses_tiles(node: Call) -> bool:
+    """Whether this conv runs as im2col + tiles (see the module docstring)."""
     w = node.args[1].type.shape
     group = node.attrs["group"]
     depth = w[1] * math.prod(w[2:])
-    return w[0] // group >= BLAS_MIN_CHANNELS and depth >= BLAS_MIN_DEPTH and blas_available()
+    return w[0] // group >= TILE_MIN_CHANNELS and depth >= TILE_MIN_DEPTH
 
 
 class _Geometry:
@@ -95,8 +101,8 @@ def conv_stage(node: Call, sources, dest: str, parallel: bool, epilogue=None) ->
     """conv of ``sources`` (x, w and perhaps a bias) into ``dest``, as a stage function's
     body; ``epilogue``, given the names of a plane's (image, channel) indices, returns
     the lines to run on that plane once it is written."""
-    if uses_blas(node):
-        return _blas_conv(node, sources, dest, parallel, epilogue)
+    if uses_tiles(node):
+        return _tiled_conv(node, sources, dest, epilogue)
     return _direct_conv(node, sources, dest, parallel, epilogue)
 
 
@@ -146,75 +152,98 @@ def _direct_conv(node, sources, dest, parallel, epilogue) -> StageBody:
     return StageBody(body, g.n * g.m, g.positions * g.cg * g.taps)
 
 
-def _blas_conv(node, sources, dest, parallel, epilogue) -> StageBody:
+def _position_block(g: _Geometry, cols: int) -> int:
+    """Output positions per task: a whole image when images and groups give TASKS
+    tasks, else a multiple of the tile's columns (at least MIN_BLOCK_TILES of them)."""
+    blocks = -(-TASKS // (g.n * g.group))
+    if blocks <= 1:
+        return g.positions
+    tiles = -(-g.positions // cols)
+    return cols * max(MIN_BLOCK_TILES, -(-tiles // blocks))
+
+
+def _tiled_conv(node, sources, dest, epilogue) -> StageBody:
     x_name, w_name, *bias = sources
     g = _Geometry(node)
+    dtype = node.type.dtype
     depth = g.cg * g.taps
-    loop = "prange" if parallel else "range"
-    lines = [
+    block = min(g.positions, _position_block(g, tile_shape(dtype)[1]))
+    blocks = -(-g.positions // block)
+    setup = [
         f"{w_name}_g = {w_name}.reshape(({g.group}, {g.mg}, {depth}))",
         f"{dest}_g = {dest}.reshape(({g.n}, {g.group}, {g.mg}, {g.positions}))",
     ]
-    if g.pointwise():
-        lines.append(f"{x_name}_g = {x_name}.reshape(({g.n}, {g.group}, {g.cg}, {g.positions}))")
-        product = [f"np.dot({w_name}_g[g], {x_name}_g[n, g], {dest}_g[n, g])"]
-    else:
-        dtype = node.type.dtype
-        lines.append(f"columns = np.empty(({depth}, {g.positions}), np.{dtype})")
-        product = [*_im2col(g, x_name, loop), f"np.dot({w_name}_g[g], columns, {dest}_g[n, g])"]
-    per_plane = []
-    if bias:
-        o = [f"o{d}" for d in range(len(g.out))]
-        per_plane += [f"{'    ' * d}for {o[d]} in range({g.out[d]}):" for d in range(len(o))]
-        per_plane += ["    " * len(o) + f"{dest}[{subscript(['n', 'm', *o])}] += {bias[0]}[m]"]
-    if epilogue is not None:
-        per_plane += epilogue(["n", "m"])
-    lines += [
-        f"for n in range({g.n}):",
-        f"    for g in range({g.group}):",
-        *_indent(product, 2),
+    body = [
+        f"b = task % {blocks}",
+        f"q = task // {blocks}",
+        f"g = q % {g.group}",
+        f"n = q // {g.group}",
+        f"p0 = b * {block}",
+        f"p1 = min({g.positions}, p0 + {block})",
+        f"out_block = {dest}_g[n, g][:, p0:p1]",
     ]
-    if per_plane:
-        lines += [f"    for m in {loop}({g.m}):", *_indent(per_plane, 2)]
-    return StageBody(lines)
+    if g.pointwise():  # the input's rows are the columns
+        setup.append(f"{x_name}_g = {x_name}.reshape(({g.n}, {g.group}, {g.cg}, {g.positions}))")
+        columns = f"{x_name}_g[n, g][:, p0:p1]"
+    else:
+        setup.append(f"columns = np.empty(({depth}, {block}), np.{dtype})")
+        body += _im2col(g, x_name)
+        columns = "columns"
+    arrays = (f"{w_name}_g[g]", columns, "out_block")
+    lines, imports = tile_product(dtype, arrays, (g.mg, depth, "p1 - p0"), "0", str(g.mg))
+    body += lines
+    planes = [f"for m in range(g * {g.mg}, (g + 1) * {g.mg}):"]
+    if bias:
+        flat = f"{dest}_g[n, g, m - g * {g.mg}]"
+        planes += [
+            "    for position in range(p0, p1):",
+            f"        {flat}[position] += {bias[0]}[m]",
+        ]
+    if epilogue is not None:
+        planes += ["    " + line for line in epilogue(["n", "m"], ("p0", "p1"))]
+    if len(planes) > 1:
+        body += planes
+    tasks = g.n * g.group * blocks
+    return StageBody(body, tasks, block * depth * g.mg, setup, imports)
 
 
-def _im2col(g: _Geometry, x_name: str, loop: str) -> list[str]:
-    """Lines filling ``columns`` (channel x tap, output position) for image ``n`` and
-    group ``g``, over its rows by ``loop`` (range or prange); positions in the padding
-    get 0."""
+def _im2col(g: _Geometry, x_name: str) -> list[str]:
+    """Lines filling ``columns`` (channel x tap, position - p0) for image ``n``, group
+    ``g`` and the output positions ``[p0, p1)``; positions in the padding get 0. Each
+    output row is cut to the block, then into the part left of the input (zeros), the
+    part inside (copies) and the part right of it (zeros): no test per element."""
     k = len(g.kernel)
     last = k - 1
-    lines = [f"for r in {loop}({g.cg * g.taps}):", f"    c = g * {g.cg} + r // {g.taps}"]
+    width = g.out[last]
+    lines = [f"for r in range({g.cg * g.taps}):", f"    c = g * {g.cg} + r // {g.taps}"]
     tap, taps = "r", []
     for d in reversed(range(1, k)):
         taps += [f"q{d} = {tap} % {g.kernel[d]}", f"t{d} = {tap} // {g.kernel[d]}"]
         tap = f"t{d}"
     taps.append(f"q0 = ({tap}) % {g.kernel[0]}")
-    lines += _indent(taps, 1)
-    lines += _indent([*g.valid_range(last, f"q{last}")], 1)
-    depth = 1
-    inside = []
-    for d in range(k - 1):
-        lines += _indent(
-            [f"for o{d} in range({g.out[d]}):", f"    p{d} = {g.position(d, f'o{d}', f'q{d}')}"],
-            depth,
-        )
-        inside.append(f"p{d} < 0 or p{d} >= {g.spatial[d]}")
-        depth += 1
-    row_start = " + ".join(f"o{d} * {math.prod(g.out[d + 1 :])}" for d in range(k - 1)) or "0"
+    lines += _indent([*taps, *g.valid_range(last, f"q{last}")], 1)
+    row = [f"base = row * {width}"]
+    current = "row"
+    for d in reversed(range(k - 1)):  # the output row's leading positions
+        row.append(f"o{d} = {current} % {g.out[d]}" if d else f"o{d} = {current}")
+        if d:
+            row.append(f"row{d} = {current} // {g.out[d]}")
+            current = f"row{d}"
+    row += [f"p{d} = {g.position(d, f'o{d}', f'q{d}')}" for d in range(k - 1)]
+    outside = " or ".join(f"p{d} < 0 or p{d} >= {g.spatial[d]}" for d in range(k - 1))
     reads = [*(f"p{d}" for d in range(last)), g.position(last, f"o{last}", f"q{last}")]
-    copy = [
-        f"base = {row_start}",
-        f"if {' or '.join(inside) if inside else 'False'}:",
-        f"    for o{last} in range({g.out[last]}):",
-        f"        columns[r, base + o{last}] = 0.0",
-        "else:",
-        f"    for o{last} in range(lo{last}):",
-        f"        columns[r, base + o{last}] = 0.0",
-        f"    for o{last} in range(lo{last}, hi{last}):",
-        f"        columns[r, base + o{last}] = {x_name}[{subscript(['n', 'c', *reads])}]",
-        f"    for o{last} in range(max(hi{last}, lo{last}), {g.out[last]}):",
-        f"        columns[r, base + o{last}] = 0.0",
+    to = f"columns[r, base - p0 + o{last}]"
+    row += [
+        "s = max(p0 - base, 0)",
+        f"e = min(p1 - base, {width})",
+        f"zeros = e if {outside or 'False'} else min(e, max(s, lo{last}))",
+        f"copies = max(zeros, min(e, hi{last}))",
+        f"for o{last} in range(s, zeros):",
+        f"    {to} = 0.0",
+        f"for o{last} in range(zeros, copies):",
+        f"    {to} = {x_name}[{subscript(['n', 'c', *reads])}]",
+        f"for o{last} in range(copies, e):",
+        f"    {to} = 0.0",
     ]
-    return lines + _indent(copy, depth)
+    lines += _indent([f"for row in range(p0 // {width}, (p1 - 1) // {width} + 1):"], 1)
+    return lines + _indent(row, 2)

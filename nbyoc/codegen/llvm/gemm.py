@@ -1,76 +1,75 @@
 """matmul in the llvm kernel, with the elementwise ops after it (its *epilogue*: a
-bias, an activation, a residual) applied to each block of the result while the
-block is still in cache.
+bias, an activation, a residual) applied to each block of rows of the result while
+the block is still in cache.
 
-Two ways, chosen per call by its sizes:
+Three ways, chosen per call by its dtype:
 
-- **rows**: each output row is ``K`` multiply-adds of rows of ``b`` into an
-  accumulator row, vectorised along the row; parallel over rows. For small inner
-  sizes (an MLP's 16-wide layers, attention's heads) this beats a BLAS call, whose
-  packing costs more than the product.
-- **BLAS**: ``np.dot`` on row blocks of ``a`` (Numba calls SciPy's BLAS, which
-  threads by itself), each block's epilogue run right after its product. Taken when
-  the product is large (``BLAS_MIN_WORK``) and SciPy is installed; without SciPy,
-  large products stay on the host's NumPy (``blas_available``).
+- **tiles** (float32 and float64, both operands at least 2-D): the product is cut
+  into groups of rows, one task each, shared out over the kernel's threads; a task
+  runs ``nbyoc.runtime.tiles``' register-blocked tiles over its rows, a panel of
+  columns at a time (the panel of B stays in L1 while the task's rows pass over it,
+  the rows of A in L2 while the panels pass), then its epilogue on its rows.
+  In the kernel's own threads, at BLAS speed (see ``tiles``).
+- **rows** (float16, computed in float32): each output row is ``K`` multiply-adds of
+  rows of ``b`` into an accumulator row, vectorised along the row.
+- **loops**: integer and bool products and products with a 1-D operand; taken only
+  while small (``LOOP_MAX_WORK`` multiply-adds: beyond, NumPy's BLAS or its integer
+  loops on the host are as fast).
 
-Float products accumulate in their own dtype, as BLAS does (float16 in float32);
-integer and bool products, and products with a 1-D operand, keep plain loops.
+Float products accumulate in their own dtype, as BLAS does (float16 in float32).
 """
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import math
 
 from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call
+from ...runtime.tiles import tile_name, tile_shape, tiles_supported
 from . import rules
 from .loops import loops, subscript
 from .stages import StageBody
 
-#: Multiply-adds from which a float matmul goes to BLAS (measured on the project's
-#: 2-core machine: a 4096 x 16 @ 16 x 32 layer is 2.1x faster as rows; 256 x 256 @
-#: 256 x 256 1.9x faster through BLAS).
-BLAS_MIN_WORK = 1 << 21
-#: ... and the inner size from which it does: rows of a few dozen multiply-adds
-#: vectorise well enough that BLAS's packing does not pay.
-BLAS_MIN_INNER = 64
-#: Bytes of a BLAS row block's result: the epilogue reads it back from L2.
-BLOCK_BYTES = 1 << 18
+#: A matmul without tiles or rows is taken up to this many multiply-adds.
+LOOP_MAX_WORK = 1 << 16
+#: Bytes of A one task's rows hold (they stay in L2 while the panels of B pass).
+ROW_GROUP_BYTES = 1 << 17
+#: Tasks a matrix's rows are cut into when it has rows enough: several per thread,
+#: so that threads finishing early take more.
+TASKS_PER_MATRIX = 16
 
 
-@functools.cache
-def blas_available() -> bool:
-    """Whether Numba can call BLAS here (its ``np.dot`` needs SciPy).
-
-    >>> isinstance(blas_available(), bool)
-    True
-    """
-    return importlib.util.find_spec("scipy") is not None
-
-
-def _fast_path(dtype: str) -> bool:
-    """Float dtypes take the rows or BLAS path (float16 through a float32 row)."""
-    return dtype_info(dtype).is_float
-
-
-def uses_blas(node: Call) -> bool:
-    """Whether this matmul runs through BLAS (both operands at least 2-D, float32 or
-    float64, large, SciPy installed)."""
+def uses_tiles(node: Call) -> bool:
+    """Whether this matmul runs as tiles (float32/float64 operands of its dtype, both
+    at least 2-D)."""
     a, b = node.args
-    if a.type.ndim < 2 or b.type.ndim < 2 or node.type.dtype not in ("float32", "float64"):
-        return False
-    if a.type.dtype != node.type.dtype or b.type.dtype != node.type.dtype:
-        return False
-    m, k, n = a.type.shape[-2], a.type.shape[-1], b.type.shape[-1]
-    return m * k * n >= BLAS_MIN_WORK and k >= BLAS_MIN_INNER and blas_available()
+    dtype = node.type.dtype
+    return (
+        tiles_supported(dtype)
+        and a.type.ndim >= 2
+        and b.type.ndim >= 2
+        and a.type.dtype == dtype
+        and b.type.dtype == dtype
+    )
 
 
 def takes_epilogue(node: Call) -> bool:
-    """Whether the matmul's emitter runs an epilogue per row (the rows and BLAS paths)."""
+    """Whether the matmul's emitter runs an epilogue per row (the tiles and rows ways)."""
     a, b = node.args
-    return a.type.ndim >= 2 and b.type.ndim >= 2 and _fast_path(node.type.dtype)
+    return a.type.ndim >= 2 and b.type.ndim >= 2 and dtype_info(node.type.dtype).is_float
+
+
+def matmul_supported(call: Call) -> bool:
+    """Whether llvm takes this matmul: tiles and rows at any size, loops while small.
+
+    >>> import nbyoc
+    >>> a, i = nbyoc.var("a", (512, 512)), nbyoc.var("i", (512, 512), "int32")
+    >>> matmul_supported(a @ a), matmul_supported(i @ i)
+    (True, False)
+    """
+    if takes_epilogue(call):
+        return True
+    return call.type.size * call.args[0].type.shape[-1] <= LOOP_MAX_WORK
 
 
 def matmul_stage(node: Call, sources, dest: str, parallel: bool, epilogue=None) -> StageBody:
@@ -80,8 +79,8 @@ def matmul_stage(node: Call, sources, dest: str, parallel: bool, epilogue=None) 
     if not takes_epilogue(node):
         assert epilogue is None, "internal: an epilogue for a matmul without rows"
         return _loops_matmul(node, sources, dest)
-    if uses_blas(node):
-        return _blas_matmul(node, sources, dest, parallel, epilogue)
+    if uses_tiles(node):
+        return _tiled_matmul(node, sources, dest, epilogue)
     return _rows_matmul(node, sources, dest, epilogue)
 
 
@@ -140,27 +139,63 @@ def _unravel(flat: str, shape, names) -> list[str]:
     return [*lines, f"{names[0]} = {current}"]
 
 
-def _blas_matmul(node, sources, dest, parallel, epilogue) -> StageBody:
+def row_group(rows: int, depth: int, itemsize: int, tile_rows: int) -> int:
+    """Rows per task of a product of ``rows`` x ``depth`` A: a multiple of the tile's
+    rows, about ``rows / TASKS_PER_MATRIX``, its A at most ``ROW_GROUP_BYTES``."""
+    tiles = -(-rows // tile_rows)
+    per_task = -(-tiles // TASKS_PER_MATRIX)
+    fits = max(1, ROW_GROUP_BYTES // max(1, depth * itemsize * tile_rows))
+    return tile_rows * max(1, min(per_task, fits))
+
+
+def tile_product(dtype: str, arrays, sizes, r0: str, r1: str) -> tuple[list[str], set[str]]:
+    """Lines computing rows ``[r0, r1)`` of ``c = a @ b`` by tiles, and the tiles they
+    import. ``arrays``: the names of the 2-D ``a``, ``b`` (unit-stride rows) and ``c``;
+    ``sizes``: (rows of the whole product, k, n: a number or an expression). ``r0``
+    must be a multiple of the tile's rows and ``r1 - r0`` one too, except at the end of
+    the product, so the last tile's rows are always ``rows % tile rows``."""
+    a, b, c = arrays
+    m, k, n = sizes
+    tile_rows, cols = tile_shape(dtype)
+    tile = tile_name(dtype, tile_rows, cols)
+    panels = -(-n // cols) if isinstance(n, int) else f"({n} + {cols - 1}) // {cols}"
+    lines = [
+        f"for p in range({panels}):",
+        f"    n0 = p * {cols}",
+        f"    valid = min({cols}, {n} - n0)",
+        f"    r = {r0}",
+        f"    while r + {tile_rows} <= {r1}:",
+        f"        {tile}({a}, r, {b}, n0, {k}, {c}, r, valid)",
+        f"        r += {tile_rows}",
+    ]
+    imports = {tile}
+    if m % tile_rows:
+        tail = tile_name(dtype, m % tile_rows, cols)
+        imports.add(tail)
+        lines += [f"    if r < {r1}:", f"        {tail}({a}, r, {b}, n0, {k}, {c}, r, valid)"]
+    return lines, imports
+
+
+def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
     a_name, b_name = sources
     a, b = node.args
-    m, n = a.type.shape[-2], b.type.shape[-1]
+    dtype = node.type.dtype
+    m, k, n = a.type.shape[-2], a.type.shape[-1], b.type.shape[-1]
     batch, names, a_batch, b_batch = _batch(node)
-    block = max(1, min(m, BLOCK_BYTES // (n * dtype_info(node.type.dtype).bits // 8)))
-    a_rows = f"{a_name}[{subscript([*a_batch, 'slice(r0, r1)'])}]" if batch else f"{a_name}[r0:r1]"
-    b_matrix = f"{b_name}[{subscript(b_batch)}]" if batch else b_name
-    out_rows = f"{dest}[{subscript([*names, 'slice(r0, r1)'])}]" if batch else f"{dest}[r0:r1]"
-    inner = [
-        f"for r0 in range(0, {m}, {block}):",
-        f"    r1 = min({m}, r0 + {block})",
-        f"    np.dot({a_rows}, {b_matrix}, {out_rows})",
-    ]
+    tile_rows = tile_shape(dtype)[0]
+    group = row_group(m, k, dtype_info(dtype).itemsize, tile_rows)
+    groups = -(-m // group)
+    body = _unravel("task", [*batch, groups], [*names, "g"])
+    body += [f"r0 = g * {group}", f"r1 = min({m}, r0 + {group})"]
+    a2 = f"{a_name}[{subscript(a_batch)}]" if a_batch else a_name
+    b2 = f"{b_name}[{subscript(b_batch)}]" if b_batch else b_name
+    c2 = f"{dest}[{subscript(names)}]" if names else dest
+    lines, imports = tile_product(dtype, (a2, b2, c2), (m, k, n), "r0", "r1")
+    body += lines
     if epilogue is not None:
-        # The block's rows, each row's epilogue in parallel.
-        inner += [
-            f"    for m in {'prange' if parallel else 'range'}(r0, r1):",
-            *("        " + line for line in epilogue([*names, "m"])),
-        ]
-    return StageBody(loops(batch, inner, False, names))
+        body += ["for r in range(r0, r1):", *("    " + line for line in epilogue([*names, "r"]))]
+    tasks = math.prod(batch) * groups
+    return StageBody(body, tasks, group * k * n, imports=imports)
 
 
 def _loops_matmul(node: Call, sources, dest: str) -> StageBody:

@@ -167,6 +167,7 @@ class _Lowering:
         self.emulated = any(n.type.dtype in rules.STORAGE for n in self.nodes)
         self.row_groups = False  # whether the kernel has any (and so needs ROWS_IMPORT)
         self.scratch_views: dict[tuple, str] = {}  # (buffer, shape) -> its view's name
+        self.tiles: set[str] = set()  # the matrix-product tiles the kernel imports
 
     # -- planning ---------------------------------------------------------------
 
@@ -516,6 +517,7 @@ class _Lowering:
             block = _block_loops(epilogue.shape, inner)
         parallel = self.use_parallel(node.type.shape)
         body = STAGES[node.op.name](node, sources, out, parallel, block)
+        self.tiles |= body.imports
         parameters = [*params.values(), *(f"x{k}" for k in range(len(scalar_arguments)))]
         name, address = self.stages.add_body(parameters, [*types.values(), *scalar_types], body)
         function = name if address is None else f"stage_at{address}"
@@ -694,6 +696,11 @@ class _Lowering:
             *(["from nbyoc.runtime.jit_address import pointer_at"] if self.constants else []),
             *([rules.EMULATION_IMPORT] if self.emulated else []),
             *([ROWS_IMPORT] if self.row_groups else []),
+            *(
+                [f"from nbyoc.runtime.tiles import {', '.join(sorted(self.tiles))}"]
+                if self.tiles
+                else []
+            ),
             "",
             *(rules.HELPERS[h] for h in sorted(self.helpers)),
             *self.stages.source,
@@ -770,13 +777,33 @@ def is_function_stage(stage: Stage) -> bool:
 
 def _block_loops(shape: tuple[int, ...], inner: list[str]):
     """A function that, given the index expressions of a block's leading axes, returns
-    loops running ``inner`` over the rest of ``shape`` (indices ``i0``, ``i1``...)."""
+    loops running ``inner`` over the rest of ``shape`` (indices ``i0``, ``i1``...); or,
+    given ``span=(lo, hi)``, one loop over the positions ``[lo, hi)`` of the rest of
+    ``shape`` in C order (a conv's block of output positions).
 
-    def block(fixed: list[str]) -> list[str]:
-        bound = [f"i{d} = {e}" for d, e in enumerate(fixed) if e != f"i{d}"]
+    >>> print("\\n".join(_block_loops((2, 3, 4), ["x[i0, i1, i2] = 0"])(["n"], ("a", "b"))))
+    i0 = n
+    for position in range(a, b):
+        i1 = position // 4
+        i2 = position % 4
+        x[i0, i1, i2] = 0
+    """
+
+    def block(fixed: list[str], span: tuple[str, str] | None = None) -> list[str]:
+        lines = [f"i{d} = {e}" for d, e in enumerate(fixed) if e != f"i{d}"]
         rest = range(len(fixed), len(shape))
-        loops = [f"{'    ' * k}for i{d} in range({shape[d]}):" for k, d in enumerate(rest)]
-        return [*bound, *loops, *("    " * len(rest) + line for line in inner)]
+        if span is None:
+            lines += [f"{'    ' * k}for i{d} in range({shape[d]}):" for k, d in enumerate(rest)]
+            return lines + ["    " * len(rest) + line for line in inner]
+        lines.append(f"for position in range({span[0]}, {span[1]}):")
+        for d in rest:
+            index = f"position // {math.prod(shape[d + 1 :])}"
+            if d == rest[-1]:
+                index = f"position % {shape[d]}" if len(rest) > 1 else "position"
+            elif d != rest[0]:
+                index = f"{index} % {shape[d]}"
+            lines.append(f"    i{d} = {index}")
+        return lines + ["    " + line for line in inner]
 
     return block
 

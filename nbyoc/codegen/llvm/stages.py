@@ -134,6 +134,8 @@ class StageBody:
     tasks: int | None = None
     work: int = 1
     setup: list[str] = field(default_factory=list)  # run once per call, before the tasks
+    #: Names the kernel module imports from ``nbyoc.runtime.tiles``.
+    imports: set[str] = field(default_factory=set)
 
 
 @dataclass
