@@ -23,66 +23,18 @@ accumulate in the tile's dtype, as BLAS does, with ``llvm.fmuladd``: fused where
 the CPU has FMA.
 
 Kernels import tiles by name: ``tile_float32_6x32`` is a 6-row, 32-column float32
-tile (``tile_name``); ``tile_shape`` gives this machine's choice.
-
->>> tile_name("float32", 6, 32)
-'tile_float32_6x32'
->>> rows, cols = tile_shape("float32")
->>> rows, cols % vector_lanes("float32")
-(6, 0)
+tile (``tile_name``); ``tile_shape`` gives this machine's choice (both in
+``codegen.llvm.target``, which the lowering reads without importing Numba).
 """
 
 from __future__ import annotations
 
 import functools
-import platform
 import re
 
-import numba
+from ..codegen.llvm.target import BITS, vector_lanes
 
-#: Rows of A a tile takes: with two vectors of B per row, 12 accumulators + 2 B
-#: vectors + 1 broadcast fit AVX2's 16 registers.
-TILE_ROWS = 6
-#: Vectors of B (and C) per row of a tile.
-TILE_VECTORS = 2
-_BITS = {"float32": 32, "float64": 64}
 _NAME = re.compile(r"tile_(float32|float64)_(\d+)x(\d+)$")
-
-
-@functools.cache
-def vector_bits() -> int:
-    """The width of this CPU's float vectors: 512 with AVX-512, 256 with AVX, else 128
-    (SSE, NEON; also when Numba compiles for another CPU, ``NUMBA_CPU_NAME``)."""
-    if numba.config.CPU_NAME not in (None, "host"):
-        return 128
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return 128
-    import llvmlite.binding as llvm
-
-    features = llvm.get_host_cpu_features()
-    if features.get("avx512f"):
-        return 512
-    return 256 if features.get("avx") else 128
-
-
-def vector_lanes(dtype: str) -> int:
-    """Values of ``dtype`` in one vector on this CPU."""
-    return vector_bits() // _BITS[dtype]
-
-
-def tile_shape(dtype: str) -> tuple[int, int]:
-    """(rows, columns) of this machine's tile for ``dtype``."""
-    return TILE_ROWS, TILE_VECTORS * vector_lanes(dtype)
-
-
-def tile_name(dtype: str, rows: int, cols: int) -> str:
-    """The name a kernel imports the tile of ``rows`` x ``cols`` ``dtype`` values by."""
-    return f"tile_{dtype}_{rows}x{cols}"
-
-
-def tiles_supported(dtype: str) -> bool:
-    """Whether tiles exist for ``dtype`` (float32 and float64)."""
-    return dtype in _BITS
 
 
 def __getattr__(name: str):
@@ -101,7 +53,7 @@ def _tile(dtype: str, rows: int, cols: int):
     from numba.core import cgutils
     from numba.extending import intrinsic
 
-    bits = _BITS[dtype]
+    bits = BITS[dtype]
     lanes = vector_lanes(dtype)
     lanes = lanes if cols % lanes == 0 else cols  # one vector of any width: LLVM splits it
     vectors = cols // lanes

@@ -24,10 +24,10 @@ from __future__ import annotations
 import math
 
 from ...ir.nodes import Call
-from ...runtime.tiles import tile_shape
 from .gemm import tile_product
-from .loops import subscript
+from .loops import outer, subscript
 from .stages import StageBody
+from .target import tile_shape
 
 #: A conv runs as tiles when each group has at least this many output channels and
 #: this many multiply-adds per output (input channels x taps) (measured on PP-OCR's
@@ -118,15 +118,17 @@ def _direct_conv(node, sources, dest, parallel, epilogue) -> StageBody:
     plane = f"{dest}[{subscript(['n', 'm', *o])}]"
     start = f"{bias[0]}[m]" if bias else "0.0"
     body = [f"n = task // {g.m}", f"m = task % {g.m}"]
-    body += [*(f"{'    ' * d}for {o[d]} in range({g.out[d]}):" for d in range(k))]
+    body += [
+        f"{'    ' * d}for {o[d]} in range({outer(g.out[d]) if d < k - 1 else g.out[d]}):"
+        for d in range(k)
+    ]
     body += ["    " * k + f"{plane} = {start}"]
     channel = f"m // {g.mg} * {g.cg} + ci" if g.group > 1 else "ci"
-    taps: list[str] = [f"for ci in range({g.cg}):", f"    c = {channel}"]
+    taps: list[str] = [f"for ci in range({outer(g.cg)}):", f"    c = {channel}"]
     depth = 1
     for d in range(k):
-        taps += _indent(
-            [f"for q{d} in range({g.kernel[d]}):", *_indent(g.valid_range(d, f"q{d}"), 1)], depth
-        )
+        loop = f"for q{d} in range({outer(g.kernel[d])}):"
+        taps += _indent([loop, *_indent(g.valid_range(d, f"q{d}"), 1)], depth)
         depth += 1
     taps += _indent(
         [f"wv = {w_name}[{subscript(['m', 'ci', *(f'q{d}' for d in range(k))])}]"], depth
@@ -215,7 +217,7 @@ def _im2col(g: _Geometry, x_name: str) -> list[str]:
     k = len(g.kernel)
     last = k - 1
     width = g.out[last]
-    lines = [f"for r in range({g.cg * g.taps}):", f"    c = g * {g.cg} + r // {g.taps}"]
+    lines = [f"for r in range({outer(g.cg * g.taps)}):", f"    c = g * {g.cg} + r // {g.taps}"]
     tap, taps = "r", []
     for d in reversed(range(1, k)):
         taps += [f"q{d} = {tap} % {g.kernel[d]}", f"t{d} = {tap} // {g.kernel[d]}"]

@@ -25,10 +25,10 @@ import math
 
 from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call
-from ...runtime.tiles import tile_name, tile_shape, tiles_supported
 from . import rules
-from .loops import loops, subscript
+from .loops import loops, outer, subscript
 from .stages import StageBody
+from .target import tile_name, tile_shape, tiles_supported
 
 #: A matmul without tiles or rows is taken up to this many multiply-adds.
 LOOP_MAX_WORK = 1 << 16
@@ -117,7 +117,7 @@ def _rows_matmul(node, sources, dest, epilogue) -> StageBody:
         *position,
         f"for j in range({n}):",
         f"    acc[j] = {rules.cast('0', acc_dtype)}",
-        f"for kk in range({k}):",
+        f"for kk in range({outer(k)}):",
         f"    av = {rules.cast(a_value, acc_dtype)}",
         f"    for j in range({n}):",
         f"        acc[j] += av * {rules.cast(b_value, acc_dtype)}",
@@ -158,7 +158,7 @@ def tile_product(dtype: str, arrays, sizes, r0: str, r1: str) -> tuple[list[str]
     m, k, n = sizes
     tile_rows, cols = tile_shape(dtype)
     tile = tile_name(dtype, tile_rows, cols)
-    panels = -(-n // cols) if isinstance(n, int) else f"({n} + {cols - 1}) // {cols}"
+    panels = outer(-(-n // cols)) if isinstance(n, int) else f"({n} + {cols - 1}) // {cols}"
     lines = [
         f"for p in range({panels}):",
         f"    n0 = p * {cols}",

@@ -54,6 +54,7 @@ from ...ir.ops.index import python_slices
 from ...ir.traversal import post_order
 from ...ir.types import TensorType
 from . import rules
+from .loops import OPAQUE_IMPORT, outer
 from .ops import EPILOGUES, STAGES
 from .rows import ROW_REDUCTIONS as REDUCTIONS
 from .rows import ROWS_IMPORT, RowGroup, RowGroupPlan, emit_row_group, row_domain
@@ -691,6 +692,7 @@ class _Lowering:
             "import numpy as np",
             "from numba import njit, prange",
             "from numba.core import types as nbt",
+            OPAQUE_IMPORT,
             *(["from numba import carray"] if self.constants else []),
             *(["from nbyoc.runtime.jit_address import function_at"] if addressed else []),
             *(["from nbyoc.runtime.jit_address import pointer_at"] if self.constants else []),
@@ -761,9 +763,8 @@ def loop_nest(shape: tuple[int, ...], inner: list[str], parallel: bool = False) 
         lines.append(f"    i0 = {current}")
         depth = lead
     for d in range(depth, len(shape)):
-        lines.append(
-            "    " * (d - depth + (1 if parallel else 0)) + f"for i{d} in range({shape[d]}):"
-        )
+        bound = outer(shape[d]) if d < len(shape) - 1 else shape[d]
+        lines.append("    " * (d - depth + (1 if parallel else 0)) + f"for i{d} in range({bound}):")
     pad = "    " * (len(shape) - depth + (1 if parallel else 0))
     return lines + [pad + line for line in inner]
 
@@ -793,7 +794,10 @@ def _block_loops(shape: tuple[int, ...], inner: list[str]):
         lines = [f"i{d} = {e}" for d, e in enumerate(fixed) if e != f"i{d}"]
         rest = range(len(fixed), len(shape))
         if span is None:
-            lines += [f"{'    ' * k}for i{d} in range({shape[d]}):" for k, d in enumerate(rest)]
+            lines += [
+                f"{'    ' * k}for i{d} in range({outer(shape[d]) if d < rest[-1] else shape[d]}):"
+                for k, d in enumerate(rest)
+            ]
             return lines + ["    " * len(rest) + line for line in inner]
         lines.append(f"for position in range({span[0]}, {span[1]}):")
         for d in rest:

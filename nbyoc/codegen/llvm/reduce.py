@@ -24,6 +24,7 @@ from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call
 from . import rules
 from .loops import loops as _loops
+from .loops import outer as _opaque_bound
 from .loops import subscript as _subscript
 from .rows import accumulator_dtype, reduction_code
 
@@ -97,7 +98,7 @@ def _blocked_reduction(node, source, dest, parallel, blocks) -> list[str]:
         f"    acc = np.empty({COLUMN_BLOCK}, {acc_type})",
         "    for c in range(width):",
         f"        {start}",
-        f"    for k in range({reduced}):",
+        f"    for k in range({_opaque_bound(reduced)}):",
         "        for c in range(width):",
         f"            {update}",
         "    for c in range(width):",
@@ -165,7 +166,7 @@ def _blocked_arg(node, source, dest, parallel, blocks) -> list[str]:
         f"    index = np.zeros({COLUMN_BLOCK}, np.int64)",
         "    for c in range(width):",
         f"        best[c] = {first}",
-        f"    for k in range(1, {reduced}):",
+        f"    for k in range(1, {_opaque_bound(reduced)}):",
         "        for c in range(width):",
         f"            v = {value}",
         "            b = best[c]",

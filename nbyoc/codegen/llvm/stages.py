@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .loops import outer
+
 #: Options of every stage function (those called through their address also carry
 #: their signature and ``cache=True``: the kernel's cache does not hold their code).
 STAGE_OPTIONS = 'nogil=True, error_model="numpy", boundscheck=False'
@@ -92,7 +94,8 @@ def ranged_nest(shape: tuple[int, ...], inner: list[str]) -> list[str]:
             else:
                 lines.append(f"    i0 = {current} // np.uint64({shape[d]})")
     for d in range(lead, len(shape)):
-        lines.append("    " * (d - lead + 1) + f"for i{d} in range({shape[d]}):")
+        bound = outer(shape[d]) if d < len(shape) - 1 else shape[d]
+        lines.append("    " * (d - lead + 1) + f"for i{d} in range({bound}):")
     pad = "    " * (len(shape) - lead + 1)
     return lines + [pad + line for line in inner]
 

@@ -1,0 +1,64 @@
+"""What the llvm lowering needs to know about the CPU it compiles for: the width of
+its float vectors, and from that the shape of the register tiles its matrix products
+are cut into (``nbyoc.runtime.tiles`` builds them).
+
+Read from llvmlite's view of the host, and only when a kernel is lowered: importing
+this module imports neither Numba nor llvmlite.
+
+>>> tile_name("float32", 6, 32)
+'tile_float32_6x32'
+>>> rows, cols = tile_shape("float32")
+>>> rows, cols % vector_lanes("float32")
+(6, 0)
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+
+#: Rows of A a tile takes: with two vectors of B per row, 12 accumulators + 2 B
+#: vectors + 1 broadcast fit AVX2's 16 registers.
+TILE_ROWS = 6
+#: Vectors of B (and C) per row of a tile.
+TILE_VECTORS = 2
+#: Bits per value of the dtypes tiles exist for.
+BITS = {"float32": 32, "float64": 64}
+
+
+@functools.cache
+def vector_bits() -> int:
+    """The width of this CPU's float vectors: 512 with AVX-512, 256 with AVX, else 128
+    (SSE, NEON; also when Numba is told to compile for another CPU, ``NUMBA_CPU_NAME``,
+    since its features are then not the host's)."""
+    if os.environ.get("NUMBA_CPU_NAME", "host") != "host":
+        return 128
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return 128
+    import llvmlite.binding as llvm
+
+    features = llvm.get_host_cpu_features()
+    if features.get("avx512f"):
+        return 512
+    return 256 if features.get("avx") else 128
+
+
+def vector_lanes(dtype: str) -> int:
+    """Values of ``dtype`` in one vector on this CPU."""
+    return vector_bits() // BITS[dtype]
+
+
+def tile_shape(dtype: str) -> tuple[int, int]:
+    """(rows, columns) of this machine's tile for ``dtype``."""
+    return TILE_ROWS, TILE_VECTORS * vector_lanes(dtype)
+
+
+def tile_name(dtype: str, rows: int, cols: int) -> str:
+    """The name a kernel imports the tile of ``rows`` x ``cols`` ``dtype`` values by."""
+    return f"tile_{dtype}_{rows}x{cols}"
+
+
+def tiles_supported(dtype: str) -> bool:
+    """Whether tiles exist for ``dtype`` (float32 and float64)."""
+    return dtype in BITS
