@@ -42,14 +42,26 @@ TYPE_KEY = "examplejson"
 
 def op_kernel(call: Call, parallel_threshold: int = PARALLEL_THRESHOLD):
     """The cached Numba kernel computing ``call``'s op on its operand types:
-    ``kernel(*operands, out)``."""
+    ``kernel(*operands, out)``. An op whose kernel takes more (a matmul's packing
+    scratch, the addresses of the stage functions it calls) gets them bound here, the
+    scratch one set per thread."""
     params = [Var(f"in{k}", a.type) for k, a in enumerate(call.args)]
     symbol = f"ej_{call.op.name}"
     single = Function(params, Call(call.op, params, call.attrs), {"global_symbol": symbol})
     lowered, kernel, trailing = compiled_kernel(single, True, parallel_threshold)
-    if lowered.constants or lowered.scratch or trailing:  # one op on parameters needs none
-        raise NbyocError(f"internal: the {call.op.name} kernel needs extra arguments")
-    return kernel
+    if lowered.constants:  # one op on parameters has none
+        raise NbyocError(f"internal: the {call.op.name} kernel reads constants")
+    if not lowered.scratch and not trailing:
+        return kernel
+    local = threading.local()
+
+    def with_extras(*arrays):
+        scratch = getattr(local, "scratch", None)
+        if scratch is None:
+            scratch = local.scratch = tuple(np.empty(n, t) for t, n in lowered.scratch)
+        return kernel(*arrays, *scratch, *trailing)
+
+    return with_extras
 
 
 class _Program:

@@ -403,17 +403,21 @@ def test_llvm_is_the_default_backend():
     assert nbyoc.compile(nbyoc.function([a], a * 2.0)).backend == "llvm"
 
 
-def test_large_matmul_stays_on_numpys_blas_without_scipy(monkeypatch):
-    import nbyoc.codegen.llvm as llvm_codegen
-
-    monkeypatch.setattr(llvm_codegen, "blas_available", lambda: False)
-    a, b = nbyoc.var("a", (128, 128)), nbyoc.var("b", (128, 128))
-    mod = nbyoc.partition(nbyoc.function([a, b], nbyoc.relu(a @ b)), "llvm")
-    assert [
+def _partitioned_ops(f) -> list[str]:
+    mod = nbyoc.partition(f, "llvm")
+    return [
         n.op.name
         for n in nbyoc.ir.post_order([mod["main"].body])
         if isinstance(n, nbyoc.ir.Call) and isinstance(n.op, nbyoc.ir.Op)
-    ] == ["matmul"]
+    ]
+
+
+def test_large_float_matmuls_run_in_kernels_and_large_int_ones_on_numpy():
+    a, b = nbyoc.var("a", (128, 128)), nbyoc.var("b", (128, 128))
+    assert _partitioned_ops(nbyoc.function([a, b], nbyoc.relu(a @ b))) == []
+    i, j = nbyoc.var("i", (128, 128), "int32"), nbyoc.var("j", (128, 128), "int32")
+    # Integer products have no tiles: past gemm.LOOP_MAX_WORK they stay on NumPy.
+    assert _partitioned_ops(nbyoc.function([i, j], nbyoc.relu(i @ j))) == ["matmul"]
 
 
 # -- checking arguments ------------------------------------------------------------
