@@ -24,6 +24,10 @@ extra = [nbyoc.where(a > 0, a, b), nbyoc.cast(t, "float16"), nbyoc.pad(a, (1, 0,
 g = nbyoc.reshape(a, (1, 1, 6, 5))
 extra += [nbyoc.gather(a, np.array([5, 0, -1]), 0), nbyoc.max_pool(g, (2, 2)),
           nbyoc.resize(g, scales=(1.0, 1.0, 2.0, 1.5), mode="linear"), nbyoc.cast(a, "float16") * 2.0]
+# ... and matmul and conv (direct, and as tiles) with the ops after them.
+w = nbyoc.const(np.linspace(-1, 1, 16 * 16, dtype=np.float32).reshape(16, 1, 4, 4))
+extra += [nbyoc.relu(a @ nbyoc.transpose(a) + 1.0), nbyoc.tanh(nbyoc.conv(g, w[:2, :, :3, :3])),
+          nbyoc.conv(g, w, pads=(1, 1, 1, 1)) + 0.5]
 base = [(t - b) * t, nbyoc.sum(t, axis=1), nbyoc.relu(t)]
 f = nbyoc.function([a, b], [*base, *extra])
 rng = np.random.default_rng(0)

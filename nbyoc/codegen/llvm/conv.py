@@ -231,9 +231,10 @@ def _im2col(g: _Geometry, x_name: str) -> list[str]:
         if d:
             row.append(f"row{d} = {current} // {g.out[d]}")
             current = f"row{d}"
-    row += [f"p{d} = {g.position(d, f'o{d}', f'q{d}')}" for d in range(k - 1)]
-    outside = " or ".join(f"p{d} < 0 or p{d} >= {g.spatial[d]}" for d in range(k - 1))
-    reads = [*(f"p{d}" for d in range(last)), g.position(last, f"o{last}", f"q{last}")]
+    # ``at{d}``, the input position: ``p0`` and ``p1`` are the block's bounds.
+    row += [f"at{d} = {g.position(d, f'o{d}', f'q{d}')}" for d in range(k - 1)]
+    outside = " or ".join(f"at{d} < 0 or at{d} >= {g.spatial[d]}" for d in range(k - 1))
+    reads = [*(f"at{d}" for d in range(last)), g.position(last, f"o{last}", f"q{last}")]
     to = f"columns[r, base - p0 + o{last}]"
     row += [
         "s = max(p0 - base, 0)",

@@ -138,11 +138,11 @@ def resize_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
             inner.append(f"a{d} = np.int64(min(max({rounded}, 0.0), {float(n_in - 1)!r}))")
             continue
         resized.append(d)
-        inner += [
-            f"w{d} = min(max({where}, 0.0), {float(n_in - 1)!r})",  # outside: the edge
-            f"a{d} = np.int64(np.floor(w{d}))",
+        inner += [  # (not ``w{d}``: the kernel's values are w0, w1, ...)
+            f"at{d} = min(max({where}, 0.0), {float(n_in - 1)!r})",  # outside: the edge
+            f"a{d} = np.int64(np.floor(at{d}))",
             f"b{d} = min(a{d} + 1, {n_in - 1})",
-            f"f{d} = w{d} - a{d}",
+            f"f{d} = at{d} - a{d}",
         ]
     axes = range(x.type.ndim)
     if not resized:

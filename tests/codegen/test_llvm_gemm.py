@@ -1,0 +1,267 @@
+"""matmul and conv inside llvm kernels (codegen/llvm/gemm.py, conv.py), the vector
+tiles they run on (runtime/tiles.py), and batch norm folded into convs
+(transform/fold.py), all against NumPy on the host."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nbyoc
+from nbyoc.codegen.llvm import conv as llvm_conv
+from nbyoc.codegen.llvm import gemm
+from nbyoc.codegen.llvm.target import tile_name, tile_shape
+from nbyoc.runtime import HostFunction
+
+from ..helpers import assert_close_to_host, reload
+
+
+def host_ops(func) -> list[str]:
+    """The ops partitioning for llvm leaves on the host."""
+    main = nbyoc.partition(func, "llvm")["main"]
+    return sorted(
+        n.op.name
+        for n in nbyoc.ir.post_order([main.body])
+        if isinstance(n, nbyoc.ir.Call) and isinstance(n.op, nbyoc.ir.Op)
+    )
+
+
+def normal(shape, dtype="float32", seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+EPILOGUES = {
+    "none": lambda y, extra: y,
+    "bias+relu": lambda y, extra: nbyoc.relu(y + extra),
+    "residual+tanh": lambda y, extra: nbyoc.tanh(y) + extra,
+}
+
+
+def _epilogue_input(kind, shape, dtype):
+    """The second input of an epilogue: a bias row or a full residual."""
+    if kind == "bias+relu":
+        return nbyoc.var("e", shape[-1:], dtype)
+    return nbyoc.var("e", shape, dtype)
+
+
+# -- matmul --------------------------------------------------------------------------
+
+
+def check_matmul(a_shape, b_shape, dtype, epilogue, seed=0, transposed_b=False):
+    a = nbyoc.var("a", a_shape, dtype)
+    b_var = nbyoc.var("b", b_shape[:-2] + b_shape[:-3:-1] if transposed_b else b_shape, dtype)
+    b = nbyoc.transpose(b_var, (*range(len(b_shape) - 2), -1, -2)) if transposed_b else b_var
+    y = a @ b
+    params = [a, b_var]
+    if epilogue != "none":
+        e = _epilogue_input(epilogue, y.type.shape, dtype)
+        params.append(e)
+        y = EPILOGUES[epilogue](y, e)
+    else:
+        y = EPILOGUES[epilogue](y, None)
+    f = nbyoc.function(params, y)
+    assert host_ops(f) == [], "the matmul and its epilogue should run in the kernel"
+    inputs = [normal(p.type.shape, dtype, seed + k) for k, p in enumerate(params)]
+    fn = nbyoc.compile(f, backend="llvm")
+    depth = a_shape[-1]
+    if dtype == "float16":  # rounded inputs and output; sums in float32
+        tolerance = {"rtol": 2e-2, "atol": 2e-3 * depth}
+    elif dtype == "float32":
+        tolerance = {"rtol": 1e-4, "atol": 1e-5 * depth}
+    else:
+        tolerance = {"rtol": 1e-10, "atol": 1e-12 * depth}
+    assert_close_to_host(fn, f, inputs, **tolerance)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    m=st.integers(1, 20),
+    k=st.integers(1, 24),
+    n=st.integers(1, 70),
+    batch=st.sampled_from([((), ()), ((2,), (2,)), ((3, 1), (2,)), ((), (2,)), ((2,), ())]),
+    dtype=st.sampled_from(["float32", "float64", "float16"]),
+    epilogue=st.sampled_from(sorted(EPILOGUES)),
+    transposed_b=st.booleans(),
+)
+def test_matmul_with_its_epilogue_matches_numpy(m, k, n, batch, dtype, epilogue, transposed_b):
+    """Any shape against the tile (edges of rows and columns, K of 1), batched and
+    broadcasting, B read through a transpose, float32/float64 tiles and float16 rows."""
+    check_matmul((*batch[0], m, k), (*batch[1], k, n), dtype, epilogue, transposed_b=transposed_b)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(
+    "a_shape,b_shape",
+    [((200, 300), (300, 130)), ((2, 67, 129), (129, 257)), ((1000, 64), (64, 10))],
+    ids=["panels", "batched", "tall"],
+)
+def test_large_matmuls_match_numpy(a_shape, b_shape, dtype):
+    """Sizes where a product is cut into row groups and column panels over the threads."""
+    check_matmul(a_shape, b_shape, dtype, "bias+relu", seed=5)
+
+
+def test_small_integer_matmuls_and_vector_products_run_as_loops():
+    i, j = nbyoc.var("i", (5, 7), "int32"), nbyoc.var("j", (7, 3), "int32")
+    v = nbyoc.var("v", (7,), "float32")
+    f = nbyoc.function([i, j, v], [i @ j, nbyoc.cast(i, "float32") @ v])
+    assert host_ops(f) == []
+    rng = np.random.default_rng(1)
+    inputs = [rng.integers(-9, 9, (5, 7), np.int32), rng.integers(-9, 9, (7, 3), np.int32),
+              normal(7)]  # fmt: skip
+    got_int, got_vec = nbyoc.compile(f)(*inputs)
+    np.testing.assert_array_equal(got_int, inputs[0] @ inputs[1])
+    np.testing.assert_allclose(got_vec, inputs[0].astype(np.float32) @ inputs[2], rtol=1e-5)
+
+
+def test_a_matmul_survives_save_and_load():
+    a, w = nbyoc.var("a", (50, 40)), nbyoc.const(normal((40, 33), seed=2))
+    f = nbyoc.function([a], nbyoc.relu(a @ w))
+    fn = reload(nbyoc.compile(f))
+    assert_close_to_host(fn, f, [normal((50, 40))], rtol=1e-4, atol=1e-4)
+
+
+# -- the tile itself -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("valid", [None, 1, 5])
+@pytest.mark.parametrize("rows", [None, 1])
+def test_a_tile_writes_its_block_and_nothing_else(dtype, valid, rows):
+    """A tile (or an edge tile of fewer rows, or fewer valid columns) reads A through
+    strides and writes exactly its block of C: sentinels around it stay."""
+    from numba import njit
+
+    from nbyoc.runtime import tiles
+
+    tile_rows, cols = tile_shape(dtype)
+    rows = rows or tile_rows
+    valid = valid or cols
+    tile = getattr(tiles, tile_name(dtype, rows, cols))
+
+    @njit
+    def run(a, a_row, b, b_col, k, c, c_row, valid):
+        tile(a, a_row, b, b_col, k, c, c_row, valid)
+
+    k = 7
+    a = normal((rows + 3, 2 * k), dtype)[:, ::2]  # strided along K
+    b = normal((k, 3 * cols), dtype, seed=1)
+    c = np.full((rows + 4, 3 * cols), -7.0, dtype)
+    run(a, 2, b, cols, k, c, 1, valid)
+    want = c.copy()
+    want[1 : 1 + rows, cols : cols + valid] = a[2 : 2 + rows] @ b[:, cols : cols + valid]
+    np.testing.assert_allclose(c, want, rtol=1e-5)
+    assert (c[1 : 1 + rows, cols + valid :] == -7).all() and (c[0] == -7).all()
+
+
+# -- conv ----------------------------------------------------------------------------
+
+
+CONV_CASES = [
+    # x shape, w shape, attrs; the first two run direct, the rest as tiles
+    ((2, 3, 9, 8), (4, 3, 3, 3), {"pads": (1, 1, 1, 1)}),
+    ((1, 8, 10, 10), (8, 1, 3, 3), {"pads": (1, 1, 1, 1), "group": 8, "strides": (2, 2)}),
+    ((1, 16, 9, 9), (32, 16, 3, 3), {"pads": (1, 0, 2, 1), "dilations": (1, 2)}),
+    ((3, 24, 7, 7), (32, 24, 1, 1), {}),  # a 1x1 conv reads its input as the columns
+    ((1, 32, 12, 11), (32, 16, 3, 3), {"group": 2, "strides": (2, 1), "pads": (1, 1, 1, 1)}),
+    ((1, 20, 30), (48, 20, 5), {"pads": (2, 2)}),  # 1-D
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "x".join(map(str, c[1])))
+def test_conv_with_its_epilogue_matches_numpy(case, with_bias, dtype):
+    x_shape, w_shape, attrs = case
+    x = nbyoc.var("x", x_shape, dtype)
+    w = nbyoc.const(normal(w_shape, dtype, seed=1) * 0.3)
+    bias = nbyoc.const(normal(w_shape[:1], dtype, seed=2)) if with_bias else None
+    y = nbyoc.conv(x, w, bias, **attrs)
+    residual = nbyoc.var("r", y.type.shape, dtype)
+    f = nbyoc.function([x, residual], nbyoc.relu(y) + residual)
+    assert host_ops(f) == []
+    tiled = llvm_conv.uses_tiles(y)
+    assert tiled == (w_shape[0] // attrs.get("group", 1) >= 16), "the cases cover both ways"
+    fn = nbyoc.compile(f)
+    inputs = [normal(x_shape, dtype, seed=3), normal(y.type.shape, dtype, seed=4)]
+    rtol = 1e-4 if dtype == "float32" else 1e-10
+    assert_close_to_host(fn, f, inputs, rtol=rtol, atol=rtol)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    images=st.integers(1, 3),
+    channels=st.sampled_from([16, 17]),
+    out_channels=st.sampled_from([16, 40]),
+    side=st.integers(1, 13),
+    kernel=st.integers(1, 3),
+    stride=st.integers(1, 2),
+)
+def test_tiled_convs_of_any_size_match_numpy(images, channels, out_channels, side, kernel,
+                                             stride):  # fmt: skip
+    """Position blocks of every size (a single position up to several blocks per image)."""
+    x = nbyoc.var("x", (images, channels, side, side + 2))
+    w = nbyoc.const(normal((out_channels, channels, kernel, kernel), seed=5) * 0.2)
+    pad = kernel // 2
+    y = nbyoc.conv(x, w, strides=(stride, stride), pads=(pad,) * 4)
+    assert llvm_conv.uses_tiles(y)
+    f = nbyoc.function([x], nbyoc.sigmoid(y))
+    fn = nbyoc.compile(f)
+    assert_close_to_host(fn, f, [normal(x.type.shape, seed=6)], rtol=1e-4, atol=1e-5)
+
+
+def test_float16_convs_stay_on_the_host():
+    x = nbyoc.var("x", (1, 2, 5, 5), "float16")
+    w = nbyoc.const(np.ones((2, 2, 3, 3), np.float16))
+    assert host_ops(nbyoc.function([x], nbyoc.conv(x, w))) == ["conv"]
+
+
+# -- batch norm folding ---------------------------------------------------------------
+
+
+def conv_bn(w_const: bool = True, extra_reader: bool = False):
+    x = nbyoc.var("x", (2, 3, 8, 8))
+    w_data = normal((16, 3, 3, 3), seed=1)
+    w = nbyoc.const(w_data) if w_const else nbyoc.var("w", w_data.shape)
+    y = nbyoc.conv(x, w, nbyoc.const(normal(16, seed=2)), pads=(1, 1, 1, 1))
+    stats = [nbyoc.const(normal(16, seed=3)), nbyoc.const(normal(16, seed=4)),
+             nbyoc.const(normal(16, seed=5)), nbyoc.const(np.abs(normal(16, seed=6)) + 0.5)]  # fmt: skip
+    out = nbyoc.relu(nbyoc.batch_norm(y, *stats, epsilon=1e-3))
+    params = [x] if w_const else [x, w]
+    f = nbyoc.function(params, [out, y] if extra_reader else out)
+    return f, [normal((2, 3, 8, 8), seed=7), *([] if w_const else [w_data])]
+
+
+def op_names(func) -> list[str]:
+    return [n.op.name for n in nbyoc.ir.post_order([func.body]) if isinstance(n, nbyoc.ir.Call)]
+
+
+@pytest.mark.parametrize("backend", ["host", "llvm", "csource", "examplejson"])
+def test_batch_norm_folded_into_a_constant_conv_computes_the_same(backend):
+    from nbyoc.transform import fold_batch_norm
+
+    f, inputs = conv_bn()
+    assert "batch_norm" not in op_names(fold_batch_norm(f))
+    got = nbyoc.compile(f, backend=backend)(*inputs)
+    want = HostFunction(f)(*inputs)  # the graph as written: conv, then batch norm
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("w_const,extra_reader", [(False, False), (True, True)])
+def test_batch_norm_stays_when_it_cannot_fold(w_const, extra_reader):
+    from nbyoc.transform import fold_batch_norm
+
+    f, inputs = conv_bn(w_const, extra_reader)
+    assert fold_batch_norm(f) is f
+    got = nbyoc.compile(f)(*inputs)
+    want = HostFunction(f)(*inputs)
+    for g, e in zip(got if extra_reader else [got], want if extra_reader else [want]):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
+
+
+def test_loop_matmuls_are_taken_only_while_small():
+    small = nbyoc.var("i", (16, 16), "int64")
+    big = nbyoc.var("j", (64, 64), "int64")
+    assert gemm.matmul_supported(small @ small)
+    assert gemm.LOOP_MAX_WORK < 64**3 and not gemm.matmul_supported(big @ big)
