@@ -159,21 +159,39 @@ def test_a_tile_writes_its_block_and_nothing_else(dtype, valid, rows):
 
 
 CONV_CASES = [
-    # x shape, w shape, attrs; the first two run direct, the rest as tiles
-    ((2, 3, 9, 8), (4, 3, 3, 3), {"pads": (1, 1, 1, 1)}),
-    ((1, 8, 10, 10), (8, 1, 3, 3), {"pads": (1, 1, 1, 1), "group": 8, "strides": (2, 2)}),
-    ((1, 16, 9, 9), (32, 16, 3, 3), {"pads": (1, 0, 2, 1), "dilations": (1, 2)}),
-    ((3, 24, 7, 7), (32, 24, 1, 1), {}),  # a 1x1 conv reads its input as the columns
-    ((1, 32, 12, 11), (32, 16, 3, 3), {"group": 2, "strides": (2, 1), "pads": (1, 1, 1, 1)}),
-    ((1, 20, 30), (48, 20, 5), {"pads": (2, 2)}),  # 1-D
+    # x shape, w shape, attrs, the way llvm runs it
+    ((2, 3, 9, 8), (3, 3, 3, 3), {"pads": (1, 1, 1, 1)}, "direct"),
+    (
+        (1, 8, 10, 10),
+        (8, 1, 3, 3),
+        {"pads": (1, 1, 1, 1), "group": 8, "strides": (2, 2)},
+        "direct",
+    ),
+    ((2, 3, 9, 8), (4, 3, 3, 3), {"pads": (1, 1, 1, 1)}, "wide"),
+    ((1, 16, 9, 9), (32, 16, 3, 3), {"pads": (1, 0, 2, 1), "dilations": (1, 2)}, "wide"),
+    ((1, 20, 30), (48, 20, 5), {"pads": (2, 2)}, "wide"),  # 1-D
+    ((1, 4, 5, 6, 5), (8, 4, 2, 3, 2), {"pads": (1, 0, 1, 0, 1, 1)}, "wide"),  # 3-D
+    ((3, 24, 7, 7), (32, 24, 1, 1), {}, "tiles"),  # a 1x1 conv reads its input as the columns
+    (
+        (1, 32, 12, 11),
+        (32, 16, 3, 3),
+        {"group": 2, "strides": (2, 1), "pads": (1, 1, 1, 1)},
+        "tiles",
+    ),
 ]
+
+
+def conv_way(y) -> str:
+    if not llvm_conv.uses_tiles(y):
+        return "direct"
+    return "wide" if llvm_conv._runs_wide(llvm_conv._Geometry(y)) else "tiles"
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("with_bias", [False, True])
 @pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "x".join(map(str, c[1])))
 def test_conv_with_its_epilogue_matches_numpy(case, with_bias, dtype):
-    x_shape, w_shape, attrs = case
+    x_shape, w_shape, attrs, way = case
     x = nbyoc.var("x", x_shape, dtype)
     w = nbyoc.const(normal(w_shape, dtype, seed=1) * 0.3)
     bias = nbyoc.const(normal(w_shape[:1], dtype, seed=2)) if with_bias else None
@@ -181,8 +199,7 @@ def test_conv_with_its_epilogue_matches_numpy(case, with_bias, dtype):
     residual = nbyoc.var("r", y.type.shape, dtype)
     f = nbyoc.function([x, residual], nbyoc.relu(y) + residual)
     assert host_ops(f) == []
-    tiled = llvm_conv.uses_tiles(y)
-    assert tiled == (w_shape[0] // attrs.get("group", 1) >= 16), "the cases cover both ways"
+    assert conv_way(y) == way
     fn = nbyoc.compile(f)
     inputs = [normal(x_shape, dtype, seed=3), normal(y.type.shape, dtype, seed=4)]
     rtol = 1e-4 if dtype == "float32" else 1e-10
@@ -200,7 +217,8 @@ def test_conv_with_its_epilogue_matches_numpy(case, with_bias, dtype):
 )
 def test_tiled_convs_of_any_size_match_numpy(images, channels, out_channels, side, kernel,
                                              stride):  # fmt: skip
-    """Position blocks of every size (a single position up to several blocks per image)."""
+    """Position blocks of every size (a single position up to several blocks per image),
+    over wide rows (stride 1) and gathered columns (stride 2)."""
     x = nbyoc.var("x", (images, channels, side, side + 2))
     w = nbyoc.const(normal((out_channels, channels, kernel, kernel), seed=5) * 0.2)
     pad = kernel // 2
