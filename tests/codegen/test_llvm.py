@@ -573,3 +573,13 @@ def test_a_view_of_a_view_keeps_its_buffer_alive():
     data = np.random.default_rng(9).standard_normal((2, 8, 16)).astype(np.float32)
     got = reload(nbyoc.compile(f, backend="llvm"))(data)
     np.testing.assert_allclose(got, nbyoc.compile(f, backend="host")(data), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("side,releases", [(10, False), (256, True)])
+def test_only_kernels_with_work_enough_release_the_gil(side, releases):
+    """Releasing the GIL costs more than a tiny kernel's work (lower.NOGIL_MIN_ELEMENTS)."""
+    from nbyoc.demo import reference_graph
+
+    fn = nbyoc.compile(reference_graph((side, side)), backend="llvm")
+    (module,) = fn.runtime_modules.values()
+    assert f"nogil={releases}" in module.lowered.source

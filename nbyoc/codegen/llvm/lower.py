@@ -61,6 +61,11 @@ from .rows import ROWS_IMPORT, RowGroup, RowGroupPlan, emit_row_group, row_domai
 from .rules import load, storage_dtype, store, value_dtype
 from .stages import StageCall, StageFunctions, emit_calls, lead_axes
 
+#: A kernel over fewer elements than this (inputs and outputs together), with no
+#: parallel loop and no stage functions, keeps the GIL: releasing and taking it back
+#: costs 40 ns a call, more than such a kernel's work (the reference graph at 10x10
+#: runs in 20 ns), and no other thread could do much in that time.
+NOGIL_MIN_ELEMENTS = 1 << 14
 #: Ops that are views of their operand (no stage of work): the last part of what llvm
 #: supports, beside rules.SCALAR_RULES and ops.STAGES.
 VIEWS = ("reshape", "transpose", "slice")
@@ -681,8 +686,11 @@ class _Lowering:
         kernel = "kernel"  # a name of our own, never the symbol
         # Numba's parfor fusion off: see the module docstring.
         parallel = '{"fusion": False}' if self.parallel else "False"
+        elements = sum(math.prod(t.shape) for t in [*inputs, *outputs])
+        nogil = self.parallel or addressed or elements >= NOGIL_MIN_ELEMENTS
         options = (
-            f'cache=True, nogil=True, error_model="numpy", boundscheck=False, parallel={parallel}'
+            f"cache=True, nogil={bool(nogil)}, "
+            f'error_model="numpy", boundscheck=False, parallel={parallel}'
         )
         # No symbol in the source: structurally identical regions share one kernel.
         source = [
