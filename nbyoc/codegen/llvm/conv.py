@@ -114,20 +114,20 @@ def conv_stage(node: Call, sources, dest: str, parallel: bool, epilogue=None) ->
     """conv of ``sources`` (x, w and perhaps a bias) into ``dest``, as a stage function's
     body; ``epilogue``, given the names of a plane's (image, channel) indices, returns
     the lines to run on that plane once it is written."""
-    if uses_tiles(node):
-        if _runs_wide(_Geometry(node)):
-            return _wide_tiled_conv(node, sources, dest, epilogue)
-        return _tiled_conv(node, sources, dest, epilogue)
-    return _direct_conv(node, sources, dest, parallel, epilogue)
+    g = _Geometry(node)
+    if not uses_tiles(node):
+        return _direct_conv(node, g, sources, dest, epilogue)
+    if _runs_wide(g):
+        return _wide_tiled_conv(node, g, sources, dest, epilogue)
+    return _tiled_conv(node, g, sources, dest, epilogue)
 
 
 def _indent(lines: list[str], depth: int) -> list[str]:
     return ["    " * depth + line for line in lines]
 
 
-def _direct_conv(node, sources, dest, parallel, epilogue) -> StageBody:
+def _direct_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
     x_name, w_name, *bias = sources
-    g = _Geometry(node)
     k = len(g.kernel)
     o = [f"o{d}" for d in range(k)]
     plane = f"{dest}[{subscript(['n', 'm', *o])}]"
@@ -181,9 +181,8 @@ def _position_block(g: _Geometry, cols: int) -> int:
     return cols * max(MIN_BLOCK_TILES, -(-tiles // blocks))
 
 
-def _tiled_conv(node, sources, dest, epilogue) -> StageBody:
+def _tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
     x_name, w_name, *bias = sources
-    g = _Geometry(node)
     dtype = node.type.dtype
     depth = g.cg * g.taps
     block = min(g.positions, _position_block(g, tile_shape(dtype)[1]))
@@ -226,7 +225,7 @@ def _tiled_conv(node, sources, dest, epilogue) -> StageBody:
     return StageBody(body, tasks, block * depth * g.mg, setup, imports)
 
 
-def _wide_tiled_conv(node, sources, dest, epilogue) -> StageBody:
+def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
     """A unit-stride conv as tiles over *wide* rows: the input is copied once into a
     zero-padded plane per channel, and an output position ``o`` and tap ``q`` then read
     the plane at ``flat(o) + offset(q)``, with ``flat`` the index in the padded plane.
@@ -238,7 +237,6 @@ def _wide_tiled_conv(node, sources, dest, epilogue) -> StageBody:
     Blocks of output rows (the first spatial axis) are the tasks beside images and
     groups; the dropped columns cost ``padded width / width`` more multiply-adds."""
     x_name, w_name, *bias = sources
-    g = _Geometry(node)
     dtype = node.type.dtype
     k = len(g.kernel)
     depth = g.cg * g.taps

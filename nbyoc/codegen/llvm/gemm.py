@@ -89,15 +89,20 @@ def _batch(node: Call):
     a, b = node.args
     batch = node.type.shape[:-2]
     names = [f"i{d}" for d in range(len(batch))]
+    return (
+        batch,
+        names,
+        _batch_subscript(batch, names, a.type.shape),
+        _batch_subscript(batch, names, b.type.shape),
+    )
 
-    def index(shape):
-        lead = shape[:-2]
-        pad = len(batch) - len(lead)
-        return [
-            "0" if n == 1 and batch[pad + d] != 1 else names[pad + d] for d, n in enumerate(lead)
-        ]
 
-    return batch, names, index(a.type.shape), index(b.type.shape)
+def _batch_subscript(batch, names, shape) -> list[str]:
+    """An operand of ``shape``'s subscript over the batch axes named ``names``: "0" on
+    an axis it broadcasts (NumPy's rule, leading axes aligned from the right)."""
+    lead = shape[:-2]
+    pad = len(batch) - len(lead)
+    return ["0" if n == 1 and batch[pad + d] != 1 else names[pad + d] for d, n in enumerate(lead)]
 
 
 def _rows_matmul(node, sources, dest, epilogue) -> StageBody:
@@ -210,16 +215,8 @@ def _loops_matmul(node: Call, sources, dest: str) -> StageBody:
     k = a_shape[-1]
     batch = out.shape[: len(out.shape) - (a.type.ndim > 1) - (b.type.ndim > 1)]
     names = [f"i{d}" for d in range(len(batch))]
-
-    def batch_index(shape):
-        lead = shape[:-2]
-        pad = len(batch) - len(lead)
-        return [
-            "0" if n == 1 and batch[pad + d] != 1 else names[pad + d] for d, n in enumerate(lead)
-        ]
-
-    a_index = batch_index(a_shape) + (["m"] if a.type.ndim > 1 else []) + ["kk"]
-    b_index = batch_index(b_shape) + ["kk"] + (["n"] if b.type.ndim > 1 else [])
+    a_index = _batch_subscript(batch, names, a_shape) + (["m"] if a.type.ndim > 1 else []) + ["kk"]
+    b_index = _batch_subscript(batch, names, b_shape) + ["kk"] + (["n"] if b.type.ndim > 1 else [])
     out_index = names + (["m"] if a.type.ndim > 1 else []) + (["n"] if b.type.ndim > 1 else [])
     a_value = rules.load(f"{a_name}[{subscript(a_index)}]", a.type.dtype)
     b_value = rules.load(f"{b_name}[{subscript(b_index)}]", b.type.dtype)
