@@ -3,6 +3,7 @@ every float32 input, against float64 libm rounded to float32.
 
     python bench/vecmath_accuracy.py            # all five, every finite input
     python bench/vecmath_accuracy.py exp tanh   # some of them
+    python bench/vecmath_accuracy.py --csource  # the C versions csource compiles
 
 For each function: the largest error in ulps (of the correctly rounded result, the
 subnormal ulp 2**-149 at the bottom), the input where it occurs, and how many
@@ -38,9 +39,10 @@ REFERENCES = {
 
 def _checker(fn, ref):
     @njit(parallel=True)
-    def check(start, count):
+    def check(start, count, computed):
         """(worst ulp error, its input's bits, special-value mismatches) over the float32
-        with bits start .. start + count - 1."""
+        with bits start .. start + count - 1; their results are ``fn``'s, or ``computed``
+        when it is not empty."""
         chunks = 64
         worst = np.zeros(chunks)
         where = np.zeros(chunks, np.uint32)
@@ -50,7 +52,7 @@ def _checker(fn, ref):
             hi = start + (c + 1) * count // chunks
             for b in range(lo, hi):
                 x = vecmath.bits_float(np.int32(np.uint32(b)))
-                got = fn(x)
+                got = fn(x) if computed.size == 0 else computed[b - start]
                 want = ref(np.float64(x))
                 rounded = np.float32(want)
                 if math.isinf(rounded) or math.isnan(rounded) or math.isnan(got):
@@ -72,28 +74,46 @@ def _checker(fn, ref):
     return check
 
 
-def measure(name: str, step: int = 1 << 28) -> tuple[float, float, int]:
-    """(worst ulp, its input, mismatched specials) of ``name`` over all 2**32 bit patterns."""
+def _csource_function(name: str, count: int):
+    """``name`` over ``count`` float32 as csource compiles it (nbyoc's C version)."""
+    import nbyoc
+
+    x = nbyoc.var("x", (count,))
+    return nbyoc.compile(nbyoc.function([x], nbyoc.call_op(name, x)), backend="csource")
+
+
+def measure(name: str, csource: bool = False, step: int = 1 << 26) -> tuple[float, float, int]:
+    """(worst ulp, its input, mismatched specials) of ``name`` over all 2**32 bit patterns,
+    of the llvm version or (``csource``) the C version."""
     check = _checker(vecmath.FUNCTIONS[name], REFERENCES[name])
+    compiled = _csource_function(name, step) if csource else None
+    nothing = np.empty(0, np.float32)
     worst, where, bad = 0.0, 0.0, 0
     for start in range(0, 1 << 32, step):
-        w, at, b = check(start, step)
+        if compiled is None:
+            w, at, b = check(start, step, nothing)
+        else:
+            inputs = np.arange(start, start + step, dtype=np.uint64).astype(np.uint32)
+            w, at, b = check(start, step, compiled(inputs.view(np.float32)))
         bad += int(b)
         if w > worst:
             worst, where = float(w), float(np.uint32(at).view(np.float32))
     return worst, where, bad
 
 
-def main(names) -> int:
+def main(arguments) -> int:
+    csource = "--csource" in arguments
+    names = [a for a in arguments if a != "--csource"]
     failed = 0
     for name in names or list(vecmath.FUNCTIONS):
         started = time.perf_counter()
-        worst, where, bad = measure(name)
+        worst, where, bad = measure(name, csource)
         ok = worst <= vecmath.MAX_ULP and bad == 0
         failed += not ok
         print(
-            f"{name:8s} max error {worst:.3f} ulp at x = {where!r}, special-value "
-            f"mismatches {bad}  ({time.perf_counter() - started:.0f} s)  {'ok' if ok else 'FAIL'}"
+            f"{'csource ' if csource else ''}{name:8s} max error {worst:.3f} ulp at "
+            f"x = {where!r}, special-value mismatches {bad}  "
+            f"({time.perf_counter() - started:.0f} s)  {'ok' if ok else 'FAIL'}"
         )
     return 1 if failed else 0
 

@@ -3,9 +3,14 @@
 The compiler is ``$CC`` or ``cc``; optimisation flags come from ``$CFLAGS``
 (default ``-O3``). Flags that results depend on are always added:
 ``-fwrapv`` (integer overflow wraps, as in NumPy) and ``-ffp-contract=off``
-(no fused multiply-add, so float results match NumPy's). The library is
-cached under a hash of the source, the compiler's identity and the flags, so
-compiling the same source again runs no compiler.
+(no fused multiply-add, so float results match NumPy's); ``-fno-trapping-math``
+lets the compiler vectorise a loop that selects between float values (it only
+gives up exact floating-point exception flags, which nothing here reads), and
+``-fopenmp`` parallelises the loops that ask for it, when the compiler has
+OpenMP (without it they run serially). ``native=True`` adds ``-march=native``:
+code for this machine's CPU (wider vectors), which may not run on another.
+The library is cached under a hash of the source, the compiler's identity and
+the flags, so compiling the same source again runs no compiler.
 """
 
 from __future__ import annotations
@@ -25,8 +30,11 @@ from ..errors import CompileError
 
 DEFAULT_CFLAGS = ("-O3",)
 REQUIRED_FLAGS = (
-    "-std=c11", "-shared", "-fPIC", "-pthread", "-fwrapv", "-ffp-contract=off", "-fno-math-errno"
+    "-std=c11", "-shared", "-fPIC", "-pthread", "-fwrapv", "-ffp-contract=off", "-fno-math-errno",
+    "-fno-trapping-math",
 )  # fmt: skip
+OPENMP_FLAG = "-fopenmp"
+NATIVE_FLAG = "-march=native"
 
 
 def compiler_command() -> list[str]:
@@ -34,9 +42,38 @@ def compiler_command() -> list[str]:
     return shlex.split(os.environ.get("CC") or "cc")
 
 
-def compile_flags() -> list[str]:
+def compile_flags(native: bool = False) -> list[str]:
+    """The flags a library is built with (see the module docstring).
+
+    >>> "-fwrapv" in compile_flags(), "-march=native" in compile_flags(native=True)
+    (True, True)
+    """
     flags = os.environ.get("CFLAGS")
-    return [*(shlex.split(flags) if flags is not None else DEFAULT_CFLAGS), *REQUIRED_FLAGS]
+    chosen = shlex.split(flags) if flags is not None else list(DEFAULT_CFLAGS)
+    openmp = [OPENMP_FLAG] if has_openmp(tuple(compiler_command())) else []
+    return [*chosen, *REQUIRED_FLAGS, *openmp, *([NATIVE_FLAG] if native else [])]
+
+
+@lru_cache(maxsize=8)
+def has_openmp(command: tuple[str, ...]) -> bool:
+    """Can ``command`` build a shared library with ``-fopenmp``? (Apple's clang, for
+    one, cannot without libomp; csource's loops then run on one thread.)"""
+    if shutil.which(command[0]) is None:
+        return False
+    with tempfile.TemporaryDirectory(prefix="nbyoc-openmp-") as tmp:
+        source = Path(tmp) / "probe.c"
+        source.write_text(
+            "#include <omp.h>\nint nbyoc_probe(void) { return omp_get_max_threads(); }\n"
+        )
+        try:
+            result = subprocess.run(
+                [*command, "-shared", "-fPIC", OPENMP_FLAG, str(source), "-o", str(source) + ".so"],
+                capture_output=True,
+                timeout=60,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return result.returncode == 0
 
 
 @lru_cache(maxsize=8)
@@ -56,15 +93,33 @@ def _compiler_identity(command: tuple[str, ...]) -> str:
     return f"{executable}\n{banner[0] if banner else ''}"
 
 
-def build_shared_library(source: str, name: str) -> Path:
-    """The path of a shared library built from ``source`` (from the cache when possible).
+@lru_cache(maxsize=8)
+def _native_target(command: tuple[str, ...]) -> str:
+    """What ``-march=native`` means on this machine, as the compiler's driver expands it."""
+    try:
+        result = subprocess.run(
+            [*command, NATIVE_FLAG, "-###", "-E", "-x", "c", os.devnull],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as e:
+        raise CompileError(f"C compiler {command[0]!r} cannot be run: {e}") from None
+    # the compiler proper's command line (gcc's cc1, clang's -cc1): the CPU and its features
+    lines = [line for line in result.stderr.splitlines() if "cc1" in line]
+    return "\n".join(lines) or result.stderr
+
+
+def build_shared_library(source: str, name: str, native: bool = False) -> Path:
+    """The path of a shared library built from ``source`` (from the cache when possible),
+    for this machine's CPU if ``native``.
 
     Raises ``CompileError`` with the compiler's message and the source path
     when the compiler is missing or the compile fails.
     """
     command = compiler_command()
-    flags = compile_flags()
     identity = _compiler_identity(tuple(command))
+    flags = compile_flags(native)
+    if native:  # the same flag means other code on another CPU
+        identity += "\n" + _native_target(tuple(command))
     key_text = "\n".join([__version__, identity, *flags, source])
     key = f"{name}-{hashlib.blake2b(key_text.encode(), digest_size=16).hexdigest()}"
     library = cache.entry_path("csource", key, ".so")

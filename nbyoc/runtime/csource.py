@@ -26,6 +26,7 @@ from ..ir.nodes import Function
 from .arguments import ArgumentSpec
 from .cc import build_shared_library
 from .module import Module, load_function, register_loader, save_function
+from .threads import passive_openmp
 
 TYPE_KEY = "csource"
 SAVE_VERSION = 1
@@ -42,25 +43,28 @@ typedef struct {
 
 @register_loader(TYPE_KEY)
 class CSourceModule(Module):
-    """One external function compiled from C. ``fused`` selects the one-loop form."""
+    """One external function compiled from C. ``fused`` selects the one-loop form,
+    ``native`` code for this machine's CPU (``-march=native``)."""
 
     type_key = TYPE_KEY
 
-    def __init__(self, func: Function, fused: bool = False):
+    def __init__(self, func: Function, fused: bool = False, native: bool = False):
         import cffi  # only when the csource backend is used
 
-        if not isinstance(fused, bool):
-            raise NbyocError(f"csource option fused must be True or False, got {fused!r}")
+        for name, value in (("fused", fused), ("native", native)):
+            if not isinstance(value, bool):
+                raise NbyocError(f"csource option {name} must be True or False, got {value!r}")
         graph = Subgraph(func)
-        self.func, self.fused, self.symbol = func, fused, graph.symbol
+        self.func, self.fused, self.native, self.symbol = func, fused, native, graph.symbol
         self.source = emit_c(func, fused=fused)
-        self.library_path = build_shared_library(self.source, self.symbol)
+        self.library_path = build_shared_library(self.source, self.symbol, native=native)
         self._ffi = cffi.FFI()
         self._ffi.cdef(
             _STRUCTS + f"int {self.symbol}(DLTensor**, int32_t);\n"
             f"const char* {self.symbol}_last_error(void);"
         )
-        self._lib = self._ffi.dlopen(str(self.library_path))
+        with passive_openmp():  # if this loads libgomp, its idle threads sleep at once
+            self._lib = self._ffi.dlopen(str(self.library_path))
         self._entry = getattr(self._lib, self.symbol)
         self._last_error = getattr(self._lib, f"{self.symbol}_last_error")
         arguments = graph.arguments()
@@ -157,11 +161,14 @@ class CSourceModule(Module):
         return self.source
 
     def save_to_bytes(self) -> bytes:
-        return save_function(TYPE_KEY, SAVE_VERSION, self.func, {"fused": self.fused})
+        options = {"fused": self.fused, "native": self.native}
+        return save_function(TYPE_KEY, SAVE_VERSION, self.func, options)
 
     @classmethod
     def load_from_bytes(cls, data: bytes) -> CSourceModule:
         func, options = load_function(TYPE_KEY, SAVE_VERSION, data)
-        if not isinstance(options.get("fused"), bool):
-            raise LoadError("saved csource module: option 'fused' must be true or false")
-        return cls(func, fused=options["fused"])
+        options.setdefault("native", False)  # saved before the option existed
+        for name in ("fused", "native"):
+            if not isinstance(options.get(name), bool):
+                raise LoadError(f"saved csource module: option {name!r} must be true or false")
+        return cls(func, fused=options["fused"], native=options["native"])

@@ -88,7 +88,8 @@ def _export_csource(modules: dict, path: Path) -> Path:
                 f"int {name}(DLTensor** args, int32_t num_args);",
                 f"const char* {name}_last_error(void);",
             ]
-        command = [*compiler_command(), *compile_flags(), *sources, "-o", str(path), "-lm"]
+        native = any(getattr(m, "native", False) for m in modules.values())
+        command = [*compiler_command(), *compile_flags(native), *sources, "-o", str(path), "-lm"]
         try:
             result = subprocess.run(command, capture_output=True, text=True, timeout=600)
         except (OSError, subprocess.SubprocessError) as e:

@@ -17,6 +17,8 @@ libgomp reads ``OMP_WAIT_POLICY`` once, when it is loaded, and Numba loads it wh
 it starts its threads. So :func:`start_threads` sets the variable for that moment
 only, unless the user set ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``. It changes
 nothing if Numba's threads already run, or if its threading layer is not OpenMP.
+csource libraries built with OpenMP load the system's libgomp (Numba's wheels carry
+their own copy) under :func:`passive_openmp`, which does the same for that copy.
 
 >>> start_threads() >= 1
 True
@@ -26,8 +28,7 @@ from __future__ import annotations
 
 import os
 import threading
-
-import numba
+from contextlib import contextmanager
 
 #: How an idle OpenMP worker waits (see the module docstring).
 WAIT_POLICY = "passive"
@@ -39,15 +40,31 @@ _started = False
 def start_threads() -> int:
     """Start Numba's parallel threads (once), sleeping when idle unless the user chose
     how they wait; returns the number of threads."""
+    import numba
+
     global _started
     with _LOCK:
         if not _started:
             _started = True
-            if any(name in os.environ for name in _USER_CHOICES):
-                return numba.get_num_threads()
-            os.environ["OMP_WAIT_POLICY"] = WAIT_POLICY
-            try:
+            with passive_openmp():
                 return numba.get_num_threads()  # loads the threading layer, which reads it
-            finally:
-                del os.environ["OMP_WAIT_POLICY"]
     return numba.get_num_threads()
+
+
+@contextmanager
+def passive_openmp():
+    """Within this block, an OpenMP runtime being loaded reads ``OMP_WAIT_POLICY=passive``
+    (see the module docstring), unless the user chose how OpenMP threads wait.
+
+    >>> with passive_openmp():
+    ...     os.environ.get("OMP_WAIT_POLICY", WAIT_POLICY) == WAIT_POLICY
+    True
+    """
+    if any(name in os.environ for name in _USER_CHOICES):
+        yield
+        return
+    os.environ["OMP_WAIT_POLICY"] = WAIT_POLICY
+    try:
+        yield
+    finally:
+        del os.environ["OMP_WAIT_POLICY"]

@@ -17,9 +17,8 @@ special values): ``exp_f32`` 1.09 ulp, ``log_f32`` 1.01 ulp, ``tanh_f32`` 1.33 u
 ``sigmoid_f32`` 1.52 ulp, ``erf_f32`` 0.98 ulp: all within ``MAX_ULP``. inf, NaN,
 overflow and underflow (subnormal results included) follow IEEE and NumPy.
 
-The polynomial coefficients are near-minimax fits made for this module (Lawson's
-iteratively reweighted least squares over Chebyshev nodes, then rounded to
-float32), with the error of each fit given beside it.
+The constants and polynomial coefficients are in ``vecmath_constants``, which the
+csource backend's C versions of these functions share.
 
 Generated kernels import these by name (``from nbyoc.runtime.vecmath import ...``).
 
@@ -34,6 +33,8 @@ import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
+
+from ..codegen import vecmath_constants as C
 
 #: The largest error, in units in the last place of the correctly rounded float32
 #: result, that any function here may have (the tests' bound).
@@ -64,26 +65,17 @@ def bits_float(typingctx, bits):
     return types.float32(types.int32), codegen
 
 
-# Rounding to an integer by adding 1.5 * 2**23: the float's low bits then hold the
-# integer, and nothing converts a float to an integer (which is undefined for NaN).
-_ROUNDER = F(12582912.0)
-_ROUNDER_BITS = I32(np.float32(12582912.0).view(np.int32))
-# ln 2 in two parts (Cody and Waite): n * LN2_HI is exact for every n used here.
-_LN2_HI = F(0.693359375)
-_LN2_LO = F(-2.12194440e-4)
-_LOG2E = F(1.4426950408889634)
-# exp(r) = 1 + r + r**2 * q(r) on |r| <= ln(2) / 2 (fit error 1.3e-7 relative to q,
-# which is scaled by r**2 <= 0.12).
-_E2, _E3, _E4, _E5, _E6 = (
-    F(0.5), F(0.16666577756404877), F(0.04166685417294502),
-    F(0.008363140746951103), F(0.001390128512866795),
-)  # fmt: skip
+_ROUNDER = F(C.ROUNDER)
+_ROUNDER_BITS = I32(np.float32(C.ROUNDER).view(np.int32))
+_LN2_HI, _LN2_LO, _LOG2E = F(C.LN2_HI), F(C.LN2_LO), F(C.LOG2E)
+_EXP_LOW, _EXP_HIGH = F(C.EXP_LOW), F(C.EXP_HIGH)
+_E2, _E3, _E4, _E5, _E6 = (F(v) for v in C.EXP)
 
 
 @njit(**_OPTIONS)
 def exp_f32(x):
     """e**x of a float32, within 1.09 ulp; overflow gives inf, underflow subnormals or 0."""
-    x = min(max(x, F(-104.0)), F(89.0))  # beyond these float32 gives 0 or inf; NaN stays
+    x = min(max(x, _EXP_LOW), _EXP_HIGH)  # beyond these float32 gives 0 or inf; NaN stays
     j = x * _LOG2E + _ROUNDER
     n = j - _ROUNDER  # round(x / ln 2)
     r = x - n * _LN2_HI
@@ -101,13 +93,7 @@ def exp_f32(x):
     return p * low * high
 
 
-# log(1 + f) = f - f**2 / 2 + f**3 * P(f) on sqrt(1/2) - 1 <= f <= sqrt(2) - 1 (fit
-# error 4.7e-7 relative to P, scaled by |f|**3 <= 0.071).
-_L0, _L1, _L2, _L3, _L4, _L5, _L6, _L7 = (
-    F(0.3333333134651184), F(-0.25000303983688354), F(0.20001201331615448),
-    F(-0.16641581058502197), F(0.14209945499897003), F(-0.1298927664756775),
-    F(0.12655697762966156), F(-0.07974214106798172),
-)  # fmt: skip
+_L0, _L1, _L2, _L3, _L4, _L5, _L6, _L7 = (F(v) for v in C.LOG)
 
 
 @njit(**_OPTIONS)
@@ -135,12 +121,8 @@ def log_f32(x):
     return F(np.nan) if not x >= F(0.0) else result
 
 
-# tanh(x) = x + x**3 * P(x**2) on |x| < 0.625 (fit error 1.6e-7 relative to P, scaled
-# by x**2 / (1 - x**2 / 3) <= 0.45).
-_T0, _T1, _T2, _T3, _T4 = (
-    F(-0.333333283662796), F(0.13332770764827728), F(-0.053850963711738586),
-    F(0.020997390151023865), F(-0.006096977740526199),
-)  # fmt: skip
+_TANH_SMALL = F(C.TANH_SMALL)
+_T0, _T1, _T2, _T3, _T4 = (F(v) for v in C.TANH)
 
 
 @njit(**_OPTIONS)
@@ -154,7 +136,7 @@ def tanh_f32(x):
     # for large |x| (e**2|x| is inf).
     large = F(1.0) - F(2.0) / (exp_f32(a + a) + F(1.0))
     # tanh is odd: the sign put back (-0.0 stays -0.0, NaN stays NaN).
-    return np.copysign(small if a < F(0.625) else large, x)
+    return np.copysign(small if a < _TANH_SMALL else large, x)
 
 
 @njit(**_OPTIONS)
@@ -167,28 +149,15 @@ def sigmoid_f32(x):
     return F((1.0 if x >= F(0.0) else e) / (1.0 + e))
 
 
-# erf(x) = x + x * Q(x**2) on |x| < 0.9 (fit error 8.6e-10 relative to erf(x) / x).
-_Q0, _Q1, _Q2, _Q3, _Q4, _Q5, _Q6 = (
-    F(0.12837916612625122), F(-0.37612634897232056), F(0.11283715069293976),
-    F(-0.02686050906777382), F(0.005203859880566597), F(-0.0008175646653398871),
-    F(8.513130887877196e-05),
-)  # fmt: skip
-# erfc(x) = e**(-x**2) / x * H(1 / x) on 0.9 <= x <= 4, H in powers of 1 / x - _HC
-# (fit error 1.2e-8 relative); from x = 3.92 on, erf(x) rounds to 1.
-_HC = F(0.6805555555555556)
-_H = (
-    F(0.4799998998641968), F(-0.17111308872699738), F(0.009360571391880512),
-    F(0.05625058338046074), F(-0.06483965367078781), F(0.04499505087733269),
-    F(-0.016506509855389595), F(-0.00858868658542633), F(0.026840832084417343),
-    F(-0.03510059043765068), F(0.021404515951871872),
-)  # fmt: skip
-_H0, _H1, _H2, _H3, _H4, _H5, _H6, _H7, _H8, _H9, _H10 = _H
+_ERF_SMALL, _ERF_LARGE, _HC = F(C.ERF_SMALL), F(C.ERF_LARGE), F(C.ERF_HC)
+_Q0, _Q1, _Q2, _Q3, _Q4, _Q5, _Q6 = (F(v) for v in C.ERF_Q)
+_H0, _H1, _H2, _H3, _H4, _H5, _H6, _H7, _H8, _H9, _H10 = (F(v) for v in C.ERF_H)
 
 
 @njit(**_OPTIONS)
 def erf_f32(x):
     """The error function of a float32, within 0.98 ulp."""
-    a = min(abs(x), F(4.0))  # NaN stays NaN
+    a = min(abs(x), _ERF_LARGE)  # NaN stays NaN
     z = a * a
     q = ((((((_Q6 * z + _Q5) * z + _Q4) * z + _Q3) * z + _Q2) * z + _Q1) * z) + _Q0
     small = a + a * q
@@ -205,7 +174,7 @@ def erf_f32(x):
     h = h * t + _H0
     large = F(1.0) - exp_f32(-z) / a * h
     # erf is odd: the sign put back (-0.0 stays -0.0, NaN stays NaN).
-    return np.copysign(small if a < F(0.9) else large, x)
+    return np.copysign(small if a < _ERF_SMALL else large, x)
 
 
 #: The functions here by the op they compute.

@@ -11,6 +11,8 @@ backend, and the backend's test checks the outputs against NumPy its own way.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 import nbyoc
@@ -176,3 +178,40 @@ def malformed_saved_modules(type_key):
         (f'{{{tag}, "version": 1, "options": []}}'.encode(), "'options' must be"),
         (f'{{{tag}, "version": 1, "options": {{}}, "function": 3}}'.encode(), "an object"),
     ]
+
+
+# -- nbyoc's own float32 transcendental functions (llvm: runtime.vecmath, csource: C) --
+
+FLOAT32_SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-30, 2**-12, -(2**-12),
+                    9.0, 9.5, -20.0, 88.72, 88.73, -87.3, -103.9, -104.0, -150.0, 1e6, -1e6]  # fmt: skip
+VECTORISED_OPS = {
+    "exp": np.exp,
+    "log": np.log,
+    "tanh": np.tanh,
+    "sigmoid": lambda v: np.where(
+        v >= 0, 1 / (1 + np.exp(-np.abs(v))), np.exp(-np.abs(v)) / (1 + np.exp(-np.abs(v)))
+    ),
+    "erf": np.vectorize(math.erf, otypes=[np.float64]),
+}
+
+
+def ulp_inputs(n: int = 8192) -> np.ndarray:
+    """float32 inputs for an ulp check: a dense range, every binade of positive and
+    negative numbers (subnormals included) and the special values."""
+    tiny = np.geomspace(1e-45, 3e38, 2048)
+    dense = np.linspace(-104, 89, n - 2 * len(tiny) - len(FLOAT32_SPECIALS))
+    return np.concatenate([dense, tiny, -tiny, FLOAT32_SPECIALS]).astype(np.float32)
+
+
+def assert_within_ulp(op: str, data: np.ndarray, got: np.ndarray, bound: float) -> None:
+    """``got`` = op(``data``) within ``bound`` ulp of float64 truth rounded to float32,
+    with NaN, inf, overflow and signed zeros exactly as the rounded truth."""
+    with np.errstate(all="ignore"):
+        truth = VECTORISED_OPS[op](data.astype(np.float64))
+        rounded = truth.astype(np.float32)
+    finite = np.isfinite(rounded)
+    ulp = np.maximum(np.spacing(np.abs(rounded[finite])), np.float32(2.0**-149))
+    errors = np.abs(got[finite] - truth[finite]) / ulp.astype(np.float64)
+    assert errors.max() <= bound, (data[finite][np.argmax(errors)], errors.max())
+    np.testing.assert_array_equal(got[~finite], rounded[~finite])  # NaN, inf, overflow
+    assert np.array_equal(np.signbit(got[rounded == 0]), np.signbit(rounded[rounded == 0]))

@@ -164,7 +164,15 @@ def test_reductions_over_any_axes_match_numpy(shape, data, op, dtype, keepdims):
         options = {"llvm": {"fuse": fuse, "parallel_threshold": 4}}
         got = nbyoc.compile(f, backend="llvm", options=options)(values)
         assert got.dtype == want.dtype and got.shape == want.shape
-        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == "float32" else 1e-12)
+        rtol = 1e-5 if dtype == "float32" else 1e-12
+        if op in ("sum", "mean") and dtype.startswith("float"):
+            # Another summation order: the error scales with the sum of magnitudes, not
+            # with the (possibly cancelled) result.
+            scale = np.abs(values).sum(axis=tuple(axes), keepdims=keepdims)
+            scale = scale / (values.size // node.type.size if op == "mean" else 1)
+            assert np.all(np.abs(got - want) <= rtol * scale), (got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=rtol)
 
 
 def test_float32_row_sums_are_more_accurate_than_numpys_pairwise_sum():

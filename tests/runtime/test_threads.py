@@ -3,6 +3,7 @@ and never over the user's own choice."""
 
 import os
 
+import numba
 import numpy as np
 import pytest
 
@@ -20,7 +21,7 @@ def launches(monkeypatch):
         return 2
 
     monkeypatch.setattr(threads, "_started", False)
-    monkeypatch.setattr(threads.numba, "get_num_threads", get_num_threads)
+    monkeypatch.setattr(numba, "get_num_threads", get_num_threads)
     for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"):
         monkeypatch.delenv(name, raising=False)
     return seen
@@ -55,3 +56,15 @@ def test_compiling_a_parallel_kernel_starts_the_threads(launches):
                        options={"llvm": {"parallel_threshold": 1}})  # fmt: skip
     assert launches == ["passive"]
     np.testing.assert_allclose(fn(np.full(64, 4, np.float32)), np.full(64, 6.625))
+
+
+def test_passive_openmp_sets_the_policy_for_the_block_only(launches):
+    with threads.passive_openmp():
+        assert os.environ["OMP_WAIT_POLICY"] == "passive"
+    assert "OMP_WAIT_POLICY" not in os.environ
+
+
+def test_passive_openmp_leaves_the_users_choice(launches, monkeypatch):
+    monkeypatch.setenv("GOMP_SPINCOUNT", "1000")
+    with threads.passive_openmp():
+        assert "OMP_WAIT_POLICY" not in os.environ

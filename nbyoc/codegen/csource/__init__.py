@@ -25,9 +25,11 @@ BACKEND = "csource"
 
 
 @register_codegen(BACKEND)
-def csource_codegen(func: Function, fused: bool = False):
-    """The csource codegen: C source, compiled by the system C compiler on first use."""
-    return builtin_module_class(BACKEND)(func, fused=fused)
+def csource_codegen(func: Function, fused: bool = False, native: bool = False):
+    """The csource codegen: C source, compiled by the system C compiler on first use;
+    ``fused`` for one loop nest instead of one per node, ``native`` to build for this
+    machine's CPU (``-march=native``)."""
+    return builtin_module_class(BACKEND)(func, fused=fused, native=native)
 
 
 def lowerable_ops() -> list[str]:

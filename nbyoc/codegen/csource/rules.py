@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...ir.dtypes import DTYPES, dtype_info
+from . import vecmath
 
 
 def c_type(dtype: str) -> str:
@@ -81,6 +82,19 @@ def _int_power(dtype: str) -> str:
 
 def _math_call(function: str):
     return lambda dtype: f"return {_math(function, dtype)}(a);"
+
+
+def _vectorised(op: str):
+    """float32 (and float16, computed in float) through nbyoc's vectorisable function
+    (``vecmath``); float64 through libm."""
+
+    def body(dtype: str) -> str:
+        info = dtype_info(dtype)
+        if info.is_float and info.bits <= 32:
+            return f"return {vecmath.function_name(op)}(a);"
+        return _sigmoid(dtype) if op == "sigmoid" else f"return {_math(op, dtype)}(a);"
+
+    return body
 
 
 def _sigmoid(dtype: str) -> str:
@@ -172,11 +186,11 @@ C_RULES: dict[str, CRule] = {
     "power": CRule(2, body=_float_or_int(lambda d: f"return {_math('pow', d)}(a, b);", _int_power)),
     "negative": CRule(1, operator="-"),
     "abs": CRule(1, body=_float_or_int(_math_call("fabs"), lambda d: "return a < 0 ? -a : a;")),
-    "exp": CRule(1, body=_math_call("exp")),
-    "log": CRule(1, body=_math_call("log")),
+    "exp": CRule(1, body=_vectorised("exp")),
+    "log": CRule(1, body=_vectorised("log")),
     "sqrt": CRule(1, body=_math_call("sqrt")),
-    "tanh": CRule(1, body=_math_call("tanh")),
-    "sigmoid": CRule(1, body=_sigmoid),
+    "tanh": CRule(1, body=_vectorised("tanh")),
+    "sigmoid": CRule(1, body=_vectorised("sigmoid")),
     "relu": CRule(1, body=lambda dtype: "return (a >= 0 || a != a) ? a : 0;"),
     "floor_divide": CRule(2, body=_by_kind(
         _float_floor_divide, _const(_SIGNED_FLOOR_DIVIDE), _const("return b ? a / b : 0;"))),
@@ -195,7 +209,7 @@ C_RULES: dict[str, CRule] = {
     "reciprocal": CRule(1, body=_const("return 1 / a;")),
     "sin": CRule(1, body=_math_call("sin")),
     "cos": CRule(1, body=_math_call("cos")),
-    "erf": CRule(1, body=_math_call("erf")),
+    "erf": CRule(1, body=_vectorised("erf")),
     "equal": CRule(2, operator="=="),
     "not_equal": CRule(2, operator="!="),
     "less": CRule(2, operator="<"),
