@@ -63,8 +63,13 @@ class CSourceModule(Module):
             _STRUCTS + f"int {self.symbol}(DLTensor**, int32_t);\n"
             f"const char* {self.symbol}_last_error(void);"
         )
-        with passive_openmp():  # if this loads libgomp, its idle threads sleep at once
-            self._lib = self._ffi.dlopen(str(self.library_path))
+        # If this loads libgomp, its idle threads sleep at once. RTLD_NODELETE: unloading
+        # the library (when this module is collected, or at exit) must not unload the
+        # OpenMP runtime under its worker threads (with OMP_WAIT_POLICY=active they
+        # spin in its code, and the process crashed at exit).
+        flags = self._ffi.RTLD_NOW | self._ffi.RTLD_NODELETE
+        with passive_openmp():
+            self._lib = self._ffi.dlopen(str(self.library_path), flags)
         self._entry = getattr(self._lib, self.symbol)
         self._last_error = getattr(self._lib, f"{self.symbol}_last_error")
         arguments = graph.arguments()

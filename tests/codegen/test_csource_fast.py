@@ -3,9 +3,11 @@ bound, and vectorised by the C compiler), loops shared out by OpenMP on large ar
 (with the same numbers as NumPy, broadcasting and errors included), and the
 ``native`` option (-march=native) kept across saving and loading."""
 
+import os
 import platform
 import re
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -132,3 +134,24 @@ def test_modules_saved_before_the_native_option_load():
     saved = CSourceModule(external([x], [x + 1.0], "csource_0", "csource")).save_to_bytes()
     old = saved.replace(b', "native": false', b"")
     assert old != saved and not CSourceModule.load_from_bytes(old).native
+
+
+def test_a_process_with_spinning_openmp_threads_exits_cleanly(tmp_path):
+    """Modules are collected at exit and their libraries unloaded; that must not take the
+    OpenMP runtime with them while its threads spin in it (OMP_WAIT_POLICY=active):
+    before the libraries were loaded RTLD_NODELETE, this process died with SIGSEGV."""
+    script = tmp_path / "spin.py"
+    script.write_text(
+        "import numpy as np, nbyoc\n"
+        f"x = nbyoc.var('x', ({BIG},))\n"
+        "fn = nbyoc.compile(nbyoc.function([x], nbyoc.tanh(x) + 1.0), backend='csource')\n"
+        f"data = np.ones({BIG}, np.float32)\n"
+        "for _ in range(20):\n"
+        "    out = fn(data)\n"
+        "assert np.allclose(out, np.tanh(1.0) + 1.0)\n"
+        "del fn\n"
+    )
+    env = {**os.environ, "OMP_WAIT_POLICY": "active"}
+    result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                            text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
