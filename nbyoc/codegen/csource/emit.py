@@ -249,11 +249,7 @@ def _parallel(elements: int, calls: list[Call]) -> bool:
     OpenMP's threads would set their own."""
     if elements < PARALLEL_MIN_ELEMENTS:
         return False
-    return not any(
-        rules.is_helper(c.op.name)
-        and rules.ERROR_FLAG in rules.helper_definition(c.op.name, _compute(c), c.type.dtype)
-        for c in calls
-    )
+    return not any(rules.can_fail(c.op.name, _compute(c)) for c in calls)
 
 
 def _compute(call: Call) -> str:

@@ -234,6 +234,16 @@ def is_helper(op: str) -> bool:
     return C_RULES[op].operator is None
 
 
+def can_fail(op: str, dtype: str) -> bool:
+    """Can ``op`` on loop dtype ``dtype`` report an error (set ``ERROR_FLAG``)?
+
+    >>> can_fail("power", "int32"), can_fail("power", "float32"), can_fail("add", "int32")
+    (True, False, False)
+    """
+    rule = C_RULES[op]
+    return rule.body is not None and ERROR_FLAG in rule.body(dtype)
+
+
 def helper_name(op: str, dtype: str, out_dtype: str | None = None) -> str:
     """The helper computing ``op`` on operands of loop dtype ``dtype`` (giving
     ``out_dtype``, when that differs)."""
