@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import nbyoc
 from nbyoc.codegen.llvm import conv as llvm_conv
 from nbyoc.codegen.llvm import gemm
+from nbyoc.codegen.llvm.lower import FLAT_EPILOGUE_MAX
 from nbyoc.codegen.llvm.target import tile_name, tile_shape
 from nbyoc.runtime import HostFunction
 
@@ -89,6 +90,22 @@ def test_matmul_with_its_epilogue_matches_numpy(m, k, n, batch, dtype, epilogue,
     """Any shape against the tile (edges of rows and columns, K of 1), batched and
     broadcasting, B read through a transpose, float32/float64 tiles and float16 rows."""
     check_matmul((*batch[0], m, k), (*batch[1], k, n), dtype, epilogue, transposed_b=transposed_b)
+
+
+@pytest.mark.parametrize("epilogue", ["bias+relu", "residual+tanh"])
+@pytest.mark.parametrize("n", [1, 10, 24, 32, 33])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_narrow_products_run_their_epilogue_as_flat_blocks_of_rows(epilogue, n, dtype):
+    """Up to FLAT_EPILOGUE_MAX columns the epilogue walks blocks of rows flat (a bias
+    tiled like the block); over many blocks, a last part-block and task boundaries,
+    it equals NumPy; wider results keep the loop per row."""
+    check_matmul((1001, 7), (7, n), dtype, epilogue)
+    a, b = nbyoc.var("a", (1001, 7), dtype), nbyoc.var("b", (7, n), dtype)
+    e = _epilogue_input(epilogue, (1001, n), dtype)
+    f = nbyoc.function([a, b, e], EPILOGUES[epilogue](a @ b, e))
+    source = nbyoc.compile(f, backend="llvm").get_source()
+    assert ("_block[i0]" in source) == (n <= FLAT_EPILOGUE_MAX), source
+    assert ("_tiled[i0]" in source) == (n <= FLAT_EPILOGUE_MAX and epilogue == "bias+relu")
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nbyoc
+from nbyoc.codegen.llvm.row_blocks import SHORT_ROW
 from nbyoc.runtime.llvm import LLVMModule
 
 from ..helpers import assert_close_to_host, external, reload
@@ -50,6 +51,29 @@ def test_normalisations_are_one_row_group_and_match_numpy(name):
     data = _rows(512, 96)
     assert_close_to_host(fn, f, [data], rtol=2e-5, atol=1e-6)
     assert_close_to_host(reload(fn), f, [data], rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(NORMALISATIONS))
+@pytest.mark.parametrize("columns", [2, 10, 31])
+def test_normalisations_over_short_rows_run_as_blocks_of_rows(name, columns):
+    """Rows under SHORT_ROW elements run a block of rows per pass, each pass one flat
+    loop: over many blocks, a last part-block and the parallel tasks' boundaries they
+    equal the host's NumPy, also after a save and load."""
+    x = nbyoc.var("x", (1001, columns))
+    f = nbyoc.function([x], NORMALISATIONS[name](x))
+    fn = nbyoc.compile(f, backend="llvm", options={"llvm": {"parallel_threshold": 64}})
+    source = fn.get_source()
+    assert source.count("row group of") == 1 and "while b0 < end:" in source, source
+    data = _rows(1001, columns, seed=columns)
+    assert_close_to_host(fn, f, [data], rtol=2e-5, atol=1e-6)
+    assert_close_to_host(reload(fn), f, [data], rtol=2e-5, atol=1e-6)
+
+
+def test_rows_of_short_row_length_and_longer_take_each_their_form():
+    for columns, blocks in ((SHORT_ROW - 1, True), (SHORT_ROW, False)):
+        x = nbyoc.var("x", (8, columns))
+        source = nbyoc.compile(nbyoc.function([x], nbyoc.softmax(x))).get_source()
+        assert ("while b0 < end:" in source) == blocks
 
 
 def test_softmax_reads_its_input_twice_and_keeps_exp_in_a_row_buffer():
@@ -90,6 +114,8 @@ def row_programs(draw):
     reduction, and a row-value op between; random shape, split, dtype and outputs."""
     rank = draw(st.integers(1, 4))
     shape = tuple(draw(st.lists(st.integers(1, 7), min_size=rank, max_size=rank)))
+    if draw(st.booleans()):  # a row long enough for the loop along it (else blocks of rows)
+        shape = (*shape[:-1], draw(st.integers(SHORT_ROW, 2 * SHORT_ROW + 3)))
     split = draw(st.integers(0, rank - 1))
     dtype = draw(st.sampled_from(["float32", "float64", "float16", "int32"]))
     first = draw(st.sampled_from(["sum", "mean", "max", "min", "prod"]))

@@ -54,8 +54,11 @@ from ...ir.ops.index import python_slices
 from ...ir.traversal import post_order
 from ...ir.types import TensorType
 from . import rules
+from .epilogue import Epilogue, FlatRows
+from .gemm import uses_tiles
 from .loops import OPAQUE_IMPORT, outer
 from .ops import EPILOGUES, STAGES
+from .row_blocks import BLOCK_ELEMENTS, SHORT_ROW, emit_row_blocks
 from .rows import ROW_REDUCTIONS as REDUCTIONS
 from .rows import ROWS_IMPORT, RowGroup, RowGroupPlan, emit_row_group, row_domain
 from .rules import load, storage_dtype, store, value_dtype
@@ -372,7 +375,9 @@ class _Lowering:
                 if node in stored:
                     lines += self.bind_destination(node, dest)
             self.row_groups = True
-            return lines + emit_row_group(self, stage.rows, stored)
+            short = stage.rows.domain.columns < SHORT_ROW
+            emit = emit_row_blocks if short else emit_row_group
+            return lines + emit(self, stage.rows, stored)
         lines = [*self.flush(), f"# stage {index}: {stage.nodes[0].op.name}"]
         node = stage.nodes[0]
         name = node.op.name
@@ -520,7 +525,8 @@ class _Lowering:
             scalars = {a: f"x{k}" for k, a in enumerate(scalars)}
             inner, stores = self.nest_body(epilogue, stored, names, scalars, False)
             inner += [f"{array}[{i}] = {value}" for array, i, value, _ in stores]
-            block = _block_loops(epilogue.shape, inner)
+            flat = self.flat_epilogue(node, epilogue, stored, names, scalars)
+            block = Epilogue(epilogue.shape, inner, flat)
         parallel = self.use_parallel(node.type.shape)
         body = STAGES[node.op.name](node, sources, out, parallel, block)
         self.tiles |= body.imports
@@ -532,6 +538,41 @@ class _Lowering:
             return [*lines, f"{function}({', '.join(arguments)})"]
         call = StageCall(function, arguments, (body.tasks,), parallel, -1, body.work)
         return lines + emit_calls([call])
+
+    def flat_epilogue(self, node: Call, epilogue: Stage, stored, names, scalars):
+        """The flat form of a matmul's epilogue over short rows (``epilogue.FlatRows``),
+        or None: for an unbatched tiled product under ``SHORT_ROW`` columns whose
+        epilogue reads only contiguous arrays of its shape, per-column vectors and
+        scalars. ``names``: each array's parameter; ``scalars``: each 0-d operand's."""
+        shape = epilogue.shape
+        if node.op.name != "matmul" or len(shape) != 2 or not uses_tiles(node):
+            return None
+        rows, n = shape
+        if n > FLAT_EPILOGUE_MAX:
+            return None
+        block_rows = max(1, BLOCK_ELEMENTS // n)
+        views, setup = {}, []
+        for a, param in names.items():
+            if a.type.shape == shape and self.arrays[a].contiguous:
+                views[a] = f"{param}_block"
+                setup.append(f"{param}_flat = {param}.reshape({rows * n})")
+            elif (1,) * (2 - a.type.ndim) + tuple(a.type.shape) == (1, n):
+                views[a] = f"{param}_tiled"
+                element = f"{param}[{_index((block_rows, n), a.type.shape)}]"  # (as stored)
+                setup += [
+                    f"{param}_tiled = np.empty({block_rows * n}, {param}.dtype)",
+                    f"for i0 in range({block_rows}):",
+                    f"    for i1 in range({n}):",
+                    f"        {param}_tiled[i0 * {n} + i1] = {element}",
+                ]
+            else:
+                return None
+        tiled = {views[a] for a in names if views[a].endswith("_tiled")}
+        flat_names = {a: views[a] for a in names}
+        inner, stores = self.nest_body(epilogue, stored, flat_names, scalars, True)
+        inner += [f"{array}[{i}] = {value}" for array, i, value, _ in stores]
+        blocks = {names[a]: v for a, v in views.items() if v not in tiled}
+        return FlatRows(inner, blocks, setup, block_rows, n)
 
     def parameter_type(self, node: Expr, flat: bool) -> str | None:
         """The exact Numba type of ``node``'s array as a stage function's parameter, or
@@ -777,47 +818,17 @@ def loop_nest(shape: tuple[int, ...], inner: list[str], parallel: bool = False) 
     return lines + [pad + line for line in inner]
 
 
+#: The widest matmul result whose epilogue runs as flat blocks of rows (see
+#: ``epilogue``). Measured on one AVX-512 core, bias + relu after a 4096x16 @ 16x32
+#: product: 82 us by rows, 64 us flat; from 64 columns the two are as fast.
+FLAT_EPILOGUE_MAX = 32
+
+
 def is_function_stage(stage: Stage) -> bool:
     """Whether a stage is emitted as a stage function: a loop nest of at least
     FUNCTION_MIN_OPS ops (fewer compile faster as loops in the kernel itself), unless
     it is an epilogue."""
     return stage.nest and not stage.epilogue and len(stage.nodes) >= FUNCTION_MIN_OPS
-
-
-def _block_loops(shape: tuple[int, ...], inner: list[str]):
-    """A function that, given the index expressions of a block's leading axes, returns
-    loops running ``inner`` over the rest of ``shape`` (indices ``i0``, ``i1``...); or,
-    given ``span=(lo, hi)``, one loop over the positions ``[lo, hi)`` of the rest of
-    ``shape`` in C order (a conv's block of output positions).
-
-    >>> print("\\n".join(_block_loops((2, 3, 4), ["x[i0, i1, i2] = 0"])(["n"], ("a", "b"))))
-    i0 = n
-    for position in range(a, b):
-        i1 = position // 4
-        i2 = position % 4
-        x[i0, i1, i2] = 0
-    """
-
-    def block(fixed: list[str], span: tuple[str, str] | None = None) -> list[str]:
-        lines = [f"i{d} = {e}" for d, e in enumerate(fixed) if e != f"i{d}"]
-        rest = range(len(fixed), len(shape))
-        if span is None:
-            lines += [
-                f"{'    ' * k}for i{d} in range({outer(shape[d]) if d < rest[-1] else shape[d]}):"
-                for k, d in enumerate(rest)
-            ]
-            return lines + ["    " * len(rest) + line for line in inner]
-        lines.append(f"for position in range({span[0]}, {span[1]}):")
-        for d in rest:
-            index = f"position // {math.prod(shape[d + 1 :])}"
-            if d == rest[-1]:
-                index = f"position % {shape[d]}" if len(rest) > 1 else "position"
-            elif d != rest[0]:
-                index = f"{index} % {shape[d]}"
-            lines.append(f"    i{d} = {index}")
-        return lines + ["    " + line for line in inner]
-
-    return block
 
 
 def plan_epilogues(stages: list[Stage]) -> None:

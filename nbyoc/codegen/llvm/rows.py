@@ -240,47 +240,54 @@ def reduction_code(node: Call, value: str, count: int, acc: str):
     return f"{acc} = {rules.cast('0', acc_dtype)}", update, rules.cast(result, out_dtype)
 
 
-def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
-    """The kernel lines running ``group``: views of its arrays as rows, then the call
-    of its row function (queued on ``lowering``, which may run it in parallel).
+@dataclass
+class Bindings:
+    """What a row function reads from outside its group and stores: the kernel lines
+    making its views, each array value's parameter and role, each scalar's parameter,
+    and the arguments of the call (views, then scalars)."""
 
-    ``lowering`` is the kernel's ``lower._Lowering``: its ``arrays``, ``literals``,
-    ``stages``, ``helpers`` and ``read_array``/``use_parallel``/``queue_call``. Every
-    member in ``stored`` must already be bound to its array."""
+    lines: list[str]
+    params: dict[Expr, str]
+    roles: dict[Expr, str]
+    scalars: dict[Expr, str]
+    arguments: list[str]
+
+
+def bind_outside(lowering, group: RowGroup, stored: set, flat: bool) -> Bindings:
+    """The views and parameters of ``group``'s row function: full arrays as
+    ``(rows, columns)`` views, or one flat run of elements when ``flat``."""
     domain = group.domain
     rows, columns = domain.rows, domain.columns
     members = set(group.nodes)
     reductions = set(group.reductions)
-    computed, ready = group.passes()
-    lines: list[str] = []
-    params: dict[Expr, str] = {}  # array value -> the row function's parameter
-    roles: dict[Expr, str] = {}
-    arguments: list[str] = []  # the kernel's views, in parameter order
+    shapes = {
+        "full": f"({rows * columns},)" if flat else f"({rows}, {columns})",
+        "row": f"({rows},)",
+        "column": f"({columns},)",
+    }
+    found = Bindings([], {}, {}, {}, [])
     scalar_arguments: list[str] = []
-    scalars: dict[Expr, str] = {}
 
     def pass_array(node: Expr, role: str) -> None:
-        if node in params:
+        if node in found.params:
             return
         array = lowering.arrays[node]
         base = array.name if array.contiguous else f"np.ascontiguousarray({array.name})"
         view = f"{array.name}_{role}s"
-        shape = {"full": f"({rows}, {columns})", "row": f"({rows},)", "column": f"({columns},)"}
-        lines.append(f"{view} = {base}.reshape({shape[role]})")
-        params[node], roles[node] = f"a{len(params)}", role
-        arguments.append(view)
+        found.lines.append(f"{view} = {base}.reshape({shapes[role]})")
+        found.params[node], found.roles[node] = f"a{len(found.params)}", role
+        found.arguments.append(view)
 
     def pass_scalar(node: Expr) -> None:
-        if node in scalars or node in lowering.literals:
+        if node in found.scalars or node in lowering.literals:
             return
         array = lowering.read_array(node)
         element = f"{array}[()]" if node.type.ndim == 0 else f"{array}.reshape((1,))[0]"
         name = f"{array}_scalar"
-        lines.append(f"{name} = {rules.load(element, node.type.dtype)}")
-        scalars[node] = f"x{len(scalars)}"
+        found.lines.append(f"{name} = {rules.load(element, node.type.dtype)}")
+        found.scalars[node] = f"x{len(found.scalars)}"
         scalar_arguments.append(name)
 
-    # What the function reads from outside the group, and what it stores.
     for node in group.nodes:
         for a in node.args:
             if a in members:
@@ -294,12 +301,34 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
     for node in group.nodes:
         if node in stored:
             pass_array(node, "full" if node in group.full else "row")
+    found.arguments += scalar_arguments
+    return found
 
-    last_read: dict[Expr, int] = {}  # the last pass each full value is read in
+
+def last_reads(group: RowGroup, computed, ready) -> dict[Expr, int]:
+    """The last pass each full value of ``group`` is read in."""
+    last_read: dict[Expr, int] = {}
     for u in group.nodes:
         for a in u.args:
             if a in group.full:
                 last_read[a] = max(last_read.get(a, 0), computed.get(u, ready.get(u, 0)))
+    return last_read
+
+
+def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
+    """The kernel lines running ``group``: views of its arrays as rows, then the call
+    of its row function (queued on ``lowering``, which may run it in parallel).
+
+    ``lowering`` is the kernel's ``lower._Lowering``: its ``arrays``, ``literals``,
+    ``stages``, ``helpers`` and ``read_array``/``use_parallel``/``queue_call``. Every
+    member in ``stored`` must already be bound to its array."""
+    domain = group.domain
+    columns = domain.columns
+    reductions = set(group.reductions)
+    computed, ready = group.passes()
+    bound = bind_outside(lowering, group, stored, flat=False)
+    params, roles, scalars = bound.params, bound.roles, bound.scalars
+    last_read = last_reads(group, computed, ready)
     # A reduction accumulating wider than the values it reads (float32 values into
     # float64 partial sums) must not sit in the loop computing the values: it would make
     # LLVM vectorise everything four lanes wide instead of eight (measured: softmax's
@@ -408,4 +437,4 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
         body += ["    " + line for line in inner]
     parameters = [*params.values(), *scalars.values()]
     function = lowering.stages.add_function(parameters, body)
-    return lines + lowering.queue_row_call(function, arguments + scalar_arguments, domain)
+    return bound.lines + lowering.queue_row_call(function, bound.arguments, domain)

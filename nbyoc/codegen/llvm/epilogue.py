@@ -1,0 +1,95 @@
+"""The loops of an epilogue: the elementwise ops after a matmul or conv, run on each
+block of its result (a plane, a group of rows) while the block is in cache.
+
+``Epilogue`` gives a producer's emitter the lines for a block in one of three ways:
+
+- ``epilogue(fixed)``: the leading axes fixed, nested loops over the rest;
+- ``epilogue(fixed, span=(lo, hi))``: positions ``[lo, hi)`` of the rest, in C order
+  (a conv's block of output positions);
+- ``epilogue.rows(r0, r1)``: rows ``[r0, r1)`` of a 2-D matmul's result. When the
+  rows are short (``flat``, see ``lower.flat_epilogue``), this is one flat loop
+  per block of rows, vectorised at any row length, with each per-column operand (a
+  bias) read from a buffer laid out like the block (``setup`` fills it once per
+  call). A loop along a row of 24 float32 cannot fill AVX-512's vectors and pays its
+  set-up per row: the MLP's bias + tanh over 4096 x 24 took 87 us that way, 47 us
+  flat.
+
+>>> loops = Epilogue((2, 3, 4), ["x[i0, i1, i2] = 0"])
+>>> print("\\n".join(loops(["n"], ("a", "b"))))
+i0 = n
+for position in range(a, b):
+    i1 = position // 4
+    i2 = position % 4
+    x[i0, i1, i2] = 0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .loops import outer
+
+
+@dataclass
+class FlatRows:
+    """An epilogue over a 2-D matmul's rows as flat blocks: ``inner`` reads and writes
+    element ``i0`` of each block's views; ``views`` maps each full array's parameter
+    to the name of its block view; ``setup`` runs once per call."""
+
+    inner: list[str]
+    views: dict[str, str]
+    setup: list[str]
+    block_rows: int
+    columns: int
+
+
+@dataclass
+class Epilogue:
+    """The loops running ``inner`` (indices ``i0``, ``i1``...) over blocks of ``shape``;
+    ``flat``, when given, the flat form of ``rows``."""
+
+    shape: tuple[int, ...]
+    inner: list[str]
+    flat: FlatRows | None = None
+    setup: list[str] = field(init=False)
+
+    def __post_init__(self):
+        self.setup = list(self.flat.setup) if self.flat else []
+
+    def __call__(self, fixed: list[str], span: tuple[str, str] | None = None) -> list[str]:
+        shape, inner = self.shape, self.inner
+        lines = [f"i{d} = {e}" for d, e in enumerate(fixed) if e != f"i{d}"]
+        rest = range(len(fixed), len(shape))
+        if span is None:
+            lines += [
+                f"{'    ' * k}for i{d} in range({outer(shape[d]) if d < rest[-1] else shape[d]}):"
+                for k, d in enumerate(rest)
+            ]
+            return lines + ["    " * len(rest) + line for line in inner]
+        lines.append(f"for position in range({span[0]}, {span[1]}):")
+        for d in rest:
+            index = f"position // {math.prod(shape[d + 1 :])}"
+            if d == rest[-1]:
+                index = f"position % {shape[d]}" if len(rest) > 1 else "position"
+            elif d != rest[0]:
+                index = f"{index} % {shape[d]}"
+            lines.append(f"    i{d} = {index}")
+        return lines + ["    " + line for line in inner]
+
+    def rows(self, r0: str, r1: str) -> list[str]:
+        """Lines running the epilogue on rows ``[r0, r1)`` of a 2-D result."""
+        if self.flat is None:
+            return [f"for r in range({r0}, {r1}):", *("    " + line for line in self(["r"]))]
+        flat = self.flat
+        n = flat.columns
+        lines = [
+            f"q = {r0}",
+            f"while q < {r1}:",
+            f"    count = min({flat.block_rows}, {r1} - q) * {n}",
+            f"    base = q * {n}",
+        ]
+        for array, view in flat.views.items():
+            lines.append(f"    {view} = {array}_flat[base:base + count]")
+        lines += ["    for i0 in range(count):", *("        " + line for line in flat.inner)]
+        return [*lines, f"    q += {flat.block_rows}"]
