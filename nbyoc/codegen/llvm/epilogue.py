@@ -45,6 +45,16 @@ class FlatRows:
 
 
 @dataclass
+class FlatPlanes:
+    """A conv's epilogue over a span of positions of one (image, channel) plane, the
+    plane walked flat: ``inner`` reads and writes ``[i0, i1, position]`` of each full
+    array's plane view, which ``setup`` makes once per call."""
+
+    inner: list[str]
+    setup: list[str]
+
+
+@dataclass
 class Epilogue:
     """The loops running ``inner`` (indices ``i0``, ``i1``...) over blocks of ``shape``;
     ``flat``, when given, the flat form of ``rows``."""
@@ -52,10 +62,12 @@ class Epilogue:
     shape: tuple[int, ...]
     inner: list[str]
     flat: FlatRows | None = None
+    planes: FlatPlanes | None = None
     setup: list[str] = field(init=False)
 
     def __post_init__(self):
-        self.setup = list(self.flat.setup) if self.flat else []
+        forms = [form for form in (self.flat, self.planes) if form is not None]
+        self.setup = [line for form in forms for line in form.setup]
 
     def __call__(self, fixed: list[str], span: tuple[str, str] | None = None) -> list[str]:
         shape, inner = self.shape, self.inner
@@ -67,6 +79,10 @@ class Epilogue:
                 for k, d in enumerate(rest)
             ]
             return lines + ["    " * len(rest) + line for line in inner]
+        if self.planes is not None and len(fixed) == 2:
+            # (unsigned: Numba then drops the negative-index wrap that blocks vectors)
+            lines.append(f"for position in range(np.uint64({span[0]}), np.uint64({span[1]})):")
+            return lines + ["    " + line for line in self.planes.inner]
         lines.append(f"for position in range({span[0]}, {span[1]}):")
         for d in rest:
             index = f"position // {math.prod(shape[d + 1 :])}"

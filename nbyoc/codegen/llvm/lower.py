@@ -54,7 +54,7 @@ from ...ir.ops.index import python_slices
 from ...ir.traversal import post_order
 from ...ir.types import TensorType
 from . import rules
-from .epilogue import Epilogue, FlatRows
+from .epilogue import Epilogue, FlatPlanes, FlatRows
 from .gemm import uses_tiles
 from .loops import OPAQUE_IMPORT, outer
 from .ops import EPILOGUES, STAGES
@@ -466,16 +466,17 @@ class _Lowering:
                 lines.append(f"{names[a]} = {self.arrays[a].name}.reshape({size})")
         return lines, names, scalars, flat
 
-    def nest_body(self, stage: Stage, stored, names, scalars, flat):
+    def nest_body(self, stage: Stage, stored, names, scalars, flat, full_index=None):
         """A loop nest's statements per element, and its stores as (array, index,
-        value, storage dtype)."""
+        value, storage dtype). Arrays of the nest's shape are read and written at
+        ``full_index`` when it is given."""
         inner = []
         values: dict[Expr, str] = {}
         for k, node in enumerate(stage.nodes):
             dtype = node.type.dtype
             loop = loop_dtypes(node)  # operands are read as NumPy's loop reads them
             args = [
-                self.read(a, stage.shape, values, read_as, names, scalars, flat)
+                self.read(a, stage.shape, values, read_as, names, scalars, flat, full_index)
                 for a, read_as in zip(node.args, loop)
             ]
             self.helpers.update(rules.helpers_for(node.op.name, loop[0]))
@@ -485,7 +486,7 @@ class _Lowering:
         stores = [
             (
                 names[n],
-                "i0" if flat else _index(stage.shape, n.type.shape),
+                "i0" if flat else full_index or _index(stage.shape, n.type.shape),
                 store(values[n], n.dtype),
                 storage_dtype(n.dtype),
             )
@@ -526,7 +527,8 @@ class _Lowering:
             inner, stores = self.nest_body(epilogue, stored, names, scalars, False)
             inner += [f"{array}[{i}] = {value}" for array, i, value, _ in stores]
             flat = self.flat_epilogue(node, epilogue, stored, names, scalars)
-            block = Epilogue(epilogue.shape, inner, flat)
+            planes = self.plane_epilogue(node, epilogue, stored, names, scalars)
+            block = Epilogue(epilogue.shape, inner, flat, planes)
         parallel = self.use_parallel(node.type.shape)
         body = STAGES[node.op.name](node, sources, out, parallel, block)
         self.tiles |= body.imports
@@ -573,6 +575,28 @@ class _Lowering:
         inner += [f"{array}[{i}] = {value}" for array, i, value, _ in stores]
         blocks = {names[a]: v for a, v in views.items() if v not in tiled}
         return FlatRows(inner, blocks, setup, block_rows, n)
+
+    def plane_epilogue(self, node: Call, epilogue: Stage, stored, names, scalars):
+        """The plane form of a conv's epilogue (``epilogue.FlatPlanes``: each
+        (image, channel) plane walked flat), or None: when every array it reads is
+        contiguous of its shape, or constant across a plane (a per-channel bias)."""
+        shape = epilogue.shape
+        if node.op.name != "conv" or len(shape) < 3:
+            return None
+        lead, plane = shape[:2], math.prod(shape[2:])
+        views, setup = {}, []
+        for a, param in names.items():
+            padded = (1,) * (len(shape) - a.type.ndim) + tuple(a.type.shape)
+            if a.type.shape == shape and self.arrays[a].contiguous:
+                views[a] = f"{param}_planes"
+                setup.append(f"{param}_planes = {param}.reshape(({lead[0]}, {lead[1]}, {plane}))")
+            elif all(d == 1 for d in padded[2:]):
+                views[a] = param
+            else:
+                return None
+        inner, stores = self.nest_body(epilogue, stored, views, scalars, False, "i0, i1, position")
+        inner += [f"{array}[{i}] = {value}" for array, i, value, _ in stores]
+        return FlatPlanes(inner, setup)
 
     def parameter_type(self, node: Expr, flat: bool) -> str | None:
         """The exact Numba type of ``node``'s array as a stage function's parameter, or
@@ -644,12 +668,21 @@ class _Lowering:
         raise CompileError(f"internal: {node!r} was not stored before an op that needs its array")
 
     def read(
-        self, node: Expr, domain, values: dict, dtype: str, arrays=None, scalars=None, flat=False
+        self,
+        node: Expr,
+        domain,
+        values: dict,
+        dtype: str,
+        arrays=None,
+        scalars=None,
+        flat=False,
+        full_index=None,
     ) -> str:
         """Source reading ``node`` at the current element of ``domain``, as ``dtype``: a
         value of the nest, a literal, a number read before the loop (``scalars``), an
         array by the name the loop knows it by (``arrays``; read at ``i0`` when
-        ``flat``), or a kernel array."""
+        ``flat``, at ``full_index`` when given and the array has the domain's shape),
+        or a kernel array."""
         if node in values:
             text = values[node]
         elif node in self.literals:
@@ -658,6 +691,8 @@ class _Lowering:
             text = scalars[node]
         elif arrays and node in arrays:
             index = "i0" if flat else _index(domain, node.type.shape)
+            if full_index and tuple(node.type.shape) == tuple(domain):
+                index = full_index
             text = load(f"{arrays[node]}[{index}]", node.type.dtype)
         else:
             index = _index(domain, node.type.shape)

@@ -63,7 +63,8 @@ def pool_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> lis
     if node.op.name == "max_pool":
         info = dtype_info(dtype)
         start = rules.cast("-np.inf" if info.is_float else str(info.min), dtype)
-        update = ["v = " + value, "if v > acc or v != v:", "    acc = v"]
+        # A select, not a branch, so that LLVM can vectorise the loop over outputs.
+        update = ["v = " + value, "acc = v if v > acc or v != v else acc"]
         result = "acc"
     else:
         start = rules.cast("0", "float64")
@@ -71,16 +72,26 @@ def pool_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> lis
         full = float(math.prod(kernel))
         result = f"acc / {full!r}" if attrs["count_include_pad"] else "acc / count"
     # Each kernel axis: its input position, skipped when it falls in the padding.
+    # An axis whose windows all lie inside the operand (no padding reached) has no
+    # test: it kept the CNN's 2x2 pools from vectorising.
+    # Such a last axis also runs over unsigned positions to an opaque bound (signed
+    # ones are wrapped when negative; a small constant bound is unrolled into scalar
+    # code): the CNN's 2x2 max pool took 46 us that way, 24 us this way.
     window: list[str] = []
+    out_shape = node.type.shape[2:]
+    inside = [
+        begins[d] == 0
+        and (out_shape[d] - 1) * strides[d] + (kernel[d] - 1) * dilations[d] < spatial[d]
+        for d in range(k)
+    ]
     for d in range(k):
         pad = "    " * d
         position = f"o{d} * {strides[d]} - {begins[d]} + q{d} * {dilations[d]}"
-        window += [
-            f"{pad}for q{d} in range({kernel[d]}):",
-            f"{pad}    p{d} = {position}",
-            f"{pad}    if p{d} < 0 or p{d} >= {spatial[d]}:",
-            f"{pad}        continue",
-        ]
+        if d == k - 1 and inside[d]:
+            position = f"o{d} * np.uint64({strides[d]}) + np.uint64(q{d} * {dilations[d]})"
+        window += [f"{pad}for q{d} in range({kernel[d]}):", f"{pad}    p{d} = {position}"]
+        if not inside[d]:
+            window += [f"{pad}    if p{d} < 0 or p{d} >= {spatial[d]}:", f"{pad}        continue"]
     window += ["    " * k + line for line in update]
     out = subscript(["n", "c", *(f"o{d}" for d in range(k))])
     inner = [
@@ -90,7 +101,14 @@ def pool_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> lis
         f"{dest}[{out}] = {rules.store(rules.cast(result, node.type.dtype), node.type.dtype)}",
     ]
     names = ["n", "c", *(f"o{d}" for d in range(k))]
-    return loops(node.type.shape, inner, parallel, names)
+    lines = loops(node.type.shape, inner, parallel, names)
+    if inside[k - 1]:
+        last = f"for o{k - 1} in range({out_shape[-1]}):"
+        lines = [
+            line.replace(last, f"for o{k - 1} in range(np.uint64(opaque({out_shape[-1]}))):")
+            for line in lines
+        ]
+    return lines
 
 
 def _coordinate(o: str, n_in: int, n_out: int, scale: float, mode: str) -> str:
