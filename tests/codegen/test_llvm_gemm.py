@@ -223,6 +223,30 @@ def test_conv_with_its_epilogue_matches_numpy(case, with_bias, dtype):
     assert_close_to_host(fn, f, inputs, rtol=rtol, atol=rtol)
 
 
+@pytest.mark.parametrize(
+    "x_shape,w_shape",
+    [
+        ((2, 3, 16, 16), (8, 3, 3, 3)),
+        ((2, 24, 1, 1), (16, 24, 1, 1)),
+        ((3, 24, 7, 7), (32, 24, 1, 1)),
+    ],
+    ids=["wide", "one-position", "tiles"],
+)
+def test_conv_epilogues_with_per_channel_operands_walk_planes_flat(x_shape, w_shape):
+    """A per-channel shift (1, C, 1, 1) and a full residual after a tiled conv: the
+    epilogue walks each plane flat (also when the plane is one position) and equals
+    NumPy."""
+    x = nbyoc.var("x", x_shape)
+    y = nbyoc.conv(x, nbyoc.const(normal(w_shape, seed=1) * 0.3), pads=(0,) * 4)
+    shift = nbyoc.const(normal((1, w_shape[0], 1, 1), seed=2))
+    residual = nbyoc.var("r", y.type.shape)
+    f = nbyoc.function([x, residual], nbyoc.relu(y + shift) + residual)
+    fn = nbyoc.compile(f)
+    assert "_planes[i0, i1, position]" in fn.get_source()
+    inputs = [normal(x_shape, seed=3), normal(y.type.shape, seed=4)]
+    assert_close_to_host(fn, f, inputs, rtol=1e-4, atol=1e-4)
+
+
 @settings(max_examples=15, deadline=None)
 @given(
     images=st.integers(1, 3),

@@ -80,6 +80,8 @@ class Epilogue:
             ]
             return lines + ["    " * len(rest) + line for line in inner]
         if self.planes is not None and len(fixed) == 2:
+            # (a per-channel operand's index names the plane's axes of extent 1)
+            lines += [f"i{d} = 0" for d in range(2, len(shape)) if shape[d] == 1]
             # (unsigned: Numba then drops the negative-index wrap that blocks vectors)
             lines.append(f"for position in range(np.uint64({span[0]}), np.uint64({span[1]})):")
             return lines + ["    " + line for line in self.planes.inner]
