@@ -94,42 +94,27 @@ def emit_row_blocks(lowering, group: RowGroup, stored: set) -> list[str]:
     ]
     local: dict[Expr, str] = {}  # this flat loop's full values
 
-    def held(a: Expr, text: str, dtype: str) -> str:
-        return text if a.type.dtype == dtype else rules.cast(text, dtype)
-
-    def read_in_row(a: Expr, dtype: str) -> str:
-        """``a`` in a loop over the block's rows (index ``k``)."""
-        if a in row_arrays:
+    def read(a: Expr, dtype: str, flat: bool) -> str:
+        """``a`` in the flat loop over the block's elements (index ``p``) or, not
+        ``flat``, in a loop over the block's rows (index ``k``)."""
+        block_buffer = (buffers.get(a) or spread.get(a) or columns_tiled.get(a)) if flat else None
+        if flat and a in local:
+            text = local[a]
+        elif block_buffer:
+            text = f"{block_buffer}[p]"
+        elif not flat and a in row_arrays:
             text = f"{row_arrays[a]}[k]"
         elif a in lowering.literals:
             text = lowering.literals[a]
         elif a in scalars:
             text = scalars[a]
         else:
-            text = rules.load(f"{params[a]}[b0 + k]", a.type.dtype)
-        return held(a, text, dtype)
+            text = rules.load(f"{params[a]}[{'base + p' if flat else 'b0 + k'}]", a.type.dtype)
+        return text if a.type.dtype == dtype else rules.cast(text, dtype)
 
-    def read_flat(a: Expr, dtype: str) -> str:
-        """``a`` in the flat loop over the block's elements (index ``p``)."""
-        if a in local:
-            text = local[a]
-        elif a in buffers:
-            text = f"{buffers[a]}[p]"
-        elif a in spread:
-            text = f"{spread[a]}[p]"
-        elif a in columns_tiled:
-            text = f"{columns_tiled[a]}[p]"
-        elif a in lowering.literals:
-            text = lowering.literals[a]
-        elif a in scalars:
-            text = scalars[a]
-        else:
-            text = rules.load(f"{params[a]}[base + p]", a.type.dtype)
-        return held(a, text, dtype)
-
-    def expression(node: Call, read) -> str:
+    def expression(node: Call, flat: bool) -> str:
         loop = loop_dtypes(node)
-        args = [read(a, d) for a, d in zip(node.args, loop)]
+        args = [read(a, d, flat) for a, d in zip(node.args, loop)]
         lowering.helpers.update(rules.helpers_for(node.op.name, loop[0]))
         return rules.scalar_expression(node.op.name, args, node.type.dtype, loop, node.attrs)
 
@@ -139,7 +124,7 @@ def emit_row_blocks(lowering, group: RowGroup, stored: set) -> list[str]:
         row_lines = []  # row values ready in this pass
         for node in group.nodes:
             if node in row_arrays and node not in reductions and ready[node] == step:
-                row_lines.append(f"{row_arrays[node]}[k] = {expression(node, read_in_row)}")
+                row_lines.append(f"{row_arrays[node]}[k] = {expression(node, False)}")
                 if node in stored:
                     value = rules.store(f"{row_arrays[node]}[k]", node.type.dtype)
                     row_lines.append(f"{params[node]}[b0 + k] = {value}")
@@ -151,14 +136,14 @@ def emit_row_blocks(lowering, group: RowGroup, stored: set) -> list[str]:
         for a in needed:
             inner += [
                 "for k in range(nb):",
-                f"    value = {read_in_row(a, a.type.dtype)}",
+                f"    value = {read(a, a.type.dtype, False)}",
                 "    for j in range(C):",
                 f"        {spread[a]}[k * C + j] = value",
             ]
         loop_body = []
         for node in full_nodes:
             local[node] = f"v{position[node]}"
-            loop_body.append(f"{local[node]} = {expression(node, read_flat)}")
+            loop_body.append(f"{local[node]} = {expression(node, True)}")
             if node in buffers:
                 loop_body.append(f"{buffers[node]}[p] = {local[node]}")
             if node in stored:
