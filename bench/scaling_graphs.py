@@ -5,8 +5,8 @@
 - ``dag``: a diamond-rich DAG on 256x256: every node reads the one before it and one
   two or three steps back, through ``tanh``, ``exp``, ``*``, ``+`` and ``maximum``;
 - ``blocks``: residual MLP blocks ``x + relu(x @ W1 + b1) @ W2 + b2`` on a 32x64 batch,
-  six nodes each, every block with weights of its own (the matmuls run on NumPy's BLAS,
-  the rest in two regions per block, the same two structures in every block).
+  six nodes each, every block with weights of its own (on llvm all of a block in its
+  kernel, matmuls as tiles; regions cut every ``nbyoc.partition``'s ``max_size`` calls).
 
 >>> [family(name, 30).function.body.type.shape for name in FAMILIES]
 [(256, 256), (256, 256), (32, 64)]

@@ -21,7 +21,7 @@ from .ir.nodes import Function, IRModule
 from .ir.verify import verify
 from .runtime.executable import Executable
 from .transform.partition import plain
-from .transform.pipeline import partition
+from .transform.pipeline import MAX_REGION_CALLS, partition
 
 
 def compile(
@@ -31,6 +31,7 @@ def compile(
     merge: bool = True,
     min_size: int = 1,
     bind_constants: bool = True,
+    max_size: int | None = MAX_REGION_CALLS,
     options: Mapping[str, Mapping] | None = None,
 ) -> Executable:
     """Compile ``func`` for ``backend`` (a registered name, or several in priority order;
@@ -55,8 +56,9 @@ def compile(
         offload = [b for b in backends if b != HOST]
         if offload:
             module = partition(
-                func, offload, merge=merge, min_size=min_size, bind_constants=bind_constants
-            )
+                func, offload, merge=merge, min_size=min_size,
+                bind_constants=bind_constants, max_size=max_size,
+            )  # fmt: skip
         else:
             module = IRModule({"main": func})
     else:

@@ -22,15 +22,19 @@ from __future__ import annotations
 from .regions import Graph, Regions
 
 
-def merge_compiler_regions(regions: Regions) -> Regions:
-    """Merge regions of one target that feed each other, never into a cycle.
+def merge_compiler_regions(regions: Regions, max_size: int | None = None) -> Regions:
+    """Merge regions of one target that feed each other, never into a cycle, and
+    (with ``max_size``) never into a region of more than ``max_size`` calls.
 
     Nodes are visited in evaluation order; each tagged call tries to join the
-    regions of its operands that have its target. Region ids are renumbered in
-    evaluation order. Merging an already merged result changes nothing.
+    regions of its operands that have its target. A chain longer than the cap
+    splits into runs of ``max_size`` calls, so a backend compiles pieces of a bounded
+    size however large the graph. Region ids are renumbered in evaluation order.
+    Merging an already merged result changes nothing.
     """
     graph = Graph.of(regions.func)
-    merger = _Merger(graph, {graph.index[c]: r for c, r in regions.region.items()})
+    region_of = {graph.index[c]: r for c, r in regions.region.items()}
+    merger = _Merger(graph, region_of, max_size)
     for i, node in enumerate(graph.nodes):
         if node not in regions.region:
             continue
@@ -47,8 +51,9 @@ class _Merger:
     """Union-find over node indices, with each region's members and the nodes
     just outside it that read its values."""
 
-    def __init__(self, graph: Graph, region_of: dict[int, int]):
+    def __init__(self, graph: Graph, region_of: dict[int, int], max_size: int | None):
         self.graph = graph
+        self.max_size = max_size
         self.parent = list(range(len(graph.nodes)))
         self.members = {i: [i] for i in range(len(graph.nodes))}
         self.users = {i: set(graph.succs[i]) for i in range(len(graph.nodes))}
@@ -75,10 +80,17 @@ class _Merger:
         self.users[a] = {u for u in users if self.find(u) != a}
 
     def try_merge(self, a: int, b: int) -> bool:
-        if a == b or self._reaches_via_other(a, b) or self._reaches_via_other(b, a):
+        if a == b or self._too_large(a, b):
+            return False
+        if self._reaches_via_other(a, b) or self._reaches_via_other(b, a):
             return False
         self._union(a, b)
         return True
+
+    def _too_large(self, a: int, b: int) -> bool:
+        return self.max_size is not None and (
+            len(self.members[a]) + len(self.members[b]) > self.max_size
+        )
 
     def _reaches_via_other(self, src: int, dst: int) -> bool:
         """Is there a path src -> ... -> dst through some unit other than the two?"""

@@ -97,12 +97,24 @@ def residual_blocks(count):
 def test_repeated_blocks_compile_each_distinct_region_once():
     f = residual_blocks(100)
     before = set(kernels._KERNELS)
-    fn = nbyoc.compile(f)
-    # All of it is one region (the matmuls run as tiles in the kernel), and that one
-    # kernel calls the stage function of each distinct block shape.
+    fn = nbyoc.compile(f, max_size=None)
+    # Uncapped, all of it is one region (the matmuls run as tiles in the kernel), and that
+    # one kernel calls the stage function of each distinct block shape.
     assert len(fn.runtime_modules) == 1
     assert len(set(kernels._KERNELS) - before) == 1
     assert_close_to_host(fn, f, [np.ones((32, 64), np.float32)], rtol=1e-4, atol=1e-4)
+
+
+def test_graphs_beyond_the_region_cap_split_and_equal_pieces_share_a_kernel():
+    # 6 calls a block: at a cap of 48 every region is 8 whole blocks, of one structure.
+    f = residual_blocks(40)
+    before = set(kernels._KERNELS)
+    fn = nbyoc.compile(f, max_size=48)
+    assert len(fn.runtime_modules) == 5
+    assert len(set(kernels._KERNELS) - before) == 1
+    assert_close_to_host(fn, f, [np.ones((32, 64), np.float32)], rtol=1e-4, atol=1e-4)
+    default = nbyoc.compile(residual_blocks(50))  # 300 calls
+    assert len(default.runtime_modules) == 2
 
 
 @pytest.mark.parametrize("threshold", [1, 1 << 40])

@@ -16,11 +16,11 @@ from ..strategies import assert_same_results, graphs, random_inputs
 from .backends import ARITH, F32_ONLY, REDUCE, TRANSC
 
 
-def passes(f, backends, merge=True, bind_constants=True):
+def passes(f, backends, merge=True, bind_constants=True, max_size=None):
     """Run the three passes, verifying after each; return the module."""
     regions = nbyoc.verify(annotate_target(f, backends))
     if merge:
-        regions = nbyoc.verify(merge_compiler_regions(regions))
+        regions = nbyoc.verify(merge_compiler_regions(regions, max_size))
     return nbyoc.verify(partition_graph(regions, bind_constants))
 
 
@@ -190,6 +190,24 @@ def test_min_size_keeps_small_regions_on_the_host():
         nbyoc.partition(f, ARITH, min_size=0)
 
 
+def test_max_size_caps_merged_regions_and_a_long_chain_splits_into_runs():
+    a = nbyoc.var("a", (3,))
+    y = a
+    for k in range(10):
+        y = y * a if k % 2 else y + a
+    f = nbyoc.function([a], y)
+    sizes = lambda mod: [len(calls_in(e)) for e in externals(mod).values()]  # noqa: E731
+    assert sizes(nbyoc.partition(f, ARITH, max_size=4)) == [4, 4, 2]
+    assert sizes(nbyoc.partition(f, ARITH, max_size=None)) == [10]
+    assert sizes(nbyoc.partition(f, ARITH)) == [10]  # the default cap is far above this
+    assert sizes(nbyoc.partition(f, ARITH, max_size=1)) == [1] * 10
+    fn = run_both(f, ARITH, max_size=3)
+    assert len(fn.runtime_modules) == 4
+    for bad in (0, -2, True, 2.5, "3"):
+        with pytest.raises(nbyoc.NbyocError, match="max_size must be a positive int"):
+            nbyoc.partition(f, ARITH, max_size=bad)
+
+
 def test_symbols_are_numbered_in_evaluation_order_and_sanitised():
     name = "t-odd.name"
     nbyoc.register_op_support(name, "negative")
@@ -231,13 +249,14 @@ OPS_BY_BACKEND = {ARITH: ["add", "subtract", "multiply", "divide", "maximum", "n
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(f=graphs(min_nodes=3, max_nodes=14), backends=st.lists(st.sampled_from(sorted(OPS_BY_BACKEND)), min_size=1, max_size=3, unique=True),
-       merge=st.booleans(), bind=st.booleans())  # fmt: skip
-def test_random_graphs_partition_and_run_like_the_host(f, backends, merge, bind):
-    mod = passes(f, backends, merge=merge, bind_constants=bind)
+       merge=st.booleans(), bind=st.booleans(), cap=st.one_of(st.none(), st.integers(1, 4)))  # fmt: skip
+def test_random_graphs_partition_and_run_like_the_host(f, backends, merge, bind, cap):
+    mod = passes(f, backends, merge=merge, bind_constants=bind, max_size=cap)
     for ext in externals(mod).values():
         allowed = OPS_BY_BACKEND[ext.attrs["Compiler"]]
         assert all(c.op.name in allowed for c in calls_in(ext))
+        assert cap is None or len(calls_in(ext)) <= cap
     offloaded = sum(len(calls_in(e)) for e in externals(mod).values())
     host_ops = [c for c in calls_in(mod["main"]) if not isinstance(c.op, GlobalVar)]
     assert offloaded + len(host_ops) == len(calls_in(f))
-    run_both(f, backends, merge=merge, bind_constants=bind)
+    run_both(f, backends, merge=merge, bind_constants=bind, max_size=cap)
