@@ -13,7 +13,7 @@ not vectorised at all.
 
 Error bounds, measured over every finite float32 input against float64 NumPy
 (``bench/vecmath_accuracy.py``; the test suite checks them on a sample with the
-special values): ``exp_f32`` 1.09 ulp, ``log_f32`` 1.01 ulp, ``tanh_f32`` 1.33 ulp,
+special values): ``exp_f32`` 1.09 ulp, ``log_f32`` 1.01 ulp, ``tanh_f32`` 1.46 ulp,
 ``sigmoid_f32`` 1.52 ulp, ``erf_f32`` 0.98 ulp: all within ``MAX_ULP``. inf, NaN,
 overflow and underflow (subnormal results included) follow IEEE and NumPy.
 
@@ -93,6 +93,35 @@ def exp_f32(x):
     return p * low * high
 
 
+# float_bits(j) << 23 plus this is the bits of 2**(k + 24) (k = float_bits(j) - ROUNDER
+# bits, as in exp_f32): the biased exponent k + 24 + 127, less what the rounder's own
+# bits contribute once shifted, modulo 2**32.
+_SCALE_BIAS = I32(np.uint32(((151 << 23) - (int(_ROUNDER_BITS) << 23)) % 2**32).view(np.int32))
+_TWO_M24 = F(2.0**-24)
+
+
+@njit(**_OPTIONS)
+def exp_nonpositive_f32(x):
+    """e**x of a float32 ``x <= 0`` (or NaN): the same result as ``exp_f32``, bit for bit,
+    with one power of two instead of two. For softmax's ``exp(x - max(x))`` and what
+    sigmoid and tanh take the exponential of; wrong for positive ``x``.
+
+    For k in [-150, 0], 2**(k + 24) is a normal float: p times it is exact, and the
+    product with 2**-24 rounds once, into the subnormals where it must, as exp_f32's
+    two factors do. Five integer operations fewer: a loop storing and summing them takes
+    0.62 cycles an element instead of 0.84 on znver4.
+    """
+    x = max(x, _EXP_LOW)  # below it float32 gives 0; NaN stays
+    j = x * _LOG2E + _ROUNDER
+    n = j - _ROUNDER
+    r = x - n * _LN2_HI
+    r = r - n * _LN2_LO
+    r2 = r * r
+    q = (_E6 * r2 + (_E5 * r + _E4)) * r2 + (_E3 * r + _E2)
+    p = (q * r2 + r) + F(1.0)
+    return p * bits_float((float_bits(j) << I32(23)) + _SCALE_BIAS) * _TWO_M24
+
+
 _L0, _L1, _L2, _L3, _L4, _L5, _L6, _L7 = (F(v) for v in C.LOG)
 
 
@@ -127,14 +156,15 @@ _T0, _T1, _T2, _T3, _T4 = (F(v) for v in C.TANH)
 
 @njit(**_OPTIONS)
 def tanh_f32(x):
-    """The hyperbolic tangent of a float32, within 1.33 ulp."""
+    """The hyperbolic tangent of a float32, within 1.46 ulp."""
     a = abs(x)
     z = a * a
     small = (((_T4 * z + _T3) * z + _T2) * z + _T1) * z + _T0
     small = a + a * z * small
-    # 1 - 2 / (e**2|x| + 1): exact enough once |x| >= 0.625 (no cancellation), and 1
-    # for large |x| (e**2|x| is inf).
-    large = F(1.0) - F(2.0) / (exp_f32(a + a) + F(1.0))
+    # 1 - 2 / (e**2|x| + 1) = 1 - 2e / (1 + e) with e = e**-2|x|: exact enough once
+    # |x| >= 0.625 (no cancellation), and 1 for large |x| (e is 0).
+    e = exp_nonpositive_f32(-(a + a))
+    large = F(1.0) - (e + e) / (F(1.0) + e)
     # tanh is odd: the sign put back (-0.0 stays -0.0, NaN stays NaN).
     return np.copysign(small if a < _TANH_SMALL else large, x)
 
@@ -145,7 +175,7 @@ def sigmoid_f32(x):
     # e**-|x| never overflows; for x < 0 the result is e / (1 + e), which keeps its
     # relative accuracy as it goes subnormal (1 / (1 + e**-x) would round to 0 early).
     # The division in float64: in float32 its two roundings would add up to 2.4 ulp.
-    e = np.float64(exp_f32(-abs(x)))
+    e = np.float64(exp_nonpositive_f32(-abs(x)))
     return F((1.0 if x >= F(0.0) else e) / (1.0 + e))
 
 
@@ -172,7 +202,7 @@ def erf_f32(x):
     h = h * t + _H2
     h = h * t + _H1
     h = h * t + _H0
-    large = F(1.0) - exp_f32(-z) / a * h
+    large = F(1.0) - exp_nonpositive_f32(-z) / a * h
     # erf is odd: the sign put back (-0.0 stays -0.0, NaN stays NaN).
     return np.copysign(small if a < _ERF_SMALL else large, x)
 

@@ -263,6 +263,50 @@ def test_float32_transcendentals_are_within_their_ulp_bound(op):
     assert_within_ulp(op, data, run_module(f, [data])[0], vecmath.MAX_ULP)
 
 
+def _scalar(function, data: np.ndarray) -> np.ndarray:
+    """``function`` of each float32 element of ``data`` (np.vectorize would pass floats)."""
+    flat = [function(np.float32(v)) for v in data.ravel()]
+    return np.array(flat, np.float32).reshape(data.shape)
+
+
+def test_exp_nonpositive_is_exp_bit_for_bit_where_it_applies():
+    data = ulp_inputs()
+    data = np.concatenate([-np.abs(data), [np.nan, -np.inf, -0.0, -103.99, -87.4, -1e-30]])
+    data = data.astype(np.float32)
+    cheap, full = _scalar(vecmath.exp_nonpositive_f32, data), _scalar(vecmath.exp_f32, data)
+    np.testing.assert_array_equal(cheap, full)
+    assert np.array_equal(np.signbit(cheap), np.signbit(full))
+
+
+def test_exp_of_a_value_never_positive_takes_the_cheaper_exp_with_the_same_results():
+    """Softmax's exp(x - max(x)) and exp(-|x|) need no overflow handling (nbyoc.ir.signs):
+    the kernel calls exp_nonpositive_f32, and its results are exp_f32's. exp of x less
+    some other row's maximum, or of a maximum without keepdims, may be positive."""
+    rng = np.random.default_rng(4)
+    x = nbyoc.var("in0", (64, 40))
+    rows = rng.standard_normal((64, 40)).astype(np.float32) * 40
+    rows[0, :5] = [np.nan, 1.0, 2.0, 3.0, 4.0]
+    rows[1, :3] = [-np.inf, 0.0, 1.0]
+    rows[2, :] = -np.inf
+    rows[3, :3] = [np.inf, 0.0, -np.inf]
+    rows[4, :2] = [100.0, -10.0]  # exp(-110): subnormal
+    shifted = x - nbyoc.max(x, axis=1, keepdims=True)
+    outs = [nbyoc.exp(shifted), nbyoc.exp(-nbyoc.abs(x)), nbyoc.softmax(x, axis=0)]
+    fn = nbyoc.compile(nbyoc.function([x], outs))
+    assert fn.get_source().count("exp_nonpositive_f32(") >= 3
+    with np.errstate(all="ignore"):
+        expected_shifted = rows - rows.max(axis=1, keepdims=True)
+        want = [_scalar(vecmath.exp_f32, v) for v in (expected_shifted, -np.abs(rows))]
+        got = fn(rows)
+    for g, w in zip(got[:2], want):
+        np.testing.assert_array_equal(g, w)
+    assert_close_to_host(fn, nbyoc.function([x], outs), [rows])
+    square = nbyoc.var("in0", (40, 40))  # a maximum without keepdims lines up wrongly
+    for other in (x - nbyoc.max(x + 1.0, axis=1, keepdims=True), square - nbyoc.max(square, 1)):
+        f = nbyoc.function([other.args[0]], nbyoc.exp(other))
+        assert "exp_nonpositive_f32(" not in nbyoc.compile(f).get_source()
+
+
 def test_kernels_call_the_vectorisable_functions_and_their_loops_vectorise():
     """The point of nbyoc.runtime.vecmath: a loop of them runs on vector registers. The
     assembly of a kernel computing all of them in one loop has packed single-precision

@@ -473,15 +473,14 @@ class _Lowering:
         inner = []
         values: dict[Expr, str] = {}
         for k, node in enumerate(stage.nodes):
-            dtype = node.type.dtype
             loop = loop_dtypes(node)  # operands are read as NumPy's loop reads them
             args = [
                 self.read(a, stage.shape, values, read_as, names, scalars, flat, full_index)
                 for a, read_as in zip(node.args, loop)
             ]
-            self.helpers.update(rules.helpers_for(node.op.name, loop[0]))
+            expression, helpers = rules.call_expression(node, args, loop)
+            self.helpers.update(helpers)
             values[node] = f"v{k}"
-            expression = rules.scalar_expression(node.op.name, args, dtype, loop, node.attrs)
             inner.append(f"v{k} = {expression}")
         stores = [
             (

@@ -115,8 +115,9 @@ def emit_row_blocks(lowering, group: RowGroup, stored: set) -> list[str]:
     def expression(node: Call, flat: bool) -> str:
         loop = loop_dtypes(node)
         args = [read(a, d, flat) for a, d in zip(node.args, loop)]
-        lowering.helpers.update(rules.helpers_for(node.op.name, loop[0]))
-        return rules.scalar_expression(node.op.name, args, node.type.dtype, loop, node.attrs)
+        expression, helpers = rules.call_expression(node, args, loop)
+        lowering.helpers.update(helpers)
+        return expression
 
     last = max([*computed.values(), *ready.values(), 0])
     for step in range(last + 1):

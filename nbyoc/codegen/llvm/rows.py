@@ -378,9 +378,9 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
     def compute(node: Call, name: str) -> str:
         loop = loop_dtypes(node)
         args = [read(a, d) for a, d in zip(node.args, loop)]
-        lowering.helpers.update(rules.helpers_for(node.op.name, loop[0]))
+        expression, helpers = rules.call_expression(node, args, loop)
+        lowering.helpers.update(helpers)
         local[node] = name
-        expression = rules.scalar_expression(node.op.name, args, node.type.dtype, loop, node.attrs)
         return f"{name} = {expression}"
 
     last = max([*computed.values(), *ready.values(), 0])

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...ir.dtypes import DTYPES, dtype_info
+from ...ir.signs import nonpositive
 
 #: Dtypes Numba cannot compute with on the CPU (no typing, loads, stores or arithmetic):
 #: floats narrower than float32, i.e. float16. A kernel holds their arrays as the bits
@@ -150,7 +151,7 @@ def nbyoc_sigmoid(x):
     # SIMD tanh 2.8 ms), imported from ``nbyoc.runtime.vecmath``.
     **{
         f"{op}_f32": f"from nbyoc.runtime.vecmath import {op}_f32\n"
-        for op in ("exp", "log", "tanh", "sigmoid", "erf")
+        for op in ("exp", "exp_nonpositive", "log", "tanh", "sigmoid", "erf")
     },
 }
 
@@ -332,6 +333,22 @@ def scalar_expression(op: str, args: list[str], dtype: str, loop=None, attrs=Non
         loop = loop or (dtype,) * (len(args) + 1)
         return rule.typed(args, loop, attrs or {})
     return rule.expression(args, dtype)
+
+
+#: Cheaper float32 helpers for an op whose operand has a known sign (``nbyoc.ir.signs``):
+#: op -> (helper, test of the operand). Softmax's ``exp(x - max(x))`` never overflows.
+SIGNED_HELPERS = {"exp": ("exp_nonpositive_f32", nonpositive)}
+
+
+def call_expression(node, args: list[str], loop) -> tuple[str, list[str]]:
+    """Numba source computing the elementwise call ``node`` on ``args`` (its operands'
+    values, in the loop dtypes ``loop``), and the names of the helpers it needs."""
+    op = node.op.name
+    signed = SIGNED_HELPERS.get(op)
+    if signed and value_dtype(loop[0]) == VALUE_DTYPE and signed[1](node.args[0]):
+        return cast(f"{signed[0]}({args[0]})", node.type.dtype), [signed[0]]
+    expression = scalar_expression(op, args, node.type.dtype, loop, node.attrs)
+    return expression, helpers_for(op, loop[0])
 
 
 def literal(value, dtype: str) -> str:
