@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+import time
 
 import graphs
 import pytest
@@ -38,6 +39,19 @@ def pytest_generate_tests(metafunc):
     if "size" in metafunc.fixturenames:
         sizes = metafunc.config.getoption("--bench-sizes")
         metafunc.parametrize("size", sizes, ids=[f"{n}x{n}" for n in sizes])
+
+
+#: ONNX Runtime's worker threads spin for a while after each run (in the second after a
+#: 2048x2048 softmax they used 0.04 s of CPU), taking a core from whatever runs next: an
+#: llvm softmax timed right after ORT's ran at one core's speed (2.3 ms against 1.1).
+#: Every benchmark waits this long first, so that no case pays for the one before it.
+SETTLE_SECONDS = 0.2
+
+
+@pytest.fixture(autouse=True)
+def settled():
+    """Start each benchmark once the previous one's worker threads have gone idle."""
+    time.sleep(SETTLE_SECONDS)
 
 
 @pytest.fixture(scope="session")
