@@ -80,6 +80,14 @@ class Workload:
         out = self.function.ret_type
         return sum(nbytes) + 2 * out.size * np.dtype(out.dtype).itemsize
 
+    @property
+    def footprint(self) -> int:
+        """Bytes of the arrays one pass touches (inputs and result): whether it streams
+        from memory or partly from the cache depends on this."""
+        nbytes = [p.type.size * np.dtype(p.type.dtype).itemsize for p in self.function.params]
+        out = self.function.ret_type
+        return sum(nbytes) + out.size * np.dtype(out.dtype).itemsize
+
 
 def _buffers(make: Callable[[], Callable]) -> Callable[[], Callable]:
     """A factory whose function allocates its buffers on its first call, so that a

@@ -38,7 +38,7 @@ def run_case(benchmark, graph: str, n: int | None, case: str) -> None:
     benchmark.group = f"{work.graph} {work.shape_label}"
     benchmark.extra_info.update(
         kind="run", graph=work.graph, shape=work.shape_label, case=case,
-        traffic=work.traffic, flops=work.flops,
+        traffic=work.traffic, footprint=work.footprint, flops=work.flops,
     )  # fmt: skip
     benchmark(fn, *args)
 
@@ -84,6 +84,7 @@ def test_copy(benchmark, size, method):
     benchmark.group = f"copy {size}x{size}"
     # Traffic: the source read, the destination read (write-allocate) and written.
     benchmark.extra_info.update(
-        kind="copy", shape=f"{size}x{size}", case=method, traffic=3 * source.nbytes
+        kind="copy", shape=f"{size}x{size}", case=method, traffic=3 * source.nbytes,
+        footprint=2 * source.nbytes,
     )  # fmt: skip
     benchmark(copy, *args)

@@ -112,6 +112,28 @@ def test_seconds_formats_with_a_unit():
     ]
 
 
+def test_a_case_is_bound_by_the_smallest_copy_touching_as_many_bytes():
+    report = load_report()
+    mib = 1 << 20
+
+    def copy(n, median):
+        info = {"kind": "copy", "shape": f"{n}x{n}", "case": "np.copyto"}
+        info.update(traffic=3 * 4 * n * n, footprint=2 * 4 * n * n)
+        return {"extra_info": info, "stats": {"median": median}}
+
+    doc = {"benchmarks": [copy(2048, 0.75e-3), copy(4096, 4.5e-3)]}  # 64 and 43 GB/s
+    five = {"shape": "2048x2048", "footprint": 80 * mib}  # five 16 MiB arrays
+    assert report.bound_copy(doc, five) == "4096x4096"
+    assert report.bound_copy(doc, {"shape": "2048x2048", "footprint": 32 * mib}) == "2048x2048"
+    assert report.bound_copy(doc, {"shape": "8192x8192", "footprint": 1 << 40}) == "4096x4096"
+    assert report.bound_copy(doc, {"shape": "2048x2048"}) == "2048x2048"  # an older file
+    run = {"extra_info": {"kind": "run", "graph": "g", "case": "llvm", **five,
+                          "traffic": 96 * mib}, "stats": {"median": 3e-3}}  # fmt: skip
+    doc["benchmarks"].append(run)
+    table = "\n".join(report.bandwidth_table(doc))
+    assert "| g | 2048x2048 | 2.25 ms (4096x4096) | 75% |" in table, table
+
+
 def test_the_scaling_plot_is_drawn(smoke_run, tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "scaling.png"
