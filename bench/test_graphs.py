@@ -26,7 +26,7 @@ def prepared(graph: str, n: int | None):
     return work, args, work.numpy(*args)
 
 
-def run_case(benchmark, graph: str, n: int | None, case: str) -> None:
+def run_case(benchmark, warm, graph: str, n: int | None, case: str) -> None:
     work, args, expected = prepared(graph, n)
     fn = graphs.candidate(work, case)
     if fn is None:
@@ -40,29 +40,30 @@ def run_case(benchmark, graph: str, n: int | None, case: str) -> None:
         kind="run", graph=work.graph, shape=work.shape_label, case=case,
         traffic=work.traffic, footprint=work.footprint, flops=work.flops,
     )  # fmt: skip
+    warm(fn, *args)
     benchmark(fn, *args)
 
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("graph", list(graphs.SQUARE_GRAPHS))
-def test_graph(benchmark, size, graph, case):
-    run_case(benchmark, graph, size, case)
+def test_graph(benchmark, warm, size, graph, case):
+    run_case(benchmark, warm, graph, size, case)
 
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("graph", list(graphs.NN_GRAPHS))
-def test_nn_graph(benchmark, request, size, graph, case):
+def test_nn_graph(benchmark, warm, request, size, graph, case):
     """Softmax, log-softmax, layer norm, RMS norm, GELU: the reductions and transcendental
     math models are made of, as ONNX models nbyoc imports (from 1024 x 1024 up: below,
     a row of a softmax is not what models run; any size in a quick run)."""
     if size < 1024 and not request.config.getoption("--bench-quick"):
         pytest.skip("the neural-network graphs run from 1024 x 1024 up")
-    run_case(benchmark, graph, size, case)
+    run_case(benchmark, warm, graph, size, case)
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_mlp(benchmark, case):
-    run_case(benchmark, "mlp", None, case)
+def test_mlp(benchmark, warm, case):
+    run_case(benchmark, warm, "mlp", None, case)
 
 
 @numba.njit(parallel=True)
@@ -73,7 +74,7 @@ def parallel_copy(source, destination):
 
 
 @pytest.mark.parametrize("method", ["np.copyto", "parallel copy"])
-def test_copy(benchmark, size, method):
+def test_copy(benchmark, warm, size, method):
     """Copy one n x n float32 array into another (already touched) one."""
     source = np.random.default_rng(0).standard_normal((size, size)).astype(np.float32)
     destination = np.zeros_like(source)
@@ -87,4 +88,5 @@ def test_copy(benchmark, size, method):
         kind="copy", shape=f"{size}x{size}", case=method, traffic=3 * source.nbytes,
         footprint=2 * source.nbytes,
     )  # fmt: skip
+    warm(copy, *args)
     benchmark(copy, *args)

@@ -70,7 +70,7 @@ def prepared(name: str, quick: bool):
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("name", [*MODELS, "ppocr_cls"])
-def test_model(benchmark, request, name, case):
+def test_model(benchmark, warm, request, name, case):
     model, shape, x, expected = prepared(name, request.config.getoption("--bench-quick"))
     if case == "onnxruntime":
         fn = onnx_graphs.session(model)
@@ -83,4 +83,5 @@ def test_model(benchmark, request, name, case):
     label = "x".join(map(str, shape))
     benchmark.group = f"model {name} {label}"
     benchmark.extra_info.update(kind="run", graph=f"model {name}", shape=label, case=case)
+    warm(fn, x)
     benchmark(fn, x)
