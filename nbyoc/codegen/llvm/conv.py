@@ -28,7 +28,7 @@ import math
 from ...ir.nodes import Call
 from .gemm import tile_product
 from .loops import outer, subscript
-from .stages import StageBody
+from .stages import Lead, StageBody
 from .target import tile_shape
 
 #: A conv runs as tiles when each group has at least this many output channels and
@@ -168,7 +168,7 @@ def _direct_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
     body += taps
     if epilogue is not None:
         body += epilogue(["n", "m"])
-    return StageBody(body, g.n * g.m, g.positions * g.cg * g.taps)
+    return StageBody(body, g.n * g.m, g.positions * g.cg * g.taps, lead=Lead(g.n, 1, g.m))
 
 
 def _position_block(g: _Geometry, cols: int) -> int:
@@ -223,7 +223,8 @@ def _tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
         body += planes
     tasks = g.n * g.group * blocks
     setup += epilogue.setup if epilogue is not None else []
-    return StageBody(body, tasks, block * depth * g.mg, setup, imports)
+    lead = Lead(g.n, 1, tasks // g.n)
+    return StageBody(body, tasks, block * depth * g.mg, setup, imports, lead)
 
 
 def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
@@ -348,7 +349,8 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
         ]
     tasks = g.n * g.group * blocks
     setup += epilogue.setup if epilogue is not None else []
-    return StageBody(body, tasks, rows * stride[0] * depth * g.mg, setup, imports)
+    lead = Lead(g.n, 1, tasks // g.n)
+    return StageBody(body, tasks, rows * stride[0] * depth * g.mg, setup, imports, lead)
 
 
 def _im2col(g: _Geometry, x_name: str) -> list[str]:

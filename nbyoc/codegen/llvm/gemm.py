@@ -27,7 +27,7 @@ from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call
 from . import rules
 from .loops import loops, outer, subscript
-from .stages import StageBody
+from .stages import Lead, StageBody
 from .target import tile_name, tile_shape, tiles_supported
 
 #: A matmul without tiles or rows is taken up to this many multiply-adds.
@@ -132,7 +132,8 @@ def _rows_matmul(node, sources, dest, epilogue) -> StageBody:
     if epilogue is not None:
         body += epilogue([*names, "m"])
     setup = [f"acc = np.empty({n}, {rules.NP_TYPES[acc_dtype]})"]
-    return StageBody(body, rows, k * n, setup)
+    lead = Lead(batch[0], 1, rows // batch[0]) if batch else Lead(m)
+    return StageBody(body, rows, k * n, setup, lead=lead)
 
 
 def _unravel(flat: str, shape, names) -> list[str]:
@@ -226,7 +227,8 @@ def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
         body += epilogue.rows("r0", "r1")
         setup = epilogue.setup
     tasks = math.prod(batch) * groups
-    return StageBody(body, tasks, group * k * n, setup, imports)
+    lead = Lead(batch[0], 1, tasks // batch[0]) if batch else Lead(m, group)
+    return StageBody(body, tasks, group * k * n, setup, imports, lead)
 
 
 def _loops_matmul(node: Call, sources, dest: str) -> StageBody:

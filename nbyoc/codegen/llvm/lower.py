@@ -38,6 +38,7 @@ kernel.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -55,14 +56,14 @@ from ...ir.traversal import post_order
 from ...ir.types import TensorType
 from . import rules
 from .epilogue import Epilogue, FlatPlanes, FlatRows
-from .gemm import uses_tiles
+from .gemm import takes_epilogue, uses_tiles
 from .loops import OPAQUE_IMPORT, outer
 from .ops import EPILOGUES, STAGES
 from .row_blocks import BLOCK_ELEMENTS, SHORT_ROW, emit_row_blocks
 from .rows import ROW_REDUCTIONS as REDUCTIONS
 from .rows import ROWS_IMPORT, RowGroup, RowGroupPlan, emit_row_group, row_domain
 from .rules import load, storage_dtype, store, value_dtype
-from .stages import StageCall, StageFunctions, emit_calls, lead_axes
+from .stages import Lead, StageCall, StageFunctions, can_join, emit_calls, lead_axes
 
 #: A kernel over fewer elements than this (inputs and outputs together), with no
 #: parallel loop and no stage functions, keeps the GIL: releasing and taking it back
@@ -109,6 +110,9 @@ class Stage:
     rows: RowGroup | None = None  # a row group (``rows``): reductions and their nests
     #: A nest run block by block inside the matmul or conv stage before it (``EPILOGUES``).
     epilogue: bool = False
+    #: A nest of few ops made a stage function all the same, to share a prange with the
+    #: stages around it (``plan_groups``).
+    function: bool = False
 
 
 @dataclass
@@ -170,6 +174,7 @@ class _Lowering:
         self.helpers: set[str] = set()
         self.stages = StageFunctions(pointers)
         self.pending: list[StageCall] = []  # parallel stage calls that may share a prange
+        self.group = -1  # the group (``plan_groups``) of the stage being emitted
         self.parallel = False
         #: Whether the kernel touches a dtype Numba lacks (float16), and so needs
         #: ``rules.EMULATION_IMPORT``.
@@ -306,10 +311,21 @@ class _Lowering:
         return self.finish(body, scratch)
 
     def plan_groups(self, stages: list[Stage]) -> list[int]:
-        """A group number per stage: consecutive parallel stage functions of one shape
-        share one (they may run in one prange); every other stage is a group of its own."""
+        """A group number per stage; the stages of one group may run in one prange.
+        Consecutive parallel stage functions of one shape share one; so do consecutive
+        parallel stages over one leading axis (``lead_size``: the MLP's matmuls, their
+        epilogues and its softmax, over rows; a CNN's convs and activations, image by
+        image) while each reads what the group computed only at the leading elements it
+        writes (``reads_by_lead``), views between them included. Every parallel loop
+        wakes the worker threads, which cost 7-77 us each on this project's VM: PP-OCR's
+        classifier ran 55 of them a call. Every other stage is a group of its own."""
         groups: list[int] = []
+        lead: int | None = None  # the current group's leading axis, if it has one
+        computed: set[Expr] = set()  # the values the current group computes
         for index, stage in enumerate(stages):
+            after = stages[index + 1] if index + 1 < len(stages) else None
+            epilogue = after if after is not None and after.epilogue else None
+            size = self.lead_size(stage)
             # An epilogue runs inside its producer's loop: one group, so nothing either
             # reads is reused before both are done.
             joins = stage.epilogue or (
@@ -319,8 +335,86 @@ class _Lowering:
                 and stage.shape == stages[index - 1].shape
                 and self.parallel_size(stage.shape)
             )
-            groups.append(groups[-1] if joins else index)
+            if not joins and lead is not None:
+                if stage.nest or stage.rows is not None or stage.nodes[0].op.name in EPILOGUES:
+                    joins = size == lead and self.reads_by_lead(stage, epilogue, computed, lead)
+                elif stage.nodes[0].op.name in VIEWS:
+                    joins = self.view_keeps_lead(stage.nodes[0], computed, lead)
+            if joins:
+                groups.append(groups[-1])
+            else:
+                groups.append(index)
+                computed = set()
+                lead = size
+            computed.update(stage.nodes)
+        sizes = collections.Counter(groups)
+        for stage, group in zip(stages, groups):
+            if stage.nest and not stage.epilogue and sizes[group] > 1:
+                stage.function = self.parallel_size(stage.shape)
         return groups
+
+    def lead_size(self, stage: Stage) -> int | None:
+        """The size of the leading axis a parallel stage's work may be cut along, chunk
+        by chunk with the stages around it, or None. An elementwise nest, a row group
+        reducing past its first axis, and a matmul or conv (``StageBody.lead``) are cut
+        along their result's first axis (a batched matmul's only where its left operand
+        has the same batch axes)."""
+        if stage.epilogue:
+            return None
+        if stage.rows is not None:
+            shape = stage.rows.domain.shape if stage.rows.domain.split >= 1 else ()
+        elif stage.nest:
+            shape = stage.shape
+        elif stage.nodes[0].op.name in EPILOGUES:
+            node = stage.nodes[0]
+            shape = node.type.shape
+            if node.args[0].type.ndim != node.type.ndim:
+                return None
+            if node.op.name == "matmul" and not takes_epilogue(node):  # plain loops
+                return None
+        else:
+            return None
+        if not shape or shape[0] < 2 or not self.parallel_size(shape):
+            return None
+        return shape[0]
+
+    def reads_by_lead(self, stage: Stage, epilogue, computed: set, lead: int) -> bool:
+        """Whether ``stage`` (with its ``epilogue``) reads the values its group has
+        ``computed`` only at the leading elements it writes: each such operand has the
+        rank of what it is read into and the group's leading axis (NumPy's broadcasting
+        aligns the trailing axes, so the first axes then pair up); a matmul's or conv's
+        weights are no such value."""
+        nodes = [*stage.nodes, *(epilogue.nodes if epilogue is not None else [])]
+        members = set(nodes)
+        if stage.rows is not None:
+            rank = len(stage.rows.domain.shape)
+        else:
+            rank = len(stage.shape) if stage.nest else nodes[0].type.ndim
+        for node in nodes:
+            for position, a in enumerate(node.args):
+                if a in members or a not in computed:
+                    continue
+                weights = node is stage.nodes[0] and not stage.nest and stage.rows is None
+                if weights and position > 0:  # a matmul's right operand, a conv's weights
+                    return False
+                if a.type.ndim != rank or a.type.shape[0] != lead:
+                    return False
+        return True
+
+    def view_keeps_lead(self, node: Call, computed: set, lead: int) -> bool:
+        """Whether a view may sit inside a group over ``lead``: it reads nothing the
+        group computes, or it reshapes such a value keeping its leading axis (so the
+        leading element's data stays where it was)."""
+        source = node.args[0]
+        if source not in computed:
+            return True
+        return (
+            node.op.name == "reshape"
+            and source.type.ndim >= 1
+            and node.type.ndim >= 1
+            and source.type.shape[0] == lead
+            and node.type.shape[0] == lead
+        )
 
     def plan_buffers(self, stages, stage_of, materialised, out_names, last_use):
         """Scratch buffers by liveness: (dtype, elements) list and value -> (buffer, view name)."""
@@ -366,11 +460,12 @@ class _Lowering:
         return [f"{name} = s{buffer}[:{size}].reshape({_shape_literal(node.type.shape)})"]
 
     def emit_stage(self, stage: Stage, index, group, stored, dest, epilogue=None) -> list[str]:
+        self.group = group
         if stage.nest:
             return self.emit_nest(stage, index, group, stored, dest)
         if stage.rows is not None:
             names = ", ".join(n.op.name for n in stage.nodes)
-            lines = [*self.flush(), f"# stage {index}: row group of {names}"]
+            lines = [*self.flush_unless(group), f"# stage {index}: row group of {names}"]
             for node in stage.nodes:
                 if node in stored:
                     lines += self.bind_destination(node, dest)
@@ -378,7 +473,7 @@ class _Lowering:
             short = stage.rows.domain.columns < SHORT_ROW
             emit = emit_row_blocks if short else emit_row_group
             return lines + emit(self, stage.rows, stored)
-        lines = [*self.flush(), f"# stage {index}: {stage.nodes[0].op.name}"]
+        lines = [*self.flush_unless(group), f"# stage {index}: {stage.nodes[0].op.name}"]
         node = stage.nodes[0]
         name = node.op.name
         if name in VIEWS:
@@ -389,6 +484,7 @@ class _Lowering:
         operands = [self.read_array(a) for a in node.args]
         if name in EPILOGUES:
             return lines + self.emit_function_stage(node, operands, epilogue, stored, dest)
+        lines = self.flush() + lines  # (views and epilogue stages are the group's others)
         if name in (*REDUCTIONS, "argmax", "argmin"):  # read as (outer, reduced, inner)
             self.row_groups = True
             (operand,) = node.args
@@ -421,11 +517,11 @@ class _Lowering:
         parameters = [*names.values(), *scalars.values()]
         name, address = self.stages.add(parameters, types, domain, inner, stores, len(stage.nodes))
         function = name if address is None else f"stage_at{address}"
-        call = StageCall(function, arguments, domain, self.use_parallel(domain), group)
-        if self.pending and not self.pending[-1].joins(call):
-            lines = self.flush() + lines
-        self.pending.append(call)
-        return lines if call.parallel else lines + self.flush()
+        outer_indices = math.prod(domain[: lead_axes(domain)])
+        first = stage.shape[0] if stage.shape else 0
+        lead = Lead(first, 1, outer_indices // first) if first else None
+        call = StageCall(function, arguments, domain, self.use_parallel(domain), group, lead=lead)
+        return self.flush_unless(group) + lines + self.queue(call)
 
     def nest_bindings(self, stage: Stage, stored, dest, flat_ok: bool):
         """What a loop nest needs bound before its loops: (lines binding its outputs'
@@ -536,9 +632,10 @@ class _Lowering:
         function = name if address is None else f"stage_at{address}"
         arguments = [*params, *scalar_arguments]
         if body.tasks is None:
-            return [*lines, f"{function}({', '.join(arguments)})"]
-        call = StageCall(function, arguments, (body.tasks,), parallel, -1, body.work)
-        return lines + emit_calls([call])
+            return [*lines, *self.flush(), f"{function}({', '.join(arguments)})"]
+        tasks = (body.tasks,)
+        call = StageCall(function, arguments, tasks, parallel, self.group, body.work, body.lead)
+        return lines + self.queue(call)
 
     def flat_epilogue(self, node: Call, epilogue: Stage, stored, names, scalars):
         """The flat form of a matmul's epilogue over short rows (``epilogue.FlatRows``),
@@ -608,13 +705,31 @@ class _Lowering:
     def queue_row_call(self, function: str, arguments: list[str], domain) -> list[str]:
         """Lines calling a row group's function over all rows (in parallel when large)."""
         parallel = self.use_parallel(domain.shape)
-        call = StageCall(function, arguments, (domain.rows,), parallel, -1, domain.columns)
-        return emit_calls([call])
+        first = domain.shape[0] if domain.split >= 1 else 0
+        lead = Lead(first, 1, domain.rows // first) if first else None
+        rows = (domain.rows,)
+        call = StageCall(function, arguments, rows, parallel, self.group, domain.columns, lead)
+        return self.queue(call)
+
+    def queue(self, call: StageCall) -> list[str]:
+        """Queue ``call`` behind the stages it may share a prange with (``can_join``),
+        flushing those first when it may not; a call not in parallel runs at once."""
+        lines = [] if can_join(self.pending, call) else self.flush()
+        self.pending.append(call)
+        return lines if call.parallel and call.domain else lines + self.flush()
 
     def flush(self) -> list[str]:
         """The calls of the queued stages."""
         lines, self.pending = emit_calls(self.pending), []
         return lines
+
+    def flush_unless(self, group: int) -> list[str]:
+        """``flush``, unless the queued calls are of ``group``: then a stage's own lines
+        (views, bindings: ``plan_groups`` saw that none reads what the queue computes)
+        may come before their prange."""
+        if self.pending and self.pending[-1].group == group:
+            return []
+        return self.flush()
 
     def emit_view(self, node: Call) -> list[str]:
         source = self.read_array(node.args[0])
@@ -862,7 +977,11 @@ def is_function_stage(stage: Stage) -> bool:
     """Whether a stage is emitted as a stage function: a loop nest of at least
     FUNCTION_MIN_OPS ops (fewer compile faster as loops in the kernel itself), unless
     it is an epilogue."""
-    return stage.nest and not stage.epilogue and len(stage.nodes) >= FUNCTION_MIN_OPS
+    return (
+        stage.nest
+        and not stage.epilogue
+        and (stage.function or len(stage.nodes) >= FUNCTION_MIN_OPS)
+    )
 
 
 def plan_epilogues(stages: list[Stage]) -> None:

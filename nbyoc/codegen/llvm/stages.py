@@ -139,6 +139,43 @@ class StageBody:
     setup: list[str] = field(default_factory=list)  # run once per call, before the tasks
     #: Names the kernel module imports from ``nbyoc.runtime.tiles``.
     imports: set[str] = field(default_factory=set)
+    #: How the tasks cover the result's leading axis, as ``StageCall.lead`` (None: they
+    #: do not, in an order a chunk of that axis could take).
+    lead: Lead | None = None
+
+
+@dataclass(frozen=True)
+class Lead:
+    """How a stage's outer indices cover the leading axis (of ``size``) of what it writes:
+    each run of ``unit`` leading elements (the last run maybe shorter) is ``per``
+    consecutive indices, and reads only those elements of the group's values. Stages
+    of one group with the same leading axis may then share one prange over chunks of
+    it, even when their index spaces differ (a matmul's row tiles, a row group's rows, a
+    conv's tasks per image, an elementwise nest's elements).
+
+    >>> Lead(4096, 258, 1).bounds("a", "b")  # tiles of 258 rows
+    ('a // 258', '(b + 257) // 258')
+    >>> Lead(8, 1, 3072).bounds("a", "b")  # 3072 elements an image
+    ('a * 3072', 'b * 3072')
+    """
+
+    size: int
+    unit: int = 1
+    per: int = 1
+
+    def bounds(self, lo: str, hi: str) -> tuple[str, str]:
+        """This stage's index range for the leading elements ``[lo, hi)`` (``lo`` a
+        multiple of ``unit``, ``hi`` one too or ``size``)."""
+        if self.unit == 1:
+            scale = "" if self.per == 1 else f" * {self.per}"
+            return f"{lo}{scale}", f"{hi}{scale}"
+        scale = "" if self.per == 1 else f" * {self.per}"
+        return f"{lo} // {self.unit}{scale}", f"({hi} + {self.unit - 1}) // {self.unit}{scale}"
+
+
+#: Stages join a chunked leading axis only while it still gives this many chunks (or
+#: as many as it gave before): a matmul of 8 rows tiled 8 at a time would leave one.
+MIN_LEAD_CHUNKS = 8
 
 
 @dataclass
@@ -152,6 +189,8 @@ class StageCall:
     group: int  # consecutive parallel stages of one group may share a prange
     #: Elements of work per outer index (a row group's row length), for chunking.
     row_elements: int = 1
+    #: How the outer indices cover the leading axis, when a chunk of it may be taken.
+    lead: Lead | None = None
 
     def call(self, lo: str, hi: str) -> str:
         args = [*self.arguments, lo, hi] if self.domain else self.arguments
@@ -159,13 +198,46 @@ class StageCall:
 
     def joins(self, later: StageCall) -> bool:
         """Whether ``later`` may run in this call's prange, chunk by chunk: both parallel,
-        of one group (liveness kept their buffers apart) and over one domain."""
-        return (
-            self.parallel
-            and later.parallel
-            and self.group == later.group
-            and self.domain == later.domain
-        )
+        of one group (liveness kept their buffers apart; the group's planner checked
+        that each stage reads the group's values only where a chunk wrote them) and over
+        one domain, or over one leading axis."""
+        if not (self.parallel and later.parallel and self.group == later.group):
+            return False
+        if self.same_indices(later):
+            return True
+        leads = (self.lead, later.lead)
+        return None not in leads and self.lead.size == later.lead.size
+
+    def same_indices(self, other: StageCall) -> bool:
+        """Whether an outer index means the same part of the work in both calls (two
+        matmuls of 16 tasks may tile 4096 rows 256 or 258 at a time)."""
+        return self.domain == other.domain and self.lead == other.lead
+
+    def work(self) -> int:
+        return math.prod(self.domain) * self.row_elements
+
+
+def can_join(pending: list[StageCall], call: StageCall) -> bool:
+    """Whether ``call`` may share the prange of the queued ``pending`` calls."""
+    if not pending or not all(p.joins(call) for p in pending):
+        return False
+    if all(p.same_indices(call) for p in pending):
+        return True
+    before = _lead_units(pending)
+    after = _lead_units([*pending, call])
+    return before is not None and after is not None and after >= min(before, MIN_LEAD_CHUNKS)
+
+
+def _lead_units(calls: list[StageCall]) -> int | None:
+    """How many runs of the calls' coarsest ``unit`` the leading axis holds, or None
+    when the units do not nest (every unit must divide the coarsest)."""
+    leads = [c.lead for c in calls]
+    if any(lead is None for lead in leads):
+        return None
+    unit = max(lead.unit for lead in leads)
+    if any(unit % lead.unit for lead in leads):
+        return None
+    return -(-leads[0].size // unit)
 
 
 class StageFunctions:
@@ -250,6 +322,8 @@ def emit_calls(calls: list[StageCall]) -> list[str]:
     assert all(first.joins(c) for c in calls[1:]), "only parallel calls of one group share"
     if not first.domain:
         return [c.call("", "") for c in calls]
+    if not all(first.same_indices(c) for c in calls):
+        return _lead_chunks(calls)
     total = math.prod(first.domain[: lead_axes(first.domain)])
     if not first.parallel:
         return [c.call("0", str(total)) for c in calls]
@@ -261,3 +335,23 @@ def emit_calls(calls: list[StageCall]) -> list[str]:
         f"    hi = (c + 1) * {total} // {chunks}",
         *(f"    {c.call('lo', 'hi')}" for c in calls),
     ]
+
+
+def _lead_chunks(calls: list[StageCall]) -> list[str]:
+    """One prange over chunks of the calls' shared leading axis (see ``Lead``), each
+    chunk running every call over its own indices for those leading elements."""
+    units = _lead_units(calls)
+    assert units is not None, "internal: calls of different domains without nested leads"
+    size = calls[0].lead.size
+    unit = max(c.lead.unit for c in calls)
+    elements = sum(c.work() for c in calls)
+    chunks = max(1, min(units, elements // CHUNK_ELEMENTS, MAX_CHUNKS))
+    lines = [
+        f"for c in prange({chunks}):",
+        f"    lead_lo = c * {units} // {chunks} * {unit}",
+        f"    lead_hi = min({size}, (c + 1) * {units} // {chunks} * {unit})",
+    ]
+    for c in calls:
+        lo, hi = c.lead.bounds("lead_lo", "lead_hi")
+        lines += [f"    {c.call(lo, hi)}"]
+    return lines
