@@ -79,16 +79,43 @@ def test_rows_of_short_row_length_and_longer_take_each_their_form():
 def test_softmax_reads_its_input_twice_and_keeps_exp_in_a_row_buffer():
     """Pass 0 takes the max, pass 1 computes exp(x - max) into a row buffer and sums
     it in blocks (float32 partial sums per block, float64 across blocks: float64 ones
-    in the exp loop would halve its vector width), pass 2 divides: one buffer."""
+    in the exp loop would halve its vector width), pass 2 multiplies by the sum's
+    reciprocal (or divides, for a sum out of RECIPROCAL_RANGE): one buffer."""
     x = nbyoc.var("x", (64, 128))
     e = nbyoc.exp(x - nbyoc.max(x, axis=-1, keepdims=True))  # softmax, as legalized
     softmax = e / nbyoc.sum(e, axis=-1, keepdims=True)
     source = LLVMModule(external([x], [softmax], "llvm_0", "llvm")).get_source()
     group = source.split("def stage0(")[1].split("\n\n")[0]
-    assert group.count("for j in range(128):") == 2  # the max and the divide
+    assert group.count("for j in range(128):") == 3  # the max, the multiply, the divide
+    assert "* inv_rv" in group and "/ rv" in group
     assert group.count("for j in range(b0, min(b0 + 256, 128)):") == 1  # exp, in blocks
     assert group.count("np.empty(128, np.float32)") == 1
     assert "maximum(" in group and "add_step(block" in group and "exp_nonpositive_f32(" in group
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_dividing_by_a_row_value_multiplies_by_its_reciprocal_only_while_it_is_normal(dtype):
+    """``x / sum(x)``: within 1.5 ulp of the division where the sum's reciprocal is a
+    normal number; rows whose sum is subnormal, huge, zero, inf or NaN divide (a
+    multiply by an infinite or subnormal reciprocal would be far off or inf)."""
+    info = np.finfo(dtype)
+    data = np.abs(_rows(8, 300, dtype)) + np.asarray(0.1, dtype)
+    data[1] *= info.tiny / 1000  # a subnormal sum: 1 / sum overflows
+    data[2] *= info.max / 1000  # a huge sum: its reciprocal is subnormal
+    data[3] = 0  # 0 / 0
+    data[4, 5] = np.inf
+    data[5, 6] = np.nan
+    data[6] *= info.tiny * 4  # small but normal: the reciprocal is used
+    x = nbyoc.var("x", data.shape, dtype)
+    total = nbyoc.sum(x, axis=-1, keepdims=True)
+    f = nbyoc.function([x], [x / total, total])
+    with np.errstate(all="ignore"):
+        got, sums = nbyoc.compile(f, backend="llvm")(data)
+        want = data / sums  # NumPy's division by the kernel's own sums
+    for row in (1, 2, 3, 4, 5):  # divided
+        np.testing.assert_array_equal(got[row], want[row])
+    ulps = np.abs(got - want) / np.spacing(np.abs(want).astype(dtype))
+    assert np.nanmax(ulps[[0, 6, 7]]) <= 1.5
 
 
 def test_rows_with_nan_and_inf_follow_numpy():

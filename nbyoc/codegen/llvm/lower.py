@@ -58,7 +58,7 @@ from . import rules
 from .epilogue import Epilogue, FlatPlanes, FlatRows
 from .gemm import takes_epilogue, uses_tiles
 from .loops import OPAQUE_IMPORT, outer
-from .ops import EPILOGUES, STAGES
+from .ops import EPILOGUES, FUNCTION_STAGES, STAGES
 from .row_blocks import BLOCK_ELEMENTS, SHORT_ROW, emit_row_blocks
 from .rows import ROW_REDUCTIONS as REDUCTIONS
 from .rows import ROWS_IMPORT, RowGroup, RowGroupPlan, emit_row_group, row_domain
@@ -321,6 +321,8 @@ class _Lowering:
         classifier ran 55 of them a call. Every other stage is a group of its own."""
         groups: list[int] = []
         lead: int | None = None  # the current group's leading axis, if it has one
+        busy = False  # whether the current group has a stage large enough to run in parallel
+        parallel_groups: set[int] = set()
         computed: set[Expr] = set()  # the values the current group computes
         for index, stage in enumerate(stages):
             after = stages[index + 1] if index + 1 < len(stages) else None
@@ -335,26 +337,45 @@ class _Lowering:
                 and stage.shape == stages[index - 1].shape
                 and self.parallel_size(stage.shape)
             )
+            wide = size is not None and self.parallel_size(self.stage_shape(stage))
+            kind = stage.nodes[0].op.name
             if not joins and lead is not None:
-                if stage.nest or stage.rows is not None or stage.nodes[0].op.name in EPILOGUES:
-                    joins = size == lead and self.reads_by_lead(stage, epilogue, computed, lead)
-                elif stage.nodes[0].op.name in VIEWS:
+                if stage.nest or stage.rows is not None or kind in FUNCTION_STAGES:
+                    # A stage too small to run in parallel alone (a squeeze-and-excite
+                    # block's 1x1 convs on (8, C, 1, 1)) runs chunk by chunk in a
+                    # parallel group rather than end it.
+                    joins = (
+                        size == lead
+                        and (wide or busy)
+                        and self.reads_by_lead(stage, epilogue, computed, lead)
+                    )
+                elif kind in VIEWS:
                     joins = self.view_keeps_lead(stage.nodes[0], computed, lead)
             if joins:
                 groups.append(groups[-1])
+                busy = busy or wide
             else:
                 groups.append(index)
                 computed = set()
-                lead = size
+                lead, busy = size, wide
+            if busy:
+                parallel_groups.add(groups[-1])
             computed.update(stage.nodes)
         sizes = collections.Counter(groups)
         for stage, group in zip(stages, groups):
             if stage.nest and not stage.epilogue and sizes[group] > 1:
-                stage.function = self.parallel_size(stage.shape)
+                stage.function = group in parallel_groups
         return groups
 
+    def stage_shape(self, stage: Stage) -> tuple[int, ...]:
+        """The shape a stage's work runs over (a row group's rows and columns, a matmul's
+        or conv's result)."""
+        if stage.rows is not None:
+            return stage.rows.domain.shape
+        return stage.shape if stage.nest else stage.nodes[0].type.shape
+
     def lead_size(self, stage: Stage) -> int | None:
-        """The size of the leading axis a parallel stage's work may be cut along, chunk
+        """The size of the leading axis a stage's work may be cut along, chunk
         by chunk with the stages around it, or None. An elementwise nest, a row group
         reducing past its first axis, and a matmul or conv (``StageBody.lead``) are cut
         along their result's first axis (a batched matmul's only where its left operand
@@ -365,7 +386,7 @@ class _Lowering:
             shape = stage.rows.domain.shape if stage.rows.domain.split >= 1 else ()
         elif stage.nest:
             shape = stage.shape
-        elif stage.nodes[0].op.name in EPILOGUES:
+        elif stage.nodes[0].op.name in FUNCTION_STAGES:
             node = stage.nodes[0]
             shape = node.type.shape
             if node.args[0].type.ndim != node.type.ndim:
@@ -374,7 +395,7 @@ class _Lowering:
                 return None
         else:
             return None
-        if not shape or shape[0] < 2 or not self.parallel_size(shape):
+        if not shape or shape[0] < 2:
             return None
         return shape[0]
 
@@ -482,7 +503,7 @@ class _Lowering:
             raise CompileError(f"the llvm backend has no lowering for {name!r} in @{self.symbol}")
         lines += self.bind_destination(node, dest)
         operands = [self.read_array(a) for a in node.args]
-        if name in EPILOGUES:
+        if name in FUNCTION_STAGES:
             return lines + self.emit_function_stage(node, operands, epilogue, stored, dest)
         lines = self.flush() + lines  # (views and epilogue stages are the group's others)
         if name in (*REDUCTIONS, "argmax", "argmin"):  # read as (outer, reduced, inner)
@@ -714,9 +735,10 @@ class _Lowering:
     def queue(self, call: StageCall) -> list[str]:
         """Queue ``call`` behind the stages it may share a prange with (``can_join``),
         flushing those first when it may not; a call not in parallel runs at once."""
-        lines = [] if can_join(self.pending, call) else self.flush()
+        joined = can_join(self.pending, call)
+        lines = [] if joined else self.flush()
         self.pending.append(call)
-        return lines if call.parallel and call.domain else lines + self.flush()
+        return lines if (call.parallel or joined) and call.domain else lines + self.flush()
 
     def flush(self) -> list[str]:
         """The calls of the queued stages."""

@@ -37,3 +37,6 @@ STAGES = {
 #: axes it fixes per block are its batch and row axes (matmul) or image and channel
 #: (conv).
 EPILOGUES = {"matmul": takes_epilogue, "conv": lambda call: True}
+#: Ops whose emitter returns a ``stages.StageBody``: a stage function of their own, which
+#: may share a parallel loop with the stages around it.
+FUNCTION_STAGES = (*EPILOGUES, "max_pool", "avg_pool")

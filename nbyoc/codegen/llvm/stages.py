@@ -197,11 +197,11 @@ class StageCall:
         return f"{self.function}({', '.join(args)})"
 
     def joins(self, later: StageCall) -> bool:
-        """Whether ``later`` may run in this call's prange, chunk by chunk: both parallel,
-        of one group (liveness kept their buffers apart; the group's planner checked
-        that each stage reads the group's values only where a chunk wrote them) and over
-        one domain, or over one leading axis."""
-        if not (self.parallel and later.parallel and self.group == later.group):
+        """Whether ``later`` may run in this call's prange, chunk by chunk (when the
+        first call there runs in parallel): of one group (liveness kept their buffers
+        apart; the group's planner checked that each stage reads the group's values
+        only where a chunk wrote them), over one domain or one leading axis."""
+        if self.group != later.group or not later.domain:
             return False
         if self.same_indices(later):
             return True
@@ -219,7 +219,7 @@ class StageCall:
 
 def can_join(pending: list[StageCall], call: StageCall) -> bool:
     """Whether ``call`` may share the prange of the queued ``pending`` calls."""
-    if not pending or not all(p.joins(call) for p in pending):
+    if not pending or not pending[0].parallel or not all(p.joins(call) for p in pending):
         return False
     if all(p.same_indices(call) for p in pending):
         return True

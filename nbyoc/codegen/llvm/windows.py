@@ -20,6 +20,7 @@ from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call
 from . import rules
 from .loops import loops, subscript
+from .stages import Lead, StageBody
 
 
 def gather_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:
@@ -49,8 +50,11 @@ def gather_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
     return loops(index_shape, check, False, j) + loops(node.type.shape, copy, parallel, names)
 
 
-def pool_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:
-    """max_pool / avg_pool of the (N, C, spatial...) operand into ``dest``."""
+def pool_stage(node: Call, sources, dest: str, parallel: bool, epilogue=None) -> StageBody:
+    """max_pool / avg_pool of the (N, C, spatial...) operand into ``dest``, as a stage
+    function's body: a task per (image, channel) plane, so that a pool shares the
+    parallel loop of the convs around it (``StageBody.lead``)."""
+    assert epilogue is None, "internal: a pool takes no epilogue"
     (source,) = sources
     (x,) = node.args
     attrs = node.attrs
@@ -100,15 +104,17 @@ def pool_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> lis
         *window,
         f"{dest}[{out}] = {rules.store(rules.cast(result, node.type.dtype), node.type.dtype)}",
     ]
-    names = ["n", "c", *(f"o{d}" for d in range(k))]
-    lines = loops(node.type.shape, inner, parallel, names)
+    images, channels = node.type.shape[:2]
+    lines = loops(out_shape, inner, False, [f"o{d}" for d in range(k)])
     if inside[k - 1]:
         last = f"for o{k - 1} in range({out_shape[-1]}):"
         lines = [
             line.replace(last, f"for o{k - 1} in range(np.uint64(opaque({out_shape[-1]}))):")
             for line in lines
         ]
-    return lines
+    body = [f"n = task // {channels}", f"c = task % {channels}", *lines]
+    work = math.prod(out_shape) * math.prod(kernel)
+    return StageBody(body, images * channels, work, lead=Lead(images, 1, channels))
 
 
 def _coordinate(o: str, n_in: int, n_out: int, scale: float, mode: str) -> str:
