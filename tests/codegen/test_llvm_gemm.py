@@ -119,6 +119,30 @@ def test_large_matmuls_match_numpy(a_shape, b_shape, dtype):
     check_matmul(a_shape, b_shape, dtype, "bias+relu", seed=5)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(
+    "a_shape,b_shape,transposed_b",
+    [
+        ((300, 100), (100, 1000), False),  # 31 full panels and a part one
+        ((97, 33), (33, 200), True),  # B a transposed view: copied, then packed
+        ((3, 200, 64), (64, 100), False),  # batched A, one B
+        ((2, 200, 16), (2, 16, 70), False),  # batched B: a panel packed per matrix
+    ],
+    ids=["wide", "transposed", "batched-a", "batched-b"],
+)
+def test_products_that_pack_b_match_numpy(a_shape, b_shape, transposed_b, dtype):
+    """Products wider than one panel, with tasks of rows enough, copy each panel of B
+    into a contiguous block before the tiles read it (``gemm.packs_b``)."""
+    a = nbyoc.var("a", a_shape, dtype)
+    b = nbyoc.var("b", b_shape, dtype)
+    rows = gemm.row_group(a_shape[-2], a_shape[-1], np.dtype(dtype).itemsize, 6)
+    if len(b_shape) == 2:
+        assert gemm.packs_b(rows, a_shape[-1], b_shape[-1], 32) or dtype == "float64"
+    source = nbyoc.compile(nbyoc.function([a, b], a @ b), backend="llvm").get_source()
+    assert "b_panel[kk, j] = " in source
+    check_matmul(a_shape, b_shape, dtype, "bias+relu", seed=7, transposed_b=transposed_b)
+
+
 def test_small_integer_matmuls_and_vector_products_run_as_loops():
     i, j = nbyoc.var("i", (5, 7), "int32"), nbyoc.var("j", (7, 3), "int32")
     v = nbyoc.var("v", (7,), "float32")

@@ -44,6 +44,14 @@ def vector_bits() -> int:
     return 256 if features.get("avx") else 128
 
 
+def worker_threads() -> int:
+    """The threads Numba's parallel loops run on (``NUMBA_NUM_THREADS``: the CPUs, unless
+    the user chose), read without starting them."""
+    from numba.core import config
+
+    return max(1, config.NUMBA_NUM_THREADS)
+
+
 def vector_lanes(dtype: str) -> int:
     """Values of ``dtype`` in one vector on this CPU."""
     return vector_bits() // BITS[dtype]
