@@ -259,8 +259,9 @@ def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
     tile_rows, cols = tile_shape(dtype)
     itemsize = dtype_info(dtype).itemsize
     group = row_group(m, k, itemsize, tile_rows)
-    if packs_b(group, k, n, cols):
-        tasks = PACKED_TASKS_PER_THREAD * worker_threads()
+    pack = "b_panel" if packs_b(group, k, n, cols) else None
+    if pack:  # (never more tasks than unpacked: the group only grows)
+        tasks = min(TASKS_PER_MATRIX, PACKED_TASKS_PER_THREAD * worker_threads())
         group = row_group(m, k, itemsize, tile_rows, tasks, PACKED_ROW_GROUP_BYTES)
     groups = -(-m // group)
     body = _unravel("task", [*batch, groups], [*names, "g"])
@@ -268,7 +269,6 @@ def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
     a2 = f"{a_name}[{subscript(a_batch)}]" if a_batch else a_name
     b2 = f"{b_name}[{subscript(b_batch)}]" if b_batch else b_name
     c2 = f"{dest}[{subscript(names)}]" if names else dest
-    pack = "b_panel" if packs_b(group, k, n, cols) else None
     lines, imports = tile_product(dtype, (a2, b2, c2), (m, k, n), "r0", "r1", pack)
     body += lines
     setup = [f"b_panel = np.empty(({k}, {cols}), np.{dtype})"] if pack else []

@@ -380,24 +380,16 @@ class _Lowering:
         reducing past its first axis, and a matmul or conv (``StageBody.lead``) are cut
         along their result's first axis (a batched matmul's only where its left operand
         has the same batch axes)."""
-        if stage.epilogue:
+        if stage.epilogue or (stage.rows is not None and stage.rows.domain.split < 1):
             return None
-        if stage.rows is not None:
-            shape = stage.rows.domain.shape if stage.rows.domain.split >= 1 else ()
-        elif stage.nest:
-            shape = stage.shape
-        elif stage.nodes[0].op.name in FUNCTION_STAGES:
+        if not stage.nest and stage.rows is None:
             node = stage.nodes[0]
-            shape = node.type.shape
-            if node.args[0].type.ndim != node.type.ndim:
+            if node.op.name not in FUNCTION_STAGES or node.args[0].type.ndim != node.type.ndim:
                 return None
             if node.op.name == "matmul" and not takes_epilogue(node):  # plain loops
                 return None
-        else:
-            return None
-        if not shape or shape[0] < 2:
-            return None
-        return shape[0]
+        shape = self.stage_shape(stage)
+        return shape[0] if shape and shape[0] >= 2 else None
 
     def reads_by_lead(self, stage: Stage, epilogue, computed: set, lead: int) -> bool:
         """Whether ``stage`` (with its ``epilogue``) reads the values its group has
@@ -411,12 +403,12 @@ class _Lowering:
             rank = len(stage.rows.domain.shape)
         else:
             rank = len(stage.shape) if stage.nest else nodes[0].type.ndim
+        single = not stage.nest and stage.rows is None  # a matmul, conv or pool
         for node in nodes:
             for position, a in enumerate(node.args):
                 if a in members or a not in computed:
                     continue
-                weights = node is stage.nodes[0] and not stage.nest and stage.rows is None
-                if weights and position > 0:  # a matmul's right operand, a conv's weights
+                if single and node is nodes[0] and position > 0:  # its weights
                     return False
                 if a.type.ndim != rank or a.type.shape[0] != lead:
                     return False
@@ -505,7 +497,7 @@ class _Lowering:
         operands = [self.read_array(a) for a in node.args]
         if name in FUNCTION_STAGES:
             return lines + self.emit_function_stage(node, operands, epilogue, stored, dest)
-        lines = self.flush() + lines  # (views and epilogue stages are the group's others)
+        lines = self.flush() + lines  # (no other op joins a group: ``plan_groups``)
         if name in (*REDUCTIONS, "argmax", "argmin"):  # read as (outer, reduced, inner)
             self.row_groups = True
             (operand,) = node.args
@@ -539,8 +531,7 @@ class _Lowering:
         name, address = self.stages.add(parameters, types, domain, inner, stores, len(stage.nodes))
         function = name if address is None else f"stage_at{address}"
         outer_indices = math.prod(domain[: lead_axes(domain)])
-        first = stage.shape[0] if stage.shape else 0
-        lead = Lead(first, 1, outer_indices // first) if first else None
+        lead = Lead.spread(stage.shape[0] if stage.shape else 0, outer_indices)
         call = StageCall(function, arguments, domain, self.use_parallel(domain), group, lead=lead)
         return self.flush_unless(group) + lines + self.queue(call)
 
@@ -726,8 +717,7 @@ class _Lowering:
     def queue_row_call(self, function: str, arguments: list[str], domain) -> list[str]:
         """Lines calling a row group's function over all rows (in parallel when large)."""
         parallel = self.use_parallel(domain.shape)
-        first = domain.shape[0] if domain.split >= 1 else 0
-        lead = Lead(first, 1, domain.rows // first) if first else None
+        lead = Lead.spread(domain.shape[0] if domain.split >= 1 else 0, domain.rows)
         rows = (domain.rows,)
         call = StageCall(function, arguments, rows, parallel, self.group, domain.columns, lead)
         return self.queue(call)

@@ -163,13 +163,18 @@ class Lead:
     unit: int = 1
     per: int = 1
 
+    @classmethod
+    def spread(cls, size: int, indices: int) -> Lead | None:
+        """``indices`` outer indices, the same number for each of ``size`` leading
+        elements (None without a leading axis)."""
+        return cls(size, 1, indices // size) if size else None
+
     def bounds(self, lo: str, hi: str) -> tuple[str, str]:
         """This stage's index range for the leading elements ``[lo, hi)`` (``lo`` a
         multiple of ``unit``, ``hi`` one too or ``size``)."""
-        if self.unit == 1:
-            scale = "" if self.per == 1 else f" * {self.per}"
-            return f"{lo}{scale}", f"{hi}{scale}"
         scale = "" if self.per == 1 else f" * {self.per}"
+        if self.unit == 1:
+            return f"{lo}{scale}", f"{hi}{scale}"
         return f"{lo} // {self.unit}{scale}", f"({hi} + {self.unit - 1}) // {self.unit}{scale}"
 
 
@@ -223,21 +228,21 @@ def can_join(pending: list[StageCall], call: StageCall) -> bool:
         return False
     if all(p.same_indices(call) for p in pending):
         return True
-    before = _lead_units(pending)
-    after = _lead_units([*pending, call])
-    return before is not None and after is not None and after >= min(before, MIN_LEAD_CHUNKS)
+    before, after = _coarsest_unit(pending), _coarsest_unit([*pending, call])
+    if before is None or after is None:
+        return False
+    size = call.lead.size
+    return -(-size // after) >= min(-(-size // before), MIN_LEAD_CHUNKS)
 
 
-def _lead_units(calls: list[StageCall]) -> int | None:
-    """How many runs of the calls' coarsest ``unit`` the leading axis holds, or None
-    when the units do not nest (every unit must divide the coarsest)."""
+def _coarsest_unit(calls: list[StageCall]) -> int | None:
+    """The calls' coarsest ``Lead.unit``, or None when one has no lead or the units do
+    not nest (every unit must divide the coarsest)."""
     leads = [c.lead for c in calls]
     if any(lead is None for lead in leads):
         return None
     unit = max(lead.unit for lead in leads)
-    if any(unit % lead.unit for lead in leads):
-        return None
-    return -(-leads[0].size // unit)
+    return None if any(unit % lead.unit for lead in leads) else unit
 
 
 class StageFunctions:
@@ -327,8 +332,7 @@ def emit_calls(calls: list[StageCall]) -> list[str]:
     total = math.prod(first.domain[: lead_axes(first.domain)])
     if not first.parallel:
         return [c.call("0", str(total)) for c in calls]
-    elements = math.prod(first.domain) * first.row_elements
-    chunks = max(1, min(total, elements // CHUNK_ELEMENTS, MAX_CHUNKS))
+    chunks = max(1, min(total, first.work() // CHUNK_ELEMENTS, MAX_CHUNKS))
     return [
         f"for c in prange({chunks}):",
         f"    lo = c * {total} // {chunks}",
@@ -340,10 +344,10 @@ def emit_calls(calls: list[StageCall]) -> list[str]:
 def _lead_chunks(calls: list[StageCall]) -> list[str]:
     """One prange over chunks of the calls' shared leading axis (see ``Lead``), each
     chunk running every call over its own indices for those leading elements."""
-    units = _lead_units(calls)
-    assert units is not None, "internal: calls of different domains without nested leads"
+    unit = _coarsest_unit(calls)
+    assert unit is not None, "internal: calls of different domains without nested leads"
     size = calls[0].lead.size
-    unit = max(c.lead.unit for c in calls)
+    units = -(-size // unit)
     elements = sum(c.work() for c in calls)
     chunks = max(1, min(units, elements // CHUNK_ELEMENTS, MAX_CHUNKS))
     lines = [
