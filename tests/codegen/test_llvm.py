@@ -368,6 +368,16 @@ def test_a_fusable_region_is_one_loop_reading_each_input_once():
     assert unfused.count("for ") == 4
 
 
+def test_siblings_reading_the_same_inputs_share_one_loop_writing_both_outputs():
+    """``[a + b, a - b]``: no path between the two, one loop (multi-output fusion)."""
+    a, b = nbyoc.var("in0", (64, 64)), nbyoc.var("in1", (64, 64))
+    f = external([a, b], [a + b, a - b, nbyoc.tanh(a) * b], "llvm_0", "llvm")
+    source = LLVMModule(f).get_source()
+    assert source.count("for ") == 1 and "# stage 0: add, subtract, tanh, multiply" in source
+    assert all(source.count(f"out{k}_flat[i0] = ") == 1 for k in range(3))
+    check_against_numpy(f, [values((64, 64), "float32"), values((64, 64), "float32")])
+
+
 @pytest.mark.parametrize("fuse", [True, False])
 def test_the_diamond_matches_numpy(fuse):
     f = diamond((33, 17))
