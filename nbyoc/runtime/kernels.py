@@ -1,12 +1,14 @@
 """The JIT kernel cache: generated Numba source -> compiled kernel, in memory and on disk.
 
 Each source is content-addressed: its file under ``<cache>/kernels`` is named
-by a hash of the source and the versions of nbyoc, Numba, llvmlite, NumPy and
-Python. It is imported as a module and compiled with ``cache=True``, so
-Numba keeps the machine code beside it (``__pycache__``) and a later process
-loads it instead of compiling. Within a process, a kernel is compiled once:
-later requests for the same source get the same dispatcher without touching
-Numba.
+by a hash of the source, the versions of nbyoc, Numba, llvmlite, NumPy and
+Python, and the text of the nbyoc runtime modules it imports (Numba's own cache
+checks only the kernel file's time stamp, so a changed helper such as
+``vecmath.exp_f32`` would otherwise stay inlined in old machine code). It is
+imported as a module and compiled with ``cache=True``, so Numba keeps the
+machine code beside it (``__pycache__``) and a later process loads it instead
+of compiling. Within a process, a kernel is compiled once: later requests for
+the same source get the same dispatcher without touching Numba.
 
 Only source that nbyoc generated in this process is ever imported: a cache
 file whose text differs from the source it should hold is rewritten first.
@@ -14,9 +16,12 @@ file whose text differs from the source it should hold is rewritten first.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
+import pathlib
 import platform
+import re
 import sys
 import threading
 
@@ -38,9 +43,36 @@ def _versions() -> str:
     )  # fmt: skip
 
 
+#: ``from nbyoc.runtime.<module> import ...`` lines of generated sources.
+_RUNTIME_IMPORT = re.compile(r"^from nbyoc\.runtime\.(\w+) import", re.MULTILINE)
+
+
+#: ``from ..package[.module] import name[, ...]`` lines of a runtime module.
+_RELATIVE_IMPORT = re.compile(r"^from \.\.([\w.]+) import (\w+)", re.MULTILINE)
+
+
+@functools.cache
+def _module_digest(module: str) -> str:
+    """A digest of ``nbyoc/runtime/<module>.py``'s text and of the nbyoc files it imports
+    from (``vecmath`` takes its coefficients from ``codegen/vecmath_constants.py``)."""
+    root = pathlib.Path(__file__).parent.parent
+    path = root / "runtime" / f"{module}.py"
+    text = path.read_bytes()
+    digest = hashlib.blake2b(text, digest_size=8)
+    for package, name in _RELATIVE_IMPORT.findall(text.decode()):
+        base = root.joinpath(*package.split("."))
+        for candidate in (base / f"{name}.py", base.with_suffix(".py")):
+            if candidate.is_file():
+                digest.update(candidate.read_bytes())
+                break
+    return digest.hexdigest()
+
+
 def source_key(source: str) -> str:
-    """The content address of a kernel source."""
-    return hashlib.blake2b((_versions() + "\n" + source).encode(), digest_size=16).hexdigest()
+    """The content address of a kernel source (and of the runtime helpers it uses)."""
+    helpers = sorted(set(_RUNTIME_IMPORT.findall(source)))
+    stamp = "|".join([_versions(), *(f"{m}:{_module_digest(m)}" for m in helpers)])
+    return hashlib.blake2b((stamp + "\n" + source).encode(), digest_size=16).hexdigest()
 
 
 def load_kernel(source: str, name: str):

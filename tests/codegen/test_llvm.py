@@ -4,7 +4,9 @@ memory and on disk; the checked call paths. Every module is saved and loaded
 before its numbers are checked."""
 
 import os
+import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tracemalloc
@@ -546,6 +548,29 @@ def test_a_fresh_process_loads_kernels_from_the_disk_cache():
     second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     assert second.stdout.split() == ["1", "0"], "the second process should hit Numba's disk cache"
+
+
+def test_a_changed_runtime_helper_changes_the_cache_key(tmp_path, monkeypatch):
+    """Numba's disk cache checks only the kernel file's time stamp: a kernel inlining an
+    old ``vecmath.exp_f32`` must not be found once vecmath (or its constants) changed."""
+    from nbyoc.runtime import kernels
+
+    source = "from nbyoc.runtime.vecmath import exp_f32\nfrom nbyoc.runtime.opaque import opaque\n"
+    plain = "import numpy as np\n"
+    before, before_plain = kernels.source_key(source), kernels.source_key(plain)
+    # A copy of the package whose vecmath_constants differ by one byte.
+    root = pathlib.Path(kernels.__file__).parent.parent
+    copy = tmp_path / "nbyoc"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    constants = copy / "codegen" / "vecmath_constants.py"
+    constants.write_text(constants.read_text() + "\n# changed\n")
+    monkeypatch.setattr(kernels, "__file__", str(copy / "runtime" / "kernels.py"))
+    kernels._module_digest.cache_clear()
+    try:
+        assert kernels.source_key(source) != before
+        assert kernels.source_key(plain) == before_plain  # imports nothing of ours
+    finally:
+        kernels._module_digest.cache_clear()
 
 
 def test_a_tampered_cache_file_is_rewritten_not_imported(tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nbyoc
+from nbyoc.codegen.llvm import rows as rows_module
 from nbyoc.codegen.llvm.row_blocks import SHORT_ROW
 from nbyoc.runtime.llvm import LLVMModule
 
@@ -88,9 +89,36 @@ def test_softmax_reads_its_input_twice_and_keeps_exp_in_a_row_buffer():
     group = source.split("def stage0(")[1].split("\n\n")[0]
     assert group.count("for j in range(128):") == 3  # the max, the multiply, the divide
     assert "* inv_rv" in group and "/ rv" in group
-    assert group.count("for j in range(b0, min(b0 + 256, 128)):") == 1  # exp, in blocks
+    assert group.count("for j in range(b0, b1):") == 1  # exp, in blocks
+    assert group.count("b1 = min(b0 + 256, 128)") == 1
     assert group.count("np.empty(128, np.float32)") == 1
     assert "maximum(" in group and "add_step(block" in group and "exp_nonpositive_f32(" in group
+    assert "prefetch" not in source  # 512-byte rows: nothing to gain
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_long_rows_prefetch_the_next_row_in_their_second_pass(dtype):
+    """Rows of 8 KiB and more ask for the next row's input (to read) and output (to
+    write) block by block while pass 1 computes; the last row asks for itself. The
+    numbers are NumPy's: a prefetch is only a hint."""
+    columns = rows_module.PREFETCH_MIN_ROW_BYTES // np.dtype(dtype).itemsize
+    x = nbyoc.var("x", (5, columns), dtype)
+    g = nbyoc.var("g", (columns,), dtype)
+    mean = nbyoc.mean(x, axis=-1, keepdims=True)
+    centred = x - mean
+    norm = centred / nbyoc.sqrt(nbyoc.mean(centred * centred, axis=-1, keepdims=True) + 1e-5)
+    module = LLVMModule(external([x, g], [norm * g], "llvm_0", "llvm"))
+    source = module.get_source()
+    group = source.split("def stage0(")[1].split("\n\n")[0]
+    assert "nxt = min(r + np.uint64(1), np.uint64(4))" in group
+    assert "prefetch_read(a0, nxt, b0, b1)" in group  # x
+    assert "prefetch_write(" in group  # the result
+    data, gain = _rows(5, columns, dtype), _rows(1, columns, dtype)[0]
+    out = np.empty_like(data)
+    module.get_function("llvm_0")(data, gain, out)
+    centred = data - data.mean(axis=-1, keepdims=True)
+    expected = centred / np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + 1e-5) * gain
+    np.testing.assert_allclose(out, expected, rtol=2e-5 if dtype == "float32" else 1e-12)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

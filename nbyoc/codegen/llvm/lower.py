@@ -60,8 +60,8 @@ from .gemm import takes_epilogue, uses_tiles
 from .loops import OPAQUE_IMPORT, outer
 from .ops import EPILOGUES, FUNCTION_STAGES, STAGES
 from .row_blocks import BLOCK_ELEMENTS, SHORT_ROW, emit_row_blocks
+from .rows import PREFETCH_IMPORT, ROWS_IMPORT, RowGroup, RowGroupPlan, emit_row_group, row_domain
 from .rows import ROW_REDUCTIONS as REDUCTIONS
-from .rows import ROWS_IMPORT, RowGroup, RowGroupPlan, emit_row_group, row_domain
 from .rules import load, storage_dtype, store, value_dtype
 from .stages import Lead, StageCall, StageFunctions, can_join, emit_calls, lead_axes
 
@@ -180,6 +180,7 @@ class _Lowering:
         #: ``rules.EMULATION_IMPORT``.
         self.emulated = any(n.type.dtype in rules.STORAGE for n in self.nodes)
         self.row_groups = False  # whether the kernel has any (and so needs ROWS_IMPORT)
+        self.prefetches = False  # whether a row group prefetches (PREFETCH_IMPORT)
         self.scratch_views: dict[tuple, str] = {}  # (buffer, shape) -> its view's name
         self.tiles: set[str] = set()  # the matrix-product tiles the kernel imports
 
@@ -908,6 +909,7 @@ class _Lowering:
             *(["from nbyoc.runtime.jit_address import pointer_at"] if self.constants else []),
             *([rules.EMULATION_IMPORT] if self.emulated else []),
             *([ROWS_IMPORT] if self.row_groups else []),
+            *([PREFETCH_IMPORT] if self.prefetches else []),
             *(
                 [f"from nbyoc.runtime.tiles import {', '.join(sorted(self.tiles))}"]
                 if self.tiles
