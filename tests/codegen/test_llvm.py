@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 import nbyoc
+from nbyoc.codegen.llvm import target
 from nbyoc.errors import (
     ArgumentError,
     DTypeMismatchError,
@@ -326,6 +327,31 @@ def test_kernels_call_the_vectorisable_functions_and_their_loops_vectorise():
     )
     packed = re.findall(r"\b(v?(?:mul|add|fmadd\w*|max|min)ps)\b", assembly)
     assert len(packed) >= 10 * len(VECTORISED_OPS), assembly[:2000]
+
+
+def test_loops_vectorise_as_wide_as_the_machine_s_vectors():
+    """On AVX-512, where LLVM would pick 256-bit vectors, every function and parallel
+    loop body of a kernel asks for 512-bit ones (``nbyoc.runtime.vector_width``) and its
+    packed instructions use the zmm registers; on narrower machines nothing is said."""
+    bits = target.vector_bits()
+    x = nbyoc.var("in0", (64, 64))
+    source_of = {
+        t: LLVMModule(external([x], [nbyoc.tanh(x) * x], "llvm_0", "llvm"), parallel_threshold=t)
+        for t in (16, 1 << 30)
+    }
+    for module in source_of.values():
+        source = module.get_source()
+        if bits <= 256:
+            assert "vector_width" not in source
+            continue
+        starts = source.count("\n    vector_width(512)") + source.count("\n        vector_width(")
+        assert starts == source.count("def ") + source.count("prange(") > 0, source
+    if bits > 256:
+        serial = source_of[1 << 30]
+        assembly = "\n".join(
+            f.inspect_asm(s) for f in _stage_functions(serial) for s in f.signatures
+        )
+        assert re.search(r"\bv\w*ps\s[^\n]*%zmm", assembly), assembly[:2000]
 
 
 def _stage_functions(module):

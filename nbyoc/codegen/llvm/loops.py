@@ -10,12 +10,42 @@ for i in range(opaque(2)):
 
 from __future__ import annotations
 
+import re
+
 #: A loop with loops inside it and at most this many iterations runs to an opaque
 #: bound (``nbyoc.runtime.opaque``): LLVM would unroll it fully, and its schedulers
 #: take time quadratic in the length of the block that makes.
 UNROLLED_MAX = 64
 #: The kernel module's import of ``opaque``.
 OPAQUE_IMPORT = "from nbyoc.runtime.opaque import opaque"
+#: The kernel module's import of ``vector_width`` (see ``with_vector_width``).
+VECTOR_WIDTH_IMPORT = "from nbyoc.runtime.vector_width import vector_width"
+#: LLVM's own choice of width for the loops it vectorises, on every x86-64 CPU up to
+#: AVX2 and on Intel's AVX-512 ones (there it prefers 256 bits on purpose).
+DEFAULT_VECTOR_BITS = 256
+#: A function's ``def`` line or a parallel loop's header (Numba compiles a ``prange``
+#: body as a function of its own): where the width applies from.
+_FUNCTION_START = re.compile(r"^(\s*)(def \w+\(.*\)|for \w+ in prange\(.*\)):$")
+
+
+def with_vector_width(lines: list[str], bits: int) -> list[str]:
+    """``lines`` of a kernel module with every function and ``prange`` body starting by
+    ``vector_width(bits)`` (``nbyoc.runtime.vector_width``), when ``bits`` is wider than
+    what LLVM picks by itself.
+
+    >>> with_vector_width(["def f(a):", "    for i in prange(4):", "        a[i] = 0"], 512)
+    ['def f(a):', '    vector_width(512)', '    for i in prange(4):', \
+'        vector_width(512)', '        a[i] = 0']
+    """
+    if bits <= DEFAULT_VECTOR_BITS:
+        return lines
+    result = []
+    for line in lines:
+        result.append(line)
+        start = _FUNCTION_START.match(line)
+        if start:
+            result.append(f"{start.group(1)}    vector_width({bits})")
+    return result
 
 
 def outer(n) -> str:

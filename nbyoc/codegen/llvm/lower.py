@@ -57,13 +57,20 @@ from ...ir.types import TensorType
 from . import rules
 from .epilogue import Epilogue, FlatPlanes, FlatRows
 from .gemm import takes_epilogue, uses_tiles
-from .loops import OPAQUE_IMPORT, outer
+from .loops import (
+    DEFAULT_VECTOR_BITS,
+    OPAQUE_IMPORT,
+    VECTOR_WIDTH_IMPORT,
+    outer,
+    with_vector_width,
+)
 from .ops import EPILOGUES, FUNCTION_STAGES, STAGES
 from .row_blocks import BLOCK_ELEMENTS, SHORT_ROW, emit_row_blocks
 from .rows import PREFETCH_IMPORT, ROWS_IMPORT, RowGroup, RowGroupPlan, emit_row_group, row_domain
 from .rows import ROW_REDUCTIONS as REDUCTIONS
 from .rules import load, storage_dtype, store, value_dtype
 from .stages import Lead, StageCall, StageFunctions, can_join, emit_calls, lead_axes
+from .target import vector_bits
 
 #: A kernel over fewer elements than this (inputs and outputs together), with no
 #: parallel loop and no stage functions, keeps the GIL: releasing and taking it back
@@ -928,6 +935,10 @@ class _Lowering:
             "    return",
             "",
         ]
+        bits = vector_bits()
+        if bits > DEFAULT_VECTOR_BITS:
+            source.insert(source.index(OPAQUE_IMPORT) + 1, VECTOR_WIDTH_IMPORT)
+        source = with_vector_width("\n".join(source).split("\n"), bits)
         return Lowered(
             "\n".join(source),
             kernel,
