@@ -21,6 +21,7 @@ from .codegen import llvm as _llvm_backend  # noqa: F401 - registers the backend
 from .codegen.registry import register_codegen, register_op_support
 from .compiler import compile
 from .errors import NbyocError
+from .frontend.numpy import jit
 from .frontend.onnx import from_onnx
 from .ir.builder import call_op, const, function, tuple, var
 from .ir.dtypes import DTYPES
@@ -48,6 +49,7 @@ __all__ = [
     "errors",
     "from_json",
     "from_onnx",
+    "jit",
     "function",
     "ir",
     "load",

@@ -14,6 +14,7 @@ arrays into constants with NumPy 2's dtype rules.
 from __future__ import annotations
 
 import builtins
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -32,6 +33,39 @@ def var(name: str, shape, dtype="float32") -> Var:
     Var(x: Tensor[(10, 10), float32])
     """
     return Var(name, TensorType(shape, dtype))
+
+
+#: id() of each live weak scalar value -> the Python type it stands for (see
+#: ``weak_scalar``); by id, as graph values refuse ``==``; an entry goes with its node.
+_WEAK: dict[int, type] = {}
+
+
+def _mark_weak(value: Expr, kind: type) -> None:
+    _WEAK[id(value)] = kind
+    weakref.finalize(value, _WEAK.pop, id(value), None)
+
+
+def weak_scalar(name: str, kind: type) -> Var:
+    """A 0-d graph input standing for a Python ``bool``, ``int`` or ``float`` argument
+    (``nbyoc.jit`` traces scalar arguments with these): weak, as a Python number is in
+    an expression (NumPy 2, NEP 50). Next to a tensor it takes that tensor's dtype
+    kind; its own dtype (bool, int64, float64: what the caller passes) is what it has
+    alone. An op of weak scalars only is weak too.
+
+    >>> s, x = weak_scalar("s", float), var("x", (3,))
+    >>> (x * s).type, (s * 2).type, (x + s * 2).type
+    (Tensor[(3,), float32], Tensor[(), float64], Tensor[(3,), float32])
+    """
+    if kind not in (bool, int, float):
+        raise NbyocTypeError(f"a weak scalar stands for a bool, int or float, not {kind!r}")
+    value = Var(name, TensorType((), scalar_dtype(kind(0), None)))
+    _mark_weak(value, kind)
+    return value
+
+
+def weak_kind(value) -> type | None:
+    """The Python type a weak scalar value stands for, else None."""
+    return _WEAK.get(id(value)) if isinstance(value, Expr) else None
 
 
 def const(value, dtype=None) -> Constant:
@@ -100,15 +134,33 @@ def call_op(name: str, *args, **attrs) -> Call:
     (Tensor[(3,), int32], Tensor[(3,), float64])
     """
     tensor_dtypes = [
-        a.type.dtype for a in args if isinstance(a, Expr) and isinstance(a.type, TensorType)
+        a.type.dtype
+        for a in args
+        if isinstance(a, Expr) and isinstance(a.type, TensorType) and weak_kind(a) is None
     ]
     partner = promote(*tensor_dtypes) if tensor_dtypes else None
     operands = [_as_operand(a, partner) for a in args]
-    return Call(name, operands, attrs)
+    call = Call(name, operands, attrs)
+    kinds = [weak_kind(a) if isinstance(a, Expr) else type(a) for a in args]
+    if (
+        not tensor_dtypes
+        and any(weak_kind(a) for a in args)
+        and all(k in (bool, int, float) for k in kinds)
+        and call.type.ndim == 0
+    ):
+        # the kind of what Python computes from numbers of these kinds
+        kind = float if name == "divide" else type(sum(k(0) for k in kinds))
+        _mark_weak(call, bool if call.type.dtype == "bool" else kind)
+    return call
 
 
 def _as_operand(value, partner: str | None) -> Expr:
     if isinstance(value, Expr):
+        kind = weak_kind(value)
+        if kind is not None and partner is not None:
+            dtype = scalar_dtype(kind(0), partner)
+            if dtype != value.type.dtype:
+                return Call("cast", [value], {"to": dtype})
         return value
     if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
         return Constant(np.asarray(value, dtype=scalar_dtype(value, partner)))

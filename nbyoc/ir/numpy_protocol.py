@@ -32,14 +32,19 @@ import numpy as np
 from ..errors import NbyocTypeError
 
 #: ``ufunc.reduce`` -> the reduction it computes.
-UFUNC_REDUCTIONS = {np.add: "sum", np.maximum: "max"}
+UFUNC_REDUCTIONS = {np.add: "sum", np.maximum: "max", np.minimum: "min", np.multiply: "prod"}
+#: Ufuncs without an op of their own that are exactly a short graph of ops.
+UFUNC_GRAPHS = {
+    np.square: lambda x: x * x,
+    np.positive: lambda x: x,
+    np.conjugate: lambda x: x,  # real dtypes only: nbyoc has no complex ones
+}
 #: (ufunc, method) without an op of their own, and what to write instead.
 UFUNC_HINTS = {
-    (np.minimum, "reduce"): "write -nbyoc.max(-x) for floats",
-    (np.square, "__call__"): "write x * x",
-    (np.positive, "__call__"): "write x itself",
-    (np.expm1, "__call__"): "write nbyoc.exp(x) - 1.0",
-    (np.log1p, "__call__"): "write nbyoc.log(1.0 + x)",
+    (np.expm1, "__call__"): "write np.exp(x) - 1 (less accurate near 0)",
+    (np.log1p, "__call__"): "write np.log(1 + x) (less accurate near 0)",
+    (np.exp2, "__call__"): "write np.exp(x * np.log(2))",
+    (np.cbrt, "__call__"): "write np.sign(x) * np.abs(x) ** (1 / 3)",
 }
 
 
@@ -90,6 +95,8 @@ def array_ufunc(ufunc, method: str, inputs, kwargs):
         return getattr(_ops(), UFUNC_REDUCTIONS[ufunc])(inputs[0], axis=axis, keepdims=keepdims)
     if method == "__call__" and ufunc in ufunc_ops():
         return call_op(ufunc_ops()[ufunc], *inputs)
+    if method == "__call__" and ufunc in UFUNC_GRAPHS:
+        return UFUNC_GRAPHS[ufunc](*inputs)
     hint = UFUNC_HINTS.get((ufunc, method))
     what = name if method == "__call__" else f"{name}.{method}"
     raise NbyocTypeError(
@@ -127,10 +134,15 @@ def _dot(a, b, out=None):
 
 
 def _clip(a, a_min=None, a_max=None, out=None, **kwargs):
+    """np.clip: the clip op for number bounds, else maximum then minimum (NumPy's
+    promotion with array bounds)."""
     from .nodes import Expr
 
-    if out is not None or kwargs or isinstance(a_min, Expr) or isinstance(a_max, Expr):
-        _no("clip", "is nbyoc.clip(x, min, max) with number bounds and no out= on graph values")
+    if out is not None or kwargs:
+        _no("clip", "takes no out= or other keywords on graph values")
+    if isinstance(a_min, (Expr, np.ndarray)) or isinstance(a_max, (Expr, np.ndarray)):
+        result = a if a_min is None else np.maximum(a, a_min)
+        return result if a_max is None else np.minimum(result, a_max)
     bounds = [None if b is None else float(np.asarray(b)) for b in (a_min, a_max)]
     return _ops().clip(a, *bounds)
 
@@ -152,32 +164,113 @@ def _expand_dims(a, axis):
     return _ops().reshape(a, tuple(1 if k in axes else next(dims) for k in range(ndim)))
 
 
+def _arg_reduction(op: str):
+    def build(a, axis=None, out=None, *, keepdims=False):
+        if out is not None:
+            _no(op, "takes no out= on graph values")
+        return getattr(_ops(), op)(a, axis=axis, keepdims=keepdims)
+
+    return build
+
+
+def _variance(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    """np.var as ops: the mean of squared deviations from the mean, over n - ddof."""
+    if dtype is not None or out is not None or kwargs:
+        _no("var", "takes no dtype=, out=, where= on graph values")
+    mean = _ops().mean(a, axis=axis, keepdims=True)
+    deviation = a - mean
+    squares = deviation * deviation
+    if ddof == 0:
+        return _ops().mean(squares, axis=axis, keepdims=keepdims)
+    axes = range(a.ndim) if axis is None else np.atleast_1d(axis).tolist()
+    count = int(np.prod([a.shape[ax] for ax in axes]))
+    return _ops().sum(squares, axis=axis, keepdims=keepdims) / (count - ddof)
+
+
+def _stack(arrays, axis=0, out=None, **kwargs):
+    if out is not None or kwargs:
+        _no("stack", "takes no out=, dtype= or casting= on graph values")
+    arrays = list(arrays)
+    if not arrays:
+        _no("stack", "needs at least one array")
+    ndim = np.ndim(arrays[0]) + 1
+    axis = axis % ndim
+    return _ops().concatenate([_expand_dims(x, axis) for x in arrays], axis=axis)
+
+
+def _filled_like(value_of):
+    def build(a, *args, dtype=None, shape=None, **kwargs):
+        if kwargs.get("order", "K") not in ("K", "C") or kwargs.get("subok") is False:
+            _no("zeros_like", "graph values are C-ordered arrays")
+        fill = value_of(args)
+        dtype = np.dtype(dtype or a.dtype)
+        shape = a.shape if shape is None else tuple(np.atleast_1d(shape).tolist())
+        return _ops().broadcast_to(np.asarray(fill, dtype), shape)
+
+    return build
+
+
+def _round(a, decimals=0, out=None):
+    if decimals != 0 or out is not None:
+        _no("round", "rounds to whole numbers only on graph values (no decimals=, out=)")
+    return _ops().round(a)
+
+
+def _outer(a, b, out=None):
+    if out is not None:
+        _no("outer", "takes no out= on graph values")
+    return _reshape(a, (-1, 1)) * _reshape(b, (1, -1))
+
+
 #: NumPy array function -> builder taking NumPy's arguments.
 ARRAY_FUNCTIONS = {
     np.sum: _reduction("sum"),
     np.mean: _reduction("mean"),
     np.max: _reduction("max"),
     np.amax: _reduction("max"),
+    np.min: _reduction("min"),
+    np.amin: _reduction("min"),
+    np.prod: _reduction("prod"),
+    np.argmax: _arg_reduction("argmax"),
+    np.argmin: _arg_reduction("argmin"),
+    np.var: _variance,
+    np.std: lambda a, *args, **kwargs: _ops().sqrt(_variance(a, *args, **kwargs)),
     np.reshape: _reshape,
     np.transpose: lambda a, axes=None: _ops().transpose(a, axes),
     np.concatenate: lambda arrays, axis=0, **kw: _ops().concatenate(list(arrays), axis=axis),
+    np.stack: _stack,
+    np.broadcast_to: lambda array, shape, subok=False: _ops().broadcast_to(array, shape),
     np.dot: _dot,
+    np.outer: _outer,
     np.squeeze: _squeeze,
     np.clip: _clip,
-    np.where: lambda condition, x, y: _ops().where(condition, x, y),
+    np.where: lambda condition, x=None, y=None: _where(condition, x, y),
     np.expand_dims: _expand_dims,
     np.ravel: lambda a, order="C": _reshape(a, (-1,), order),
+    np.round: _round,
+    np.around: _round,
+    np.astype: lambda x, dtype, /, *, copy=True, device=None: x.astype(dtype),
+    np.zeros_like: _filled_like(lambda args: 0),
+    np.ones_like: _filled_like(lambda args: 1),
+    np.full_like: _filled_like(lambda args: args[0]),
     np.shape: lambda a: a.shape,
     np.ndim: lambda a: a.ndim,
     np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
 }
 #: Array functions without a counterpart, and what to write instead.
 FUNCTION_HINTS = {
-    np.min: "nbyoc has no min reduction yet; write -nbyoc.max(-x) for floats",
-    np.amin: "nbyoc has no min reduction yet; write -nbyoc.max(-x) for floats",
-    np.stack: "write nbyoc.concatenate of operands reshaped to add the new axis",
     np.copy: "use x itself (graph values are immutable)",
+    np.cumsum: "nbyoc has no scan op yet",
+    np.sort: "nbyoc has no sort op yet",
+    np.any: "write np.max(x != 0) (or x.max() of a bool array)",
+    np.all: "write np.min(x != 0) (or x.min() of a bool array)",
 }
+
+
+def _where(condition, x, y):
+    if x is None or y is None:
+        _no("where", "with one argument gives data-dependent indices; write np.where(c, x, y)")
+    return _ops().where(condition, x, y)
 
 
 def array_function(func, args, kwargs):
@@ -245,8 +338,24 @@ class ArrayMethods:
     def __bool__(self):
         raise NbyocTypeError(
             "a graph value has no truth value while the graph is being built: Python's "
-            "if/and/or/not cannot branch on data the graph has not computed yet"
+            "if/and/or/not cannot branch on data the graph has not computed yet; choose "
+            "between values with np.where(condition, x, y) (and combine conditions with "
+            "&, |, ~)"
         )
+
+    def __float__(self):
+        raise NbyocTypeError(
+            "float() of a graph value: its number is not known while the graph is being "
+            "built; keep it an array (x.astype(np.float64) converts the dtype)"
+        )
+
+    __int__ = __index__ = __float__
+
+    def __len__(self) -> int:
+        """The length of the first axis, like ``len(ndarray)``."""
+        if not self.shape:
+            raise TypeError("len() of a 0-d graph value")
+        return self.shape[0]
 
     __eq__ = _refuse_equality("==", "equal")
     __ne__ = _refuse_equality("!=", "not_equal")
@@ -282,9 +391,50 @@ class ArrayMethods:
         return _reduction("max")(self, axis=axis, keepdims=keepdims, **kwargs)
 
     def min(self, axis=None, keepdims=False, **kwargs):
-        raise NbyocTypeError(
-            "x.min(): nbyoc has no min reduction yet; write -nbyoc.max(-x) for floats"
-        )
+        """Like ``ndarray.min``: ``nbyoc.min(self, axis, keepdims)``."""
+        return _reduction("min")(self, axis=axis, keepdims=keepdims, **kwargs)
+
+    def prod(self, axis=None, keepdims=False, **kwargs):
+        """Like ``ndarray.prod``: ``nbyoc.prod(self, axis, keepdims)``."""
+        return _reduction("prod")(self, axis=axis, keepdims=keepdims, **kwargs)
+
+    def argmax(self, axis=None, keepdims=False):
+        """Like ``ndarray.argmax``: ``nbyoc.argmax(self, axis, keepdims)``."""
+        return _ops().argmax(self, axis=axis, keepdims=keepdims)
+
+    def argmin(self, axis=None, keepdims=False):
+        """Like ``ndarray.argmin``: ``nbyoc.argmin(self, axis, keepdims)``."""
+        return _ops().argmin(self, axis=axis, keepdims=keepdims)
+
+    def var(self, *args, **kwargs):
+        """Like ``ndarray.var`` (``ddof`` included)."""
+        return _variance(self, *args, **kwargs)
+
+    def std(self, *args, **kwargs):
+        """Like ``ndarray.std``: the square root of ``var``."""
+        return _ops().sqrt(_variance(self, *args, **kwargs))
+
+    def clip(self, min=None, max=None, **kwargs):
+        """Like ``ndarray.clip``: ``np.clip(self, min, max)``."""
+        return _clip(self, min, max, **kwargs)
+
+    def squeeze(self, axis=None):
+        """Like ``ndarray.squeeze``."""
+        return _squeeze(self, axis)
+
+    def ravel(self, order="C"):
+        """Like ``ndarray.ravel``: the flattened value (C order)."""
+        return _reshape(self, (-1,), order)
+
+    flatten = ravel
+
+    def round(self, decimals=0, out=None):
+        """Like ``ndarray.round`` to whole numbers (halves to even)."""
+        return _round(self, decimals, out)
+
+    def dot(self, b):
+        """Like ``ndarray.dot``: ``np.dot(self, b)``."""
+        return _dot(self, b)
 
     def reshape(self, *shape, order="C"):
         """Like ``ndarray.reshape``: ``x.reshape(2, 3)`` or ``x.reshape((2, 3))``."""
@@ -295,13 +445,12 @@ class ArrayMethods:
         axes = axes[0] if len(axes) == 1 else (axes or None)
         return _ops().transpose(self, axes)
 
-    def astype(self, dtype, **kwargs):
-        """Like ``ndarray.astype`` for the value's own dtype; casting is not an op yet."""
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        """Like ``ndarray.astype``: ``nbyoc.cast(self, dtype)`` (NumPy's unsafe casting:
+        floats truncate toward zero into integers); the value itself for its own dtype."""
         from .dtypes import normalize_dtype
 
-        if normalize_dtype(dtype) == self.dtype and not kwargs:
-            return self
-        raise NbyocTypeError(
-            f"astype({normalize_dtype(dtype)!r}) on a {self.dtype} graph value: nbyoc has no "
-            f"cast op yet; declare the variable with the dtype you need"
-        )
+        if casting != "unsafe" or order not in ("K", "C"):
+            _no("astype", "casts as NumPy's default (casting='unsafe', C order) only")
+        to = normalize_dtype(dtype)
+        return self if to == self.dtype else _ops().cast(self, to)

@@ -1,0 +1,275 @@
+"""``nbyoc.jit``: the NumPy functions people already write, traced into nbyoc graphs,
+compiled once per signature and called like the function itself.
+
+At the first call with a new *signature* (each array's shape and dtype; each Python
+``bool``/``int``/``float`` as a weak scalar of that kind; any other argument by its
+value) the function runs once on graph values instead of arrays: NumPy's ufuncs,
+array functions, operators, methods and indexing on them build an nbyoc
+``Function`` (``nbyoc.ir.numpy_protocol``). That function is compiled for the
+backend and kept; later calls with the signature go straight to it.
+
+>>> import numpy as np, nbyoc
+>>> @nbyoc.jit
+... def softmax(x):
+...     e = np.exp(x - x.max(axis=-1, keepdims=True))
+...     return e / e.sum(axis=-1, keepdims=True)
+>>> x = np.array([[1.0, 2.0, 3.0]], np.float32)
+>>> np.allclose(softmax(x), np.exp(x) / np.exp(x).sum()), softmax(x).dtype
+(True, dtype('float32'))
+>>> softmax.signatures
+['(x: float32[1, 3])']
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import traceback
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..errors import NbyocError, NbyocTypeError
+from ..ir.builder import const, function, var, weak_scalar
+from ..ir.nodes import Expr, Function
+
+#: Python scalar types traced as weak scalars (the dtype they take follows their partner).
+WEAK_KINDS = (bool, int, float)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_NUMPY = os.path.dirname(os.path.abspath(np.__file__))
+
+
+def jit(fn: Callable | None = None, *, backend="llvm", static_argnames: Sequence[str] = (),
+        **compile_options):  # fmt: skip
+    """Compile a NumPy function with nbyoc, per signature of its arguments.
+
+    ``nbyoc.jit(fn)`` or ``@nbyoc.jit(backend="csource", ...)``: ``backend`` and the
+    keyword arguments of ``nbyoc.compile`` (``compile_options``) apply to every
+    signature. Arguments named in ``static_argnames`` (and any argument that is not an
+    array or a Python number: an axis tuple, a string, None) are compile-time values:
+    the function is traced with the value itself, and each value compiles anew.
+
+    >>> import numpy as np, nbyoc
+    >>> @nbyoc.jit(static_argnames=["axis"])
+    ... def normalise(x, axis, eps=1e-6):
+    ...     return x / (np.abs(x).sum(axis=axis, keepdims=True) + eps)
+    >>> normalise(np.ones((2, 4), np.float32), 1).tolist()
+    [[0.25, 0.25, 0.25, 0.25], [0.25, 0.25, 0.25, 0.25]]
+    """
+    if fn is None:
+        return lambda f: JitFunction(f, backend, static_argnames, compile_options)
+    return JitFunction(fn, backend, static_argnames, compile_options)
+
+
+class JitFunction:
+    """A NumPy function compiled by nbyoc per signature (see ``jit``)."""
+
+    def __init__(self, fn: Callable, backend, static_argnames, compile_options):
+        if not callable(fn):
+            raise NbyocTypeError(f"nbyoc.jit takes a function, got {fn!r}")
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self._backend = backend
+        self._options = dict(compile_options)
+        self._parameters = inspect.signature(fn).parameters
+        self._names = list(self._parameters)
+        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in self._parameters.values()):
+            raise NbyocTypeError(
+                f"{fn.__name__}: nbyoc.jit traces functions of named parameters only "
+                f"(no *args or **kwargs)"
+            )
+        unknown = sorted(set(static_argnames) - set(self._names))
+        if unknown:
+            raise NbyocTypeError(f"{fn.__name__} has no parameter(s) {', '.join(unknown)}")
+        self._static = frozenset(static_argnames)
+        #: signature key -> (call of the compiled function, its Function, the signature
+        #: text, its Executable)
+        self._compiled: dict[tuple, tuple] = {}
+
+    def __call__(self, *args, **kwargs):
+        if kwargs or self._static or len(args) != len(self._names):
+            args = self._bind(args, kwargs)
+        try:
+            key = tuple([(a.shape, a.dtype) if type(a) is np.ndarray else _key(a) for a in args])
+            entry = self._compiled[key]
+        except KeyError:
+            entry = self._compile(args, key)
+        except TypeError:  # an unhashable static value
+            raise NbyocTypeError(
+                f"{self.__name__}: an argument that is not an array or a number is a "
+                f"compile-time value, and keys the compiled code, so it must be hashable: "
+                f"pass data as np.asarray(...), an axis list as a tuple"
+            ) from None
+        return entry[0](*args)
+
+    @property
+    def signatures(self) -> list[str]:
+        """The signatures compiled so far, as text: ``(x: float32[2, 3], s: float)``."""
+        return [entry[2] for entry in self._compiled.values()]
+
+    def trace(self, *args, **kwargs) -> Function:
+        """The nbyoc ``Function`` the arguments' signature traces to (not compiled):
+        print it, partition it, save it.
+
+        >>> import numpy as np, nbyoc
+        >>> print(nbyoc.jit(lambda a, b: a * b + 1.0).trace(np.ones(2, np.float32), 3.0))
+        fn (%a: Tensor[(2,), float32], %b: Tensor[(), float64]) -> Tensor[(2,), float32] {
+          %0 = cast(%b, to=float32) /* Tensor[(), float32] */;
+          %1 = multiply(%a, %0) /* Tensor[(2,), float32] */;
+          add(%1, 1f /* Tensor[(), float32] */) /* Tensor[(2,), float32] */
+        }
+        """
+        args = self._bind(args, kwargs)
+        return self._trace(args)[0]
+
+    def __repr__(self) -> str:
+        return f"<nbyoc.jit {self.__name__} ({len(self._compiled)} signature(s))>"
+
+    def _bind(self, args, kwargs) -> tuple:
+        """All arguments in order, defaults filled in; static ones wrapped as ``_Static``."""
+        try:
+            bound = inspect.signature(self._fn).bind(*args, **kwargs)
+        except TypeError as error:
+            raise NbyocTypeError(f"{self.__name__}: {error}") from None
+        bound.apply_defaults()
+        return tuple(
+            _Static(bound.arguments[name]) if name in self._static else bound.arguments[name]
+            for name in self._names
+        )
+
+    def _compile(self, args, key) -> tuple:
+        from ..compiler import compile as nbyoc_compile
+
+        func, structure, text = self._trace(args)
+        executable = nbyoc_compile(func, self._backend, **self._options)
+        run = _runner(executable, [_role(a) for a in args], structure)
+        self._compiled[key] = entry = (run, func, text, executable)
+        return entry
+
+    def _trace(self, args) -> tuple[Function, object, str]:
+        traced, params, described = [], [], []
+        for name, value in zip(self._names, args):
+            role = _role(value)
+            if role in ("array", "scalar"):
+                array = np.asarray(value)
+                node = var(name, array.shape, array.dtype)
+                params.append(node)
+                described.append(f"{name}: {array.dtype}[{', '.join(map(str, array.shape))}]")
+            elif role == "weak":
+                node = weak_scalar(name, type(value))
+                params.append(node)
+                described.append(f"{name}: {type(value).__name__}")
+            else:
+                node = value.value if isinstance(value, _Static) else value
+                described.append(f"{name}={node!r}")
+            traced.append(node)
+        try:
+            result = self._fn(*traced)
+        except NbyocError as error:
+            raise type(error)(f"{error}\n{_user_line(error)}") from None
+        outputs, structure = _outputs(result, self.__name__)
+        func = function(params, outputs if isinstance(structure, list) else outputs[0])
+        return func, structure, f"({', '.join(described)})"
+
+
+class _Static:
+    """A compile-time argument (``static_argnames``), keyed by its value."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, _Static) and _same(self.value, other.value)
+
+    def __hash__(self):
+        return hash((type(self.value), self.value))
+
+
+def _same(a, b) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _key(value):
+    """The part of a signature one argument other than an exact ndarray gives."""
+    if isinstance(value, np.ndarray):
+        return (value.shape, value.dtype)
+    if isinstance(value, np.generic):
+        return ((), value.dtype)  # a NumPy scalar: a 0-d array of its dtype
+    if type(value) in WEAK_KINDS:
+        return type(value)
+    if isinstance(value, _Static):
+        return value
+    return _Static(value)
+
+
+def _role(value) -> str:
+    """How an argument is traced: "array" (a graph input of its shape and dtype),
+    "scalar" (a NumPy scalar: a 0-d input of its dtype, strong as in NumPy), "weak" (a
+    Python number: a weak scalar input) or "static" (its value)."""
+    if isinstance(value, np.ndarray):
+        return "array"
+    if isinstance(value, np.generic):
+        return "scalar"
+    if type(value) in WEAK_KINDS:
+        return "weak"
+    return "static"
+
+
+def _outputs(result, name: str) -> tuple[list[Expr], object]:
+    """The graph values ``result`` holds, and how to rebuild it from arrays: "one" for a
+    single value, else the list/tuple type of several."""
+    many = isinstance(result, (tuple, list))
+    values = list(result) if many else [result]
+    outputs = []
+    for value in values:
+        if isinstance(value, Expr):
+            outputs.append(value)
+        elif isinstance(value, (np.ndarray, np.generic, bool, int, float)):
+            outputs.append(const(value))  # computed from static values only
+        else:
+            raise NbyocTypeError(
+                f"{name} returned {type(value).__name__}; nbyoc.jit functions return arrays, "
+                f"or a tuple or list of them"
+            )
+    return outputs, (type(result) if many else "one")
+
+
+def _runner(executable, roles: list[str], structure) -> Callable:
+    """The function calling ``executable`` with a call's arguments: static ones left out,
+    weak scalars as 0-d arrays of their dtype, 0-d results as NumPy scalars (as NumPy's
+    own reductions and indexing return them)."""
+    inputs = [k for k, role in enumerate(roles) if role != "static"]
+    # Python and NumPy scalars pass as 0-d arrays
+    convert = {k for k, role in enumerate(roles) if role in ("weak", "scalar")}
+    plain = not convert and len(inputs) == len(roles)
+
+    def scalars(result):
+        return result[()] if type(result) is np.ndarray and result.ndim == 0 else result
+
+    def run(*args):
+        if plain:
+            result = executable(*args)
+        else:
+            result = executable(*[np.asarray(args[k]) if k in convert else args[k] for k in inputs])
+        if structure == "one":
+            return scalars(result)
+        return structure(scalars(r) for r in result)
+
+    return run
+
+
+def _user_line(error: BaseException) -> str:
+    """Where the user's code called what failed: the innermost frame of the traceback
+    outside nbyoc and NumPy."""
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if not os.path.abspath(f.filename).startswith((_PACKAGE, _NUMPY))
+    ]
+    if not frames:
+        return "  (raised while tracing the function)"
+    frame = frames[-1]
+    return f'  at File "{frame.filename}", line {frame.lineno}: {(frame.line or "").strip()}'

@@ -1,0 +1,185 @@
+"""``nbyoc.jit``: NumPy functions traced per signature, compared with NumPy itself
+(values, dtype, shape, scalar or array) on every backend, two signatures each."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import nbyoc
+from nbyoc.errors import NbyocTypeError
+
+from .numpy_corpus import CASES, STATIC
+
+BACKENDS = ["llvm", "csource", "examplejson"]
+
+
+def assert_like_numpy(got, expected, name: str) -> None:
+    """Same structure, NumPy scalar where NumPy gives one, same dtype and shape, and the
+    values: exact for integers and bools, within rounding for floats."""
+    if isinstance(expected, (tuple, list)):
+        assert type(got) is type(expected) and len(got) == len(expected), name
+        for g, e in zip(got, expected):
+            assert_like_numpy(g, e, name)
+        return
+    assert isinstance(got, np.ndarray) == isinstance(expected, np.ndarray), (name, got)
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.dtype == expected.dtype and got.shape == expected.shape, (name, got, expected)
+    if expected.dtype.kind == "f":
+        rtol = 2e-5 if expected.dtype == np.float32 else 1e-10
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_corpus_matches_numpy_on_two_signatures(name, backend):
+    fn, first, second = CASES[name]
+    jitted = nbyoc.jit(fn, backend=backend, static_argnames=STATIC.get(name, ()))
+    for make in (first, second):
+        args = make()
+        assert_like_numpy(jitted(*args), fn(*args), name)
+        assert_like_numpy(jitted(*make()), fn(*args), name)  # the compiled path, again
+    assert len(jitted.signatures) == 2, jitted.signatures
+
+
+def test_the_corpus_has_forty_functions_or_more():
+    assert len(CASES) >= 40
+
+
+def test_a_signature_is_traced_once_and_scalars_are_inputs_not_constants():
+    traces = []
+
+    def scale(x, s):
+        traces.append(1)
+        return x * s
+
+    jitted = nbyoc.jit(scale)
+    x = np.arange(4, dtype=np.float32)
+    for s in (2.0, 3.5, -1.0):
+        assert_like_numpy(jitted(x, s), scale(x, s), "scale")
+    assert len(traces) == 1 + 3  # one trace, then NumPy's own three calls above
+    assert jitted.signatures == ["(x: float32[4], s: float)"]
+    jitted(x, 2)  # an int is another kind of weak scalar
+    jitted(np.arange(4), 2.0)  # int64 * float -> float64, as in NumPy
+    assert jitted(np.arange(4), 2.0).dtype == np.float64
+    assert len(jitted.signatures) == 3
+
+
+def test_numpy_scalars_are_strong_python_scalars_weak():
+    jitted = nbyoc.jit(lambda x, s: x + s)
+    x = np.ones(3, np.float32)
+    assert jitted(x, 1.5).dtype == np.float32  # weak: follows the array
+    assert jitted(x, np.float64(1.5)).dtype == (x + np.float64(1.5)).dtype
+    i = np.ones(3, np.int8)
+    assert jitted(i, 3).dtype == np.int8 and jitted(i, 3.0).dtype == np.float64
+
+
+def test_keywords_defaults_and_static_arguments():
+    def f(x, axis=0, scale=2.0):
+        return x.sum(axis=axis) * scale
+
+    jitted = nbyoc.jit(f, static_argnames=["axis"])
+    x = np.arange(12, dtype=np.float64).reshape(3, 4)
+    assert_like_numpy(jitted(x), f(x), "f")
+    assert_like_numpy(jitted(x, axis=1), f(x, axis=1), "f")
+    assert_like_numpy(jitted(x, 1, scale=0.5), f(x, 1, scale=0.5), "f")
+    assert sorted(jitted.signatures) == [
+        "(x: float64[3, 4], axis=0, scale: float)",
+        "(x: float64[3, 4], axis=1, scale: float)",
+    ]
+
+
+def test_trace_returns_the_function_and_the_executable_is_reused():
+    jitted = nbyoc.jit(lambda a, b: np.tanh(a) @ b)
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+    traced = jitted.trace(a, b)
+    assert isinstance(traced, nbyoc.ir.Function)
+    assert "tanh" in str(traced) and "matmul" in str(traced)
+    assert nbyoc.parse(str(traced)) is not None
+    assert jitted.signatures == []  # tracing compiles nothing
+    jitted(a, b)
+    assert jitted.signatures == ["(a: float32[2, 3], b: float32[3, 4])"]
+
+
+def test_decorator_with_options_and_repr():
+    @nbyoc.jit(backend="csource")
+    def double(x):
+        return x + x
+
+    assert double.__name__ == "double" and "double" in repr(double)
+    assert_like_numpy(double(np.ones(3)), np.full(3, 2.0), "double")
+
+
+def test_an_unsupported_numpy_function_names_itself_and_the_user_s_line():
+    def f(x):
+        return np.cumsum(x)  # the line the error must show
+
+    with pytest.raises(NbyocTypeError, match=r"numpy\.cumsum") as raised:
+        nbyoc.jit(f)(np.ones(3))
+    message = str(raised.value)
+    assert "test_numpy_jit.py" in message and "return np.cumsum(x)" in message
+
+
+def test_branching_on_a_traced_value_points_at_np_where():
+    def f(x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+    with pytest.raises(NbyocTypeError, match=r"np\.where") as raised:
+        nbyoc.jit(f)(np.ones(3))
+    assert "if x.sum() > 0:" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "fn,args,needle",
+    [
+        (lambda x: float(x.sum()), (np.ones(2),), "float\\(\\) of a graph value"),
+        (lambda x, axis: x.sum(axis=axis), (np.ones((2, 2)), [0]), "hashable"),
+        (lambda x: np.where(x > 0), (np.ones(2),), "np.where\\(c, x, y\\)"),
+        (lambda x: "text", (np.ones(2),), "returned str"),
+    ],
+)
+def test_bad_uses_raise_clear_errors(fn, args, needle):
+    with pytest.raises(NbyocTypeError, match=needle):
+        nbyoc.jit(fn)(*args)
+
+
+def test_wrong_arguments_and_functions_are_refused():
+    jitted = nbyoc.jit(lambda x, y: x + y)
+    with pytest.raises(NbyocTypeError, match="missing a required argument"):
+        jitted(np.ones(2))
+    with pytest.raises(NbyocTypeError, match="no \\*args"):
+        nbyoc.jit(lambda *xs: xs[0])
+    with pytest.raises(NbyocTypeError, match="no parameter"):
+        nbyoc.jit(lambda x: x, static_argnames=["y"])
+    with pytest.raises(NbyocTypeError, match="takes a function"):
+        nbyoc.jit(3)
+
+
+def test_a_fresh_process_finds_the_kernels_of_a_seen_signature_on_disk(tmp_path):
+    code = (
+        "import numpy as np, nbyoc\n"
+        "@nbyoc.jit\n"
+        "def f(x, y):\n"
+        "    return np.exp(x) * y + 1.0\n"
+        "x = np.ones((8, 8), np.float32)\n"
+        "np.testing.assert_allclose(f(x, x), np.exp(x) * x + 1.0, rtol=1e-6)\n"
+        "(executable,) = [entry[3] for entry in f._compiled.values()]\n"
+        "stats = executable.runtime_modules['llvm_0'].kernel.stats\n"
+        "print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))\n"
+    )
+    env = dict(os.environ, NBYOC_CACHE_DIR=str(tmp_path))
+    runs = [
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        for _ in range(2)
+    ]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr + runs[1].stderr
+    assert runs[0].stdout.split()[1] != "0", "the first process compiles"
+    assert runs[1].stdout.split() == ["1", "0"], "the second finds Numba's disk cache"
