@@ -30,9 +30,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..errors import NbyocError, NbyocTypeError
+from ..errors import ArgumentError, NbyocError, NbyocTypeError
 from ..ir.builder import const, function, var, weak_scalar
 from ..ir.nodes import Expr, Function
+from ..ir.numpy_protocol import elementwise_equality
+from ..ir.types import tensor_types
 
 #: Python scalar types traced as weak scalars (the dtype they take follows their partner).
 WEAK_KINDS = (bool, int, float)
@@ -54,7 +56,7 @@ def jit(fn: Callable | None = None, *, backend="llvm", static_argnames: Sequence
     >>> @nbyoc.jit(static_argnames=["axis"])
     ... def normalise(x, axis, eps=1e-6):
     ...     return x / (np.abs(x).sum(axis=axis, keepdims=True) + eps)
-    >>> normalise(np.ones((2, 4), np.float32), 1).tolist()
+    >>> normalise(np.ones((2, 4), np.float32), 1, eps=0.0).tolist()
     [[0.25, 0.25, 0.25, 0.25], [0.25, 0.25, 0.25, 0.25]]
     """
     if fn is None:
@@ -83,30 +85,50 @@ class JitFunction:
         if unknown:
             raise NbyocTypeError(f"{fn.__name__} has no parameter(s) {', '.join(unknown)}")
         self._static = frozenset(static_argnames)
-        #: signature key -> (call of the compiled function, its Function, the signature
-        #: text, its Executable)
+        #: signature key -> the function running the compiled code on a call's arguments
+        #: (the Executable itself when it can take them as they are)
+        self._runners: dict[tuple, Callable] = {}
+        #: signature key -> (its traced Function, its text, its Executable)
         self._compiled: dict[tuple, tuple] = {}
+        #: the runner of the last signature called, when it checks its own arguments
+        self._last: Callable | None = None
 
     def __call__(self, *args, **kwargs):
+        # The common call, kept to one Python call: the signature of the last call again.
+        # Its runner checks the arguments (the Executable: shapes and dtypes; and the
+        # kinds of weak scalars) and raises ArgumentError for any other signature.
+        last = self._last
+        if last is not None and not kwargs:
+            try:
+                return last(*args)
+            except ArgumentError:
+                pass
+        return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
+        """Any call: arguments bound to the parameters (defaults, keywords, static
+        values), the signature compiled if it is new."""
         if kwargs or self._static or len(args) != len(self._names):
             args = self._bind(args, kwargs)
         try:
-            key = tuple([(a.shape, a.dtype) if type(a) is np.ndarray else _key(a) for a in args])
-            entry = self._compiled[key]
-        except KeyError:
-            entry = self._compile(args, key)
-        except TypeError:  # an unhashable static value
+            key = tuple([_key(a) for a in args])
+            run = self._runners.get(key) or self._compile(args, key)
+            guarded = not self._static and all(type(k) is not _Static for k in key)
+            self._last = run if guarded else None
+        except TypeError as error:  # an unhashable static value
+            if "unhashable" not in str(error):
+                raise
             raise NbyocTypeError(
                 f"{self.__name__}: an argument that is not an array or a number is a "
                 f"compile-time value, and keys the compiled code, so it must be hashable: "
                 f"pass data as np.asarray(...), an axis list as a tuple"
             ) from None
-        return entry[0](*args)
+        return run(*args)
 
     @property
     def signatures(self) -> list[str]:
         """The signatures compiled so far, as text: ``(x: float32[2, 3], s: float)``."""
-        return [entry[2] for entry in self._compiled.values()]
+        return [entry[1] for entry in self._compiled.values()]
 
     def trace(self, *args, **kwargs) -> Function:
         """The nbyoc ``Function`` the arguments' signature traces to (not compiled):
@@ -115,9 +137,10 @@ class JitFunction:
         >>> import numpy as np, nbyoc
         >>> print(nbyoc.jit(lambda a, b: a * b + 1.0).trace(np.ones(2, np.float32), 3.0))
         fn (%a: Tensor[(2,), float32], %b: Tensor[(), float64]) -> Tensor[(2,), float32] {
-          %0 = cast(%b, to=float32) /* Tensor[(), float32] */;
+          %0 = cast(%b, to="float32") /* Tensor[(), float32] */;
           %1 = multiply(%a, %0) /* Tensor[(2,), float32] */;
-          add(%1, 1f /* Tensor[(), float32] */) /* Tensor[(2,), float32] */
+          %2 = const(1.0, dtype=float32) /* Tensor[(), float32] */;
+          add(%1, %2) /* Tensor[(2,), float32] */
         }
         """
         args = self._bind(args, kwargs)
@@ -138,14 +161,15 @@ class JitFunction:
             for name in self._names
         )
 
-    def _compile(self, args, key) -> tuple:
+    def _compile(self, args, key) -> Callable:
         from ..compiler import compile as nbyoc_compile
 
         func, structure, text = self._trace(args)
         executable = nbyoc_compile(func, self._backend, **self._options)
-        run = _runner(executable, [_role(a) for a in args], structure)
-        self._compiled[key] = entry = (run, func, text, executable)
-        return entry
+        run = _runner(executable, args, structure, func.ret_type)
+        self._compiled[key] = (func, text, executable)
+        self._runners[key] = run
+        return run
 
     def _trace(self, args) -> tuple[Function, object, str]:
         traced, params, described = [], [], []
@@ -165,11 +189,12 @@ class JitFunction:
                 described.append(f"{name}={node!r}")
             traced.append(node)
         try:
-            result = self._fn(*traced)
+            with elementwise_equality():
+                result = self._fn(*traced)
         except NbyocError as error:
             raise type(error)(f"{error}\n{_user_line(error)}") from None
         outputs, structure = _outputs(result, self.__name__)
-        func = function(params, outputs if isinstance(structure, list) else outputs[0])
+        func = function(params, outputs[0] if structure == "one" else outputs)
         return func, structure, f"({', '.join(described)})"
 
 
@@ -193,11 +218,10 @@ def _same(a, b) -> bool:
 
 
 def _key(value):
-    """The part of a signature one argument other than an exact ndarray gives."""
-    if isinstance(value, np.ndarray):
+    """The part of a signature one argument gives (arrays and NumPy scalars: as the fast
+    path in ``JitFunction.__call__`` keys them)."""
+    if isinstance(value, (np.ndarray, np.generic)):
         return (value.shape, value.dtype)
-    if isinstance(value, np.generic):
-        return ((), value.dtype)  # a NumPy scalar: a 0-d array of its dtype
     if type(value) in WEAK_KINDS:
         return type(value)
     if isinstance(value, _Static):
@@ -237,26 +261,33 @@ def _outputs(result, name: str) -> tuple[list[Expr], object]:
     return outputs, (type(result) if many else "one")
 
 
-def _runner(executable, roles: list[str], structure) -> Callable:
+def _runner(executable, args, structure, ret_type) -> Callable:
     """The function calling ``executable`` with a call's arguments: static ones left out,
-    weak scalars as 0-d arrays of their dtype, 0-d results as NumPy scalars (as NumPy's
-    own reductions and indexing return them)."""
+    Python numbers as 0-d arrays (after checking they are still of the kind traced: an
+    ArgumentError otherwise, as the Executable raises for arrays of another shape or
+    dtype), 0-d results as NumPy scalars (as NumPy's own reductions and indexing return
+    them), several results as the tuple or list the function returned. The Executable
+    itself when none of that applies."""
+    roles = [_role(a) for a in args]
     inputs = [k for k, role in enumerate(roles) if role != "static"]
-    # Python and NumPy scalars pass as 0-d arrays
-    convert = {k for k, role in enumerate(roles) if role in ("weak", "scalar")}
-    plain = not convert and len(inputs) == len(roles)
+    weak = [(k, type(args[k])) for k, role in enumerate(roles) if role == "weak"]
+    every = len(inputs) == len(roles)
+    zero_d = [t.ndim == 0 for t in tensor_types(ret_type)]
+    if structure == "one" and every and not weak:
+        return executable if not zero_d[0] else lambda *args: executable(*args)[()]
 
     def scalars(result):
         return result[()] if type(result) is np.ndarray and result.ndim == 0 else result
 
     def run(*args):
-        if plain:
-            result = executable(*args)
-        else:
-            result = executable(*[np.asarray(args[k]) if k in convert else args[k] for k in inputs])
+        for k, kind in weak:
+            if type(args[k]) is not kind:
+                raise ArgumentError(f"argument {k} is not a Python {kind.__name__}")
+        values = [np.asarray(args[k]) if type(args[k]) in WEAK_KINDS else args[k] for k in inputs]
+        results = executable(*values)
         if structure == "one":
-            return scalars(result)
-        return structure(scalars(r) for r in result)
+            return scalars(results)
+        return structure(scalars(r) for r in results)
 
     return run
 

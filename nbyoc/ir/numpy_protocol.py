@@ -25,6 +25,8 @@ nbyoc.errors.NbyocTypeError: numpy.arctan has no nbyoc op yet; ...
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 
 import numpy as np
@@ -291,11 +293,32 @@ def array_function(func, args, kwargs):
     )
 
 
+#: Whether ``==`` and ``!=`` on graph values build comparisons (while ``nbyoc.jit``
+#: runs a user's function) rather than refuse (everywhere else).
+_ELEMENTWISE_EQUALITY = contextvars.ContextVar("nbyoc_elementwise_equality", default=False)
+
+
+@contextlib.contextmanager
+def elementwise_equality():
+    """Within it, ``x == y`` and ``x != y`` on graph values are NumPy's elementwise
+    comparisons, as NumPy code expects (``nbyoc.jit`` traces functions in it)."""
+    token = _ELEMENTWISE_EQUALITY.set(True)
+    try:
+        yield
+    finally:
+        _ELEMENTWISE_EQUALITY.reset(token)
+
+
 def _refuse_equality(symbol: str, op: str):
-    """``==`` and ``!=`` raise: nodes keep identity semantics, so that lists, dicts and
-    sets of nodes work; the elementwise comparison is ``nbyoc.equal`` / ``not_equal``."""
+    """``==`` and ``!=`` raise outside ``elementwise_equality``: nodes keep identity
+    semantics, so that lists, dicts and sets of nodes work; the elementwise comparison is
+    ``nbyoc.equal`` / ``not_equal``."""
 
     def compare(self, other):
+        if _ELEMENTWISE_EQUALITY.get():
+            from .builder import call_op
+
+            return call_op(op, self, other)
         raise NbyocTypeError(
             f"graph values are not compared with {symbol}: write nbyoc.{op}(x, y) for the "
             f"elementwise comparison ({symbol} is kept from building graphs so that nodes "

@@ -171,7 +171,7 @@ def test_a_fresh_process_finds_the_kernels_of_a_seen_signature_on_disk(tmp_path)
         "    return np.exp(x) * y + 1.0\n"
         "x = np.ones((8, 8), np.float32)\n"
         "np.testing.assert_allclose(f(x, x), np.exp(x) * x + 1.0, rtol=1e-6)\n"
-        "(executable,) = [entry[3] for entry in f._compiled.values()]\n"
+        "(executable,) = [entry[2] for entry in f._compiled.values()]\n"
         "stats = executable.runtime_modules['llvm_0'].kernel.stats\n"
         "print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))\n"
     )
@@ -183,3 +183,14 @@ def test_a_fresh_process_finds_the_kernels_of_a_seen_signature_on_disk(tmp_path)
     assert all(r.returncode == 0 for r in runs), runs[0].stderr + runs[1].stderr
     assert runs[0].stdout.split()[1] != "0", "the first process compiles"
     assert runs[1].stdout.split() == ["1", "0"], "the second finds Numba's disk cache"
+
+
+def test_alternating_signatures_each_get_their_own_code():
+    """The last signature is tried first; any other call must still get NumPy's answer."""
+    jitted = nbyoc.jit(lambda x, s: x * s)
+    f32, f64, i32 = np.ones(3, np.float32), np.ones(3), np.ones(3, np.int32)
+    calls = [(f32, 2.0), (f64, 2.0), (f32, 2.0), (f32, 2), (f32, np.asarray(2.0)),
+             (i32, 2.5), (f32, True), (np.ones(4, np.float32), 2.0), (f32, 2.0)]  # fmt: skip
+    for x, s in calls * 2:
+        assert_like_numpy(jitted(x, s), x * s, f"{x.dtype} * {type(s).__name__}")
+    assert len(jitted.signatures) == 7

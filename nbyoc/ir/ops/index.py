@@ -399,9 +399,9 @@ def index(x, key):
     explicit = builtins.sum(k is not None and k is not Ellipsis for k in key)
     if explicit > x.type.ndim:
         raise NbyocTypeError(f"too many indices for {x.type!r}: {explicit}")
-    if Ellipsis not in key:
+    if not builtins.any(k is Ellipsis for k in key):
         key = (*key, Ellipsis)
-    at = key.index(Ellipsis)
+    at = next(i for i, k in enumerate(key) if k is Ellipsis)  # (== would compare arrays)
     key = key[:at] + (builtins.slice(None),) * (x.type.ndim - explicit) + key[at + 1 :]
     starts, ends, axes, steps, shape, gathers = [], [], [], [], [], []
     axis = 0
@@ -436,7 +436,8 @@ def index(x, key):
     sliced = any((s, e, st) != (0, x.type.shape[a], 1)
                  for s, e, st, a in zip(starts, ends, steps, axes))  # fmt: skip
     if gathers:
-        plain = not sliced and None not in key and len(axes) == x.type.ndim - 1
+        new_axes = builtins.any(k is None for k in key)
+        plain = not sliced and not new_axes and len(axes) == x.type.ndim - 1
         if len(gathers) > 1 or not plain:
             raise NbyocTypeError(
                 "an integer-array index (which becomes gather) combines only with ':' "
