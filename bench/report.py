@@ -78,9 +78,12 @@ def machine_line(doc: dict) -> str:
     return f"Machine: {', '.join(parts)}; {', '.join(versions)}; {when}."
 
 
-def run_time_table(doc: dict) -> list[str]:
-    """Rows (graph, shape), columns cases: median and ratio to NumPy."""
-    runs = _by_kind(doc, "run")
+def run_time_table(doc: dict, kind: str = "run") -> list[str]:
+    """Rows (graph, shape), columns cases: median and ratio to NumPy (benchmarks of
+    ``kind``: "run" for the graphs, "jit" for the NumPy functions of test_jit.py)."""
+    runs = _by_kind(doc, kind)
+    if not runs:
+        return []
     cases = _first_seen(b["extra_info"]["case"] for b in runs)
     medians: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     for b in runs:
@@ -361,6 +364,10 @@ def markdown(doc: dict) -> str:
         ("Run time", "Median per call; in brackets NumPy's median over the case's (above 1: "
          "faster than NumPy). `numpy-out` reuses preallocated buffers and returns the same "
          "array every call.", run_time_table(doc)),
+        ("nbyoc.jit on NumPy functions", "The same NumPy function as written (`numpy`), "
+         "through `nbyoc.jit` (llvm), written out as loops under `numba.njit(parallel=True)`, "
+         "and as a numexpr expression where one applies (bench/test_jit.py); in brackets "
+         "NumPy's median over the case's.", run_time_table(doc, "jit")),
         ("Against ONNX Runtime", "ONNX Runtime (default session options: all graph "
          "optimisations, a thread per core) on the same graph as an ONNX model "
          "(bench/onnx_graphs.py; the models of bench/test_models.py), its median over each "

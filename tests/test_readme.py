@@ -42,8 +42,17 @@ def test_no_readme_block_clears_the_cache():
 
 def test_first_example_prints_what_the_readme_shows():
     namespace: dict = {}
-    exec(fenced("python")[0].replace("print(f)", "shown = str(f)"), namespace)
+    block = next(b for b in fenced("python") if "print(f)" in b)  # the graph built by hand
+    exec(block.replace("print(f)", "shown = str(f)"), namespace)
     assert namespace["shown"] in README
+
+
+def test_the_jit_example_comes_first_and_prints_what_its_comments_say(capsys):
+    block = fenced("python")[0]
+    assert "@nbyoc.jit" in block
+    exec(block, {})
+    printed = capsys.readouterr().out
+    assert "['(x: float32[512, 1000])']" in printed and "(512, 1000) float32" in printed
 
 
 def setup_commands() -> list[str]:
