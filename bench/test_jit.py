@@ -158,3 +158,21 @@ def test_jit(benchmark, warm, name, shape, case):
     benchmark.extra_info.update(kind="jit", graph=name, shape="x".join(map(str, shape)), case=case)
     warm(fn, *args)
     benchmark(fn, *args)
+
+
+def reference(a, b, c, d):
+    return ((a + b) - c) * d
+
+
+@pytest.mark.parametrize("case", ["bare", "jit"])
+def test_jit_call_overhead(benchmark, warm, case):
+    """What nbyoc.jit adds to a call: the function through nbyoc.jit against its compiled
+    Executable called directly ("bare"), on the reference graph at 10x10."""
+    jitted = nbyoc.jit(reference)
+    args = [np.full((10, 10), k, np.float32) for k in range(1, 5)]
+    np.testing.assert_array_equal(jitted(*args), reference(*args))
+    ((_, _, executable),) = jitted._compiled.values()
+    fn = executable if case == "bare" else jitted
+    benchmark.group = "nbyoc.jit per-call cost, reference graph 10x10"
+    warm(fn, *args)
+    benchmark(fn, *args)

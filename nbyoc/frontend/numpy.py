@@ -108,13 +108,15 @@ class JitFunction:
     def _call(self, args, kwargs):
         """Any call: arguments bound to the parameters (defaults, keywords, static
         values), the signature compiled if it is new."""
-        if kwargs or self._static or len(args) != len(self._names):
+        # (a call that needs binding never takes the fast path: its arguments are not
+        # the runner's, and a static value is not checked by it)
+        plain = not (kwargs or self._static or len(args) != len(self._names))
+        if not plain:
             args = self._bind(args, kwargs)
         try:
             key = tuple([_key(a) for a in args])
             run = self._runners.get(key) or self._compile(args, key)
-            guarded = not self._static and all(type(k) is not _Static for k in key)
-            self._last = run if guarded else None
+            self._last = run if plain and all(type(k) is not _Static for k in key) else None
         except TypeError as error:  # an unhashable static value
             if "unhashable" not in str(error):
                 raise
@@ -279,7 +281,11 @@ def _runner(executable, args, structure, ret_type) -> Callable:
     def scalars(result):
         return result[()] if type(result) is np.ndarray and result.ndim == 0 else result
 
+    count = len(args)
+
     def run(*args):
+        if len(args) != count:
+            raise ArgumentError(f"{count} arguments expected, got {len(args)}")
         for k, kind in weak:
             if type(args[k]) is not kind:
                 raise ArgumentError(f"argument {k} is not a Python {kind.__name__}")

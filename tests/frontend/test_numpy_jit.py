@@ -194,3 +194,13 @@ def test_alternating_signatures_each_get_their_own_code():
     for x, s in calls * 2:
         assert_like_numpy(jitted(x, s), x * s, f"{x.dtype} * {type(s).__name__}")
     assert len(jitted.signatures) == 7
+
+
+def test_defaults_then_positional_calls_of_other_lengths():
+    def f(x, scale=2.0, shift=None):
+        return x * scale if shift is None else x * scale + shift
+
+    jitted = nbyoc.jit(f)
+    x = np.arange(3, dtype=np.float32)
+    for args in [(x,), (x, 3.0), (x,), (x, 3.0, 1.0), (x, 3.0), (x,)]:
+        assert_like_numpy(jitted(*args), f(*args), "f")
