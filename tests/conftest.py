@@ -11,6 +11,8 @@ _CACHE = tempfile.mkdtemp(prefix="nbyoc-test-cache-")
 def pytest_configure(config):
     os.environ["NBYOC_CACHE_DIR"] = _CACHE
     os.environ.pop("NBYOC_CACHE", None)
+    if config.getoption("--run-slow"):  # (before the test modules are imported: examples())
+        os.environ["NBYOC_RUN_SLOW"] = "1"
 
 
 def pytest_unconfigure(config):

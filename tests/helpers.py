@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import nbyoc
 from nbyoc.runtime import get_loader
+
+
+def examples(full: int) -> int:
+    """Hypothesis examples for a heavy property test: ``full`` with --run-slow (or
+    NBYOC_RUN_SLOW=1), half of it in the default run (each example compiles kernels)."""
+    return full if os.environ.get("NBYOC_RUN_SLOW") == "1" else max(5, full // 2)
 
 
 def reload(fn: nbyoc.Executable) -> nbyoc.Executable:

@@ -40,6 +40,19 @@ def smoke_run(tmp_path_factory) -> dict:
     return json.loads(out.read_text())
 
 
+def test_nbyoc_jit_is_measured_against_numpy_numba_and_numexpr(smoke_run):
+    measured = {
+        (b["extra_info"]["graph"], b["extra_info"]["case"])
+        for b in smoke_run["benchmarks"]
+        if b["extra_info"].get("kind") == "jit"
+    }
+    for name in ("gelu", "softmax", "layer_norm", "axpby"):
+        assert {(name, c) for c in ("numpy", "nbyoc.jit", "numba.njit")} <= measured
+    if importlib.util.find_spec("numexpr"):
+        assert {("gelu", "numexpr"), ("axpby", "numexpr")} <= measured
+    assert "nbyoc.jit on NumPy functions" in load_report().markdown(smoke_run)
+
+
 def test_every_graph_and_case_is_measured(smoke_run):
     measured = {
         (b["extra_info"]["graph"], b["extra_info"]["case"])

@@ -16,7 +16,7 @@ from nbyoc.codegen.llvm.lower import FLAT_EPILOGUE_MAX
 from nbyoc.codegen.llvm.target import tile_name, tile_shape
 from nbyoc.runtime import HostFunction
 
-from ..helpers import assert_close_to_host, reload
+from ..helpers import assert_close_to_host, examples, reload
 
 
 def host_ops(func) -> list[str]:
@@ -76,7 +76,7 @@ def check_matmul(a_shape, b_shape, dtype, epilogue, seed=0, transposed_b=False):
     assert_close_to_host(fn, f, inputs, **tolerance)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     m=st.integers(1, 20),
     k=st.integers(1, 24),
@@ -271,7 +271,7 @@ def test_conv_epilogues_with_per_channel_operands_walk_planes_flat(x_shape, w_sh
     assert_close_to_host(fn, f, inputs, rtol=1e-4, atol=1e-4)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(
     images=st.integers(1, 3),
     channels=st.sampled_from([16, 17]),

@@ -17,7 +17,7 @@ from nbyoc.codegen.llvm import rows as rows_module
 from nbyoc.codegen.llvm.row_blocks import SHORT_ROW
 from nbyoc.runtime.llvm import LLVMModule
 
-from ..helpers import assert_close_to_host, external, reload
+from ..helpers import assert_close_to_host, examples, external, reload
 
 RTOL = {"float16": 2e-2, "float32": 2e-5, "float64": 1e-12}
 
@@ -197,7 +197,7 @@ def _program(shape, split, dtype, first, second, keep, column, outputs):
     return nbyoc.function([x], [values[k] for k in outputs])
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(row_programs(), st.integers(0, 2**31 - 1))
 def test_random_row_programs_match_the_host(program, seed):
     shape, _, dtype, *_ = program
@@ -221,7 +221,7 @@ def test_random_row_programs_match_the_host(program, seed):
             np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-5 if rtol else 0)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.lists(st.integers(1, 9), min_size=1, max_size=4),
     st.data(),
@@ -291,7 +291,7 @@ def test_row_reductions_vectorise():
     assert re.search(r"\bv?maxps\b", assembly), "the max is not packed"
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(
     st.lists(st.integers(1, 9), min_size=1, max_size=3),
     st.data(),

@@ -16,6 +16,21 @@ from nbyoc.errors import NbyocTypeError
 from .numpy_corpus import CASES, STATIC
 
 BACKENDS = ["llvm", "csource", "examplejson"]
+#: The corpus functions every backend runs by default (a row group, a matmul, slicing,
+#: gather, integer and bool dtypes, casts, static and weak arguments, two outputs); the
+#: whole corpus runs on llvm, and on the other backends with --run-slow.
+QUICK = {"softmax", "layer_norm", "mlp", "laplacian", "gather_rows", "accuracy",
+         "integer_arithmetic", "to_uint8", "polynomial", "weighted_sum", "two_outputs",
+         "nan_safe"}  # fmt: skip
+
+
+def corpus_cases() -> list:
+    return [
+        pytest.param(name, backend, marks=() if backend == "llvm" or name in QUICK
+                     else pytest.mark.slow)
+        for name in sorted(CASES)
+        for backend in BACKENDS
+    ]  # fmt: skip
 
 
 def assert_like_numpy(got, expected, name: str) -> None:
@@ -36,8 +51,7 @@ def assert_like_numpy(got, expected, name: str) -> None:
         np.testing.assert_array_equal(got, expected)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name,backend", corpus_cases())
 def test_the_corpus_matches_numpy_on_two_signatures(name, backend):
     fn, first, second = CASES[name]
     jitted = nbyoc.jit(fn, backend=backend, static_argnames=STATIC.get(name, ()))
