@@ -140,24 +140,39 @@ class Executable:
 
 
 def _direct_call(module: IRModule, runtime_modules: dict, spec: ArgumentSpec):
-    """If ``main`` only passes its parameters, in order, to one external function
-    and returns its result, that function (allocating its outputs); else None.
+    """If ``main`` only passes its parameters, each once, to one external function and
+    returns its result, that function (allocating its outputs); else None.
     A module may offer ``allocating_function(symbol, spec)`` that checks its own
-    arguments more cheaply than a separate check would."""
+    arguments more cheaply than a separate check would. Parameters passed in another
+    order (the partitioner orders them by first use: ``a * x + b * y`` called with
+    ``x, y, a, b``) are reordered, after ``main``'s own check."""
     body, params = module["main"].body, module["main"].params
-    if (
+    if not (
         isinstance(body, Call)
         and isinstance(body.op, GlobalVar)
         and body.op.name_hint in runtime_modules
         and len(body.args) == len(params)
-        and all(a is p for a, p in zip(body.args, params))
     ):
-        name = body.op.name_hint
-        runtime = runtime_modules[name]
+        return None
+    order = [next((i for i, p in enumerate(params) if p is a), None) for a in body.args]
+    if sorted(order, key=lambda i: -1 if i is None else i) != list(range(len(params))):
+        return None
+    name = body.op.name_hint
+    runtime = runtime_modules[name]
+    if order == list(range(len(params))):
         if hasattr(runtime, "allocating_function"):
             return runtime.allocating_function(name, spec)
         return _allocating(runtime.get_function(name), body.type)
-    return None
+    if hasattr(runtime, "allocating_function"):
+        run = runtime.allocating_function(name, None)
+    else:
+        run = _allocating(runtime.get_function(name), body.type)
+
+    def reordered(*inputs):
+        return run(*[inputs[i] for i in order])
+
+    reordered.checks_arguments = False  # main's spec checks them first (_call_main)
+    return reordered
 
 
 def _allocating(run, ret_type):

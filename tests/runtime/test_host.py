@@ -187,3 +187,21 @@ def test_executable_describes_itself():
     assert fn.backend == "host" and fn.get_source() == "" and fn.sources == {}
     assert nbyoc.structural_equal(fn.module["main"], reference())
     assert repr(fn).startswith("<nbyoc.Executable backend='host'")
+
+
+@pytest.mark.parametrize("backend", ["llvm", "csource", "examplejson"])
+def test_parameters_used_in_another_order_still_call_the_external_function_directly(backend):
+    """``a * x + b * y`` of ``(x, y, a, b)``: the partitioner orders the external
+    function's inputs by first use (a, x, b, y); main is still one call, reordered,
+    without the host executor, and a wrong argument is named by main's parameters."""
+    x, y = nbyoc.var("x", (3, 4)), nbyoc.var("y", (3, 4))
+    a, b = nbyoc.var("a", ()), nbyoc.var("b", ())
+    fn = nbyoc.compile(nbyoc.function([x, y, a, b], a * x + b * y), backend=backend)
+    (call,) = fn.module["main"].body.args[0:1]
+    assert call is a  # the external function's first input is main's third parameter
+    assert fn._direct is not None
+    data = [np.arange(12, dtype=np.float32).reshape(3, 4), np.ones((3, 4), np.float32),
+            np.asarray(2, np.float32), np.asarray(-1, np.float32)]  # fmt: skip
+    np.testing.assert_array_equal(fn(*data), 2 * data[0] - data[1])
+    with pytest.raises(nbyoc.errors.ShapeMismatchError, match="y"):
+        fn(data[0], np.ones((4, 3), np.float32), data[2], data[3])
