@@ -74,7 +74,8 @@ class JitFunction:
         self._fn = fn
         self._backend = backend
         self._options = dict(compile_options)
-        self._parameters = inspect.signature(fn).parameters
+        self._signature = inspect.signature(fn)
+        self._parameters = self._signature.parameters
         self._names = list(self._parameters)
         if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in self._parameters.values()):
             raise NbyocTypeError(
@@ -154,7 +155,7 @@ class JitFunction:
     def _bind(self, args, kwargs) -> tuple:
         """All arguments in order, defaults filled in; static ones wrapped as ``_Static``."""
         try:
-            bound = inspect.signature(self._fn).bind(*args, **kwargs)
+            bound = self._signature.bind(*args, **kwargs)
         except TypeError as error:
             raise NbyocTypeError(f"{self.__name__}: {error}") from None
         bound.apply_defaults()

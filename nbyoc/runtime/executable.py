@@ -155,7 +155,7 @@ def _direct_call(module: IRModule, runtime_modules: dict, spec: ArgumentSpec):
     ):
         return None
     order = [next((i for i, p in enumerate(params) if p is a), None) for a in body.args]
-    if sorted(order, key=lambda i: -1 if i is None else i) != list(range(len(params))):
+    if None in order or sorted(order) != list(range(len(params))):
         return None
     name = body.op.name_hint
     runtime = runtime_modules[name]
