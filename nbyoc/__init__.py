@@ -13,7 +13,7 @@ Build a typed tensor graph, compile it, call it with NumPy arrays:
 This module only re-exports the public API.
 """
 
-from . import cache, codegen, errors, ir, runtime, transform
+from . import cache, codegen, dask, errors, ir, runtime, transform
 from ._version import __version__
 from .codegen import csource as _csource_backend  # noqa: F401 - registers the backend
 from .codegen import examplejson as _examplejson_backend  # noqa: F401 - registers the backend
@@ -46,6 +46,7 @@ __all__ = [
     "codegen",
     "compile",
     "const",
+    "dask",
     "errors",
     "from_json",
     "from_onnx",
