@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import NbyocError, NbyocTypeError
+from ..errors import MissingDependencyError, NbyocTypeError
 from ..frontend.numpy import JitFunction
 from ..ir.builder import call_op
 from ..ir.nodes import Call, Constant
@@ -60,6 +60,7 @@ def apply(fn: Callable, *arrays, backend=None, block_bytes=None, split_every=Non
     the tuple or list of them ``fn`` returns.
     """
     da = _dask_array()
+    budget = _budget(block_bytes)
     jit = _as_jit(fn, backend, compile_options)
     bound = jit._bind(arrays, {})
     values = [da.asarray(v) if isinstance(v, np.ndarray) else v for v in bound]
@@ -67,7 +68,6 @@ def apply(fn: Callable, *arrays, backend=None, block_bytes=None, split_every=Non
     inputs = [v for v, p in zip(values, bound) if _role(p) != "static"]
     if len(inputs) != len(func.params):  # a traced parameter for every non-static argument
         raise AssertionError("nbyoc.dask: parameters and arguments differ")
-    budget = _budget(block_bytes)
     builder = _Builder(func, inputs, jit._backend, jit._options, budget, split_every)
     outputs = [builder.output(node) for node in _outputs(func)]
     return outputs[0] if structure == "one" else structure(outputs)
@@ -77,7 +77,7 @@ def _dask_array():
     try:
         import dask.array as da
     except ImportError:
-        raise NbyocError(INSTALL_HINT) from None
+        raise MissingDependencyError(INSTALL_HINT) from None
     return da
 
 
@@ -87,6 +87,10 @@ def _as_jit(fn, backend, options) -> JitFunction:
         return JitFunction(fn._fn, backend or fn._backend, sorted(fn._static), merged)
     if not callable(fn):
         raise NbyocTypeError(f"nbyoc.dask.apply takes a function first, got {fn!r}")
+    if isinstance(fn, np.ufunc) and fn.nin in (1, 2):
+        # (its signature has out=, where=, ...: the traced function takes the operands only)
+        ufunc = fn
+        fn = (lambda x: ufunc(x)) if ufunc.nin == 1 else (lambda x, y: ufunc(x, y))
     return JitFunction(fn, backend or "llvm", (), options)
 
 
@@ -210,9 +214,12 @@ class _Builder:
                     value = call_op("squeeze", value, axes=reduced_axes)
                 return value
 
-        cut_axes = tuple(i for i, c in enumerate(part_labels) if c in tree)
+        # The axes the tree combines: those the op reduces along a cut label (another
+        # axis of the partials may carry a tree label of a later reduction: it stays).
+        cut_axes = tuple(i for i in reduced_axes if part_labels[i] in tree)
         part_dtype = self._dtype_of(partial)
-        partials = self._blockwise([partial], part_labels, part_dtype, shrink=tree)
+        shrink = {part_labels[i] for i in cut_axes}
+        partials = self._blockwise([partial], part_labels, part_dtype, shrink=shrink)
         combine = functools.partial(tasks.combine, combine_op, self.backend, options=self.options)
         combined = da.reduction(
             partials, chunk=tasks.unchanged, combine=combine, aggregate=combine,
@@ -283,9 +290,7 @@ class _Builder:
 def _indices(labels: list[int]) -> tuple[str, ...]:
     """Dask's index of a tensor with these axis labels. A label repeated in one tensor
     (x + x.T) is pinned, so whole: its later axes get names of their own."""
-    return tuple(
-        f"i{c}" if c not in labels[:k] else f"i{c}r{k}" for k, c in enumerate(labels)
-    )
+    return tuple(f"i{c}" if c not in labels[:k] else f"i{c}r{k}" for k, c in enumerate(labels))
 
 
 def _product(lists):
