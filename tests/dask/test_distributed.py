@@ -104,3 +104,20 @@ def test_a_worker_that_dies_mid_compute_is_replaced_and_the_result_is_right(clie
     assert_equal_to_numpy(client.compute(y).result(timeout=120), softmax(x.astype(np.float32)), "softmax")  # fmt: skip
     assert marker.exists()  # the worker did die
     client.wait_for_workers(2, timeout=60)
+
+
+def test_the_cluster_benchmark_runs_and_reports_every_graph():
+    """bench/dask_cluster.py at a small size: a row per graph, each with its ratio."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "bench" / "dask_cluster.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--size", "256", "--chunk", "64", "--rounds", "1"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "x |" in line]
+    assert len(rows) == 5, done.stdout
+    assert all(float(row.split("|")[4].strip().rstrip("x")) > 0 for row in rows)
