@@ -23,7 +23,8 @@ accumulate in the tile's dtype, as BLAS does, with ``llvm.fmuladd``: fused where
 the CPU has FMA.
 
 Kernels import tiles by name: ``tile_float32_6x32`` is a 6-row, 32-column float32
-tile (``tile_name``); ``tile_shape`` gives this machine's choice (both in
+tile, ``tile_float32_6x32_acc`` the same adding its product to C (for a product
+summed over K in parts) (``tile_name``); ``tile_shape`` gives this machine's choice (both in
 ``codegen.llvm.target``, which the lowering reads without importing Numba).
 """
 
@@ -34,7 +35,7 @@ import re
 
 from ..codegen.llvm.target import BITS, vector_lanes
 
-_NAME = re.compile(r"tile_(float32|float64)_(\d+)x(\d+)$")
+_NAME = re.compile(r"tile_(float32|float64)_(\d+)x(\d+)(_acc)?$")
 
 
 def __getattr__(name: str):
@@ -43,11 +44,11 @@ def __getattr__(name: str):
     if match is None:
         raise AttributeError(name)
     dtype, rows, cols = match.group(1), int(match.group(2)), int(match.group(3))
-    return _tile(dtype, rows, cols)
+    return _tile(dtype, rows, cols, bool(match.group(4)))
 
 
 @functools.cache
-def _tile(dtype: str, rows: int, cols: int):
+def _tile(dtype: str, rows: int, cols: int, accumulate: bool = False):
     from llvmlite import ir
     from numba import types
     from numba.core import cgutils
@@ -65,7 +66,8 @@ def _tile(dtype: str, rows: int, cols: int):
 
     @intrinsic
     def tile(typingctx, a, a_row, b, b_col, k_len, c, c_row, valid):
-        """C[c_row:+rows, b_col:+valid] = A[a_row:+rows, :k_len] @ B[:k_len, b_col:+valid]."""
+        """C[c_row:+rows, b_col:+valid] = A[a_row:+rows, :k_len] @ B[:k_len, b_col:+valid]
+        (``+=`` for an accumulating tile)."""
         signature = types.void(a, a_row, b, b_col, k_len, c, c_row, valid)
 
         def codegen(context, builder, sig, args):
@@ -132,7 +134,22 @@ def _tile(dtype: str, rows: int, cols: int):
             ]
             vector_bytes = lanes * bits // 8
 
+            def c_pointer(i, v):
+                row = builder.mul(builder.add(c_row, ir.Constant(i64, i)), c_step_row)
+                return address(
+                    builder.gep(c_base, [row]), ir.Constant(i64, v * vector_bytes), vector
+                )
+
             def product(masked: bool):
+                if accumulate:  # the sums start from C (a product over K in parts)
+                    for i in range(rows):
+                        for v in range(vectors):
+                            pointer = c_pointer(i, v)
+                            if masked:
+                                start = builder.call(masked_load, [pointer, align, masks[v], zero])
+                            else:
+                                start = builder.load(pointer, align=bits // 8)
+                            builder.store(start, sums[i][v])
                 with cgutils.for_range(builder, k_len) as loop:
                     b_row = builder.gep(b_base, [builder.mul(loop.index, b_step_k)])
                     b_vectors = []
@@ -153,10 +170,8 @@ def _tile(dtype: str, rows: int, cols: int):
                             )
                             builder.store(total, sums[i][v])
                 for i in range(rows):
-                    row = builder.mul(builder.add(c_row, ir.Constant(i64, i)), c_step_row)
-                    c_row_base = builder.gep(c_base, [row])
                     for v in range(vectors):
-                        pointer = address(c_row_base, ir.Constant(i64, v * vector_bytes), vector)
+                        pointer = c_pointer(i, v)
                         value = builder.load(sums[i][v])
                         if masked:
                             builder.call(masked_store, [value, pointer, align, masks[v]])

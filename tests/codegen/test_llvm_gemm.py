@@ -143,6 +143,23 @@ def test_products_that_pack_b_match_numpy(a_shape, b_shape, transposed_b, dtype)
     check_matmul(a_shape, b_shape, dtype, "bias+relu", seed=7, transposed_b=transposed_b)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(
+    "a_shape,b_shape",
+    [((40, 2 * gemm.DEEP_K + 77), (2 * gemm.DEEP_K + 77, 70)),  # a part-length last part
+     ((2, 7, gemm.DEEP_K + 1), (gemm.DEEP_K + 1, 33))],  # batched, edge tiles, 2 parts
+    ids=["deep", "deep-batched"],
+)  # fmt: skip
+def test_deep_products_sum_k_in_parts(a_shape, b_shape, dtype):
+    """Beyond DEEP_K, K is summed in parts of K_BLOCK: the first part's tiles store,
+    the later ones add to what is stored (accumulating tiles)."""
+    a = nbyoc.var("a", a_shape, dtype)
+    b = nbyoc.var("b", b_shape, dtype)
+    source = nbyoc.compile(nbyoc.function([a, b], a @ b), backend="llvm").get_source()
+    assert "_acc(" in source and "a_k = " in source
+    check_matmul(a_shape, b_shape, dtype, "bias+relu", seed=11)
+
+
 def test_small_integer_matmuls_and_vector_products_run_as_loops():
     i, j = nbyoc.var("i", (5, 7), "int32"), nbyoc.var("j", (7, 3), "int32")
     v = nbyoc.var("v", (7,), "float32")
@@ -169,9 +186,11 @@ def test_a_matmul_survives_save_and_load():
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("valid", [None, 1, 5])
 @pytest.mark.parametrize("rows", [None, 1])
-def test_a_tile_writes_its_block_and_nothing_else(dtype, valid, rows):
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_a_tile_writes_its_block_and_nothing_else(dtype, valid, rows, accumulate):
     """A tile (or an edge tile of fewer rows, or fewer valid columns) reads A through
-    strides and writes exactly its block of C: sentinels around it stay."""
+    strides and writes exactly its block of C (an accumulating tile adds to it):
+    sentinels around it stay."""
     from numba import njit
 
     from nbyoc.runtime import tiles
@@ -179,7 +198,7 @@ def test_a_tile_writes_its_block_and_nothing_else(dtype, valid, rows):
     tile_rows, cols = tile_shape(dtype)
     rows = rows or tile_rows
     valid = valid or cols
-    tile = getattr(tiles, tile_name(dtype, rows, cols))
+    tile = getattr(tiles, tile_name(dtype, rows, cols, accumulate))
 
     @njit
     def run(a, a_row, b, b_col, k, c, c_row, valid):
@@ -190,8 +209,10 @@ def test_a_tile_writes_its_block_and_nothing_else(dtype, valid, rows):
     b = normal((k, 3 * cols), dtype, seed=1)
     c = np.full((rows + 4, 3 * cols), -7.0, dtype)
     run(a, 2, b, cols, k, c, 1, valid)
-    want = c.copy()
+    want = np.full_like(c, -7.0)
     want[1 : 1 + rows, cols : cols + valid] = a[2 : 2 + rows] @ b[:, cols : cols + valid]
+    if accumulate:
+        want[1 : 1 + rows, cols : cols + valid] += -7.0
     np.testing.assert_allclose(c, want, rtol=1e-5)
     assert (c[1 : 1 + rows, cols + valid :] == -7).all() and (c[0] == -7).all()
 

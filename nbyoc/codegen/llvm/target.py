@@ -62,9 +62,10 @@ def tile_shape(dtype: str) -> tuple[int, int]:
     return TILE_ROWS, TILE_VECTORS * vector_lanes(dtype)
 
 
-def tile_name(dtype: str, rows: int, cols: int) -> str:
-    """The name a kernel imports the tile of ``rows`` x ``cols`` ``dtype`` values by."""
-    return f"tile_{dtype}_{rows}x{cols}"
+def tile_name(dtype: str, rows: int, cols: int, accumulate: bool = False) -> str:
+    """The name a kernel imports the tile of ``rows`` x ``cols`` ``dtype`` values by
+    (``accumulate``: the tile that adds its product to C instead of storing it)."""
+    return f"tile_{dtype}_{rows}x{cols}" + ("_acc" if accumulate else "")
 
 
 def tiles_supported(dtype: str) -> bool:
