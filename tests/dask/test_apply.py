@@ -21,11 +21,14 @@ da = pytest.importorskip("dask.array")
 
 #: Corpus functions whose ops need whole axes (slices), refused when nothing fits.
 NEEDS_WHOLE_AXES = {"central_difference_2d": "slice", "laplacian": "slice"}
-#: Functions with reductions or contractions that the small budget turns into trees;
-#: the whole corpus runs so with --run-slow.
-TREE_QUICK = {"attention", "mlp", "softmax", "layer_norm", "unbiased_variance", "total",
-              "logsumexp", "cosine_similarity", "integer_mean", "two_outputs", "accuracy",
-              "central_difference_2d"}  # fmt: skip
+#: The corpus functions run by default, with the default budget and with the small one
+#: that turns their reductions and contractions into trees (rows, matmuls, whole-array
+#: and integer reductions, slices, two outputs, scalars); the whole corpus with
+#: --run-slow.
+QUICK = {"attention", "mlp", "softmax", "layer_norm", "unbiased_variance", "total",
+         "logsumexp", "cosine_similarity", "integer_mean", "two_outputs", "accuracy",
+         "central_difference_2d", "weighted_sum", "reshape_transpose", "gather_rows",
+         "polynomial", "to_uint8"}  # fmt: skip
 
 
 def halves(array) -> object:
@@ -68,8 +71,7 @@ def assert_equal_to_numpy(got, expected, name, inputs=()):
 
 def corpus_cases():
     return [
-        pytest.param(name, budget, marks=() if budget is None or name in TREE_QUICK
-                     else pytest.mark.slow)
+        pytest.param(name, budget, marks=() if name in QUICK else pytest.mark.slow)
         for name in sorted(CASES)
         for budget in (None, 64)
     ]  # fmt: skip
