@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import MissingDependencyError, NbyocTypeError
+from ..errors import MissingDependencyError, NbyocError, NbyocTypeError
 from ..frontend.numpy import JitFunction
 from ..ir.builder import call_op
 from ..ir.nodes import Call, Constant
@@ -64,6 +64,12 @@ def apply(fn: Callable, *arrays, backend=None, block_bytes=None, split_every=Non
     jit = _as_jit(fn, backend, compile_options)
     bound = jit._bind(arrays, {})
     values = [da.asarray(v) if isinstance(v, np.ndarray) else v for v in bound]
+    for name, value in zip(jit._names, values):
+        if _is_array(value) and any(np.isnan(c) for axis in value.chunks for c in axis):
+            raise NbyocError(
+                f"nbyoc.dask.apply: argument {name!r} has blocks of unknown length (from "
+                f"boolean indexing or a filter); call its .compute_chunk_sizes() first"
+            )
     func, structure, _ = jit._trace([_stand_in(v) if _is_array(v) else v for v in values])
     inputs = [v for v, p in zip(values, bound) if _role(p) != "static"]
     if len(inputs) != len(func.params):  # a traced parameter for every non-static argument

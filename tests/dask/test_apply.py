@@ -205,6 +205,10 @@ def test_bad_arguments_are_refused_clearly():
     assert_equal_to_numpy(compute(nbyoc.dask.apply(np.add, x, 1.5)), np.full((4, 4), 1.5), "add")
     with pytest.raises(nbyoc.errors.NbyocTypeError, match="missing"):
         nbyoc.dask.apply(lambda a, b: a + b, x)
+    ones = da.ones((4, 4), chunks=2)
+    filtered = ones[ones.sum(axis=1) > 0]  # blocks of unknown length
+    with pytest.raises(nbyoc.errors.NbyocError, match=r"compute_chunk_sizes\(\)"):
+        nbyoc.dask.apply(lambda a: a * 2, filtered)
     with pytest.raises(nbyoc.errors.NbyocError, match=r"unknown op|np\.fft|not supported"):
         nbyoc.dask.apply(lambda a: np.fft.fft(a), x)
 
