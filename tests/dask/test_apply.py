@@ -25,10 +25,8 @@ NEEDS_WHOLE_AXES = {"central_difference_2d": "slice", "laplacian": "slice"}
 #: that turns their reductions and contractions into trees (rows, matmuls, whole-array
 #: and integer reductions, slices, two outputs, scalars); the whole corpus with
 #: --run-slow.
-QUICK = {"attention", "mlp", "softmax", "layer_norm", "unbiased_variance", "total",
-         "logsumexp", "cosine_similarity", "integer_mean", "two_outputs", "accuracy",
-         "central_difference_2d", "weighted_sum", "reshape_transpose", "gather_rows",
-         "polynomial", "to_uint8"}  # fmt: skip
+QUICK = {"attention", "mlp", "softmax", "unbiased_variance", "total", "integer_mean",
+         "two_outputs", "central_difference_2d", "reshape_transpose", "gather_rows"}  # fmt: skip
 
 
 def halves(array) -> object:
@@ -142,7 +140,7 @@ GRAPHS = {
 WEIGHTS = np.linspace(-1, 1, 45, dtype=np.float32).reshape(9, 5)  # fmt: skip
 
 
-@settings(max_examples=examples(20), deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(
     graph=st.sampled_from(sorted(GRAPHS)),
     rows=st.integers(1, 40),
