@@ -128,9 +128,17 @@ def _budget(block_bytes) -> int:
     from dask.utils import parse_bytes
 
     value = dask.config.get("array.chunk-size") if block_bytes is None else block_bytes
-    budget = parse_bytes(value) if isinstance(value, str) else value
+    try:
+        budget = parse_bytes(value) if isinstance(value, str) else value
+    except ValueError:
+        budget = None
+    if isinstance(budget, float) and budget.is_integer():
+        budget = int(budget)  # 128e6
     if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-        raise NbyocTypeError(f"block_bytes must be a positive number of bytes, got {value!r}")
+        raise NbyocTypeError(
+            f"block_bytes must be a positive number of bytes or a size such as '64 MiB', "
+            f"got {value!r}"
+        )
     return budget
 
 

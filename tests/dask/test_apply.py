@@ -198,8 +198,11 @@ def test_bad_arguments_are_refused_clearly():
     x = da.zeros((4, 4), chunks=2)
     with pytest.raises(nbyoc.errors.NbyocTypeError, match="takes a function"):
         nbyoc.dask.apply("np.exp", x)
-    with pytest.raises(nbyoc.errors.NbyocTypeError, match="block_bytes"):
-        nbyoc.dask.apply(np.exp, x, block_bytes=-1)
+    for bad in (-1, 0.5, "a lot", True):
+        with pytest.raises(nbyoc.errors.NbyocTypeError, match="block_bytes"):
+            nbyoc.dask.apply(np.exp, x, block_bytes=bad)
+    for size in (64e3, "64 kB", 64_000):  # the same budget, three ways
+        assert compute(nbyoc.dask.apply(np.exp, x, block_bytes=size)).shape == (4, 4)
     assert_equal_to_numpy(compute(nbyoc.dask.apply(np.add, x, 1.5)), np.full((4, 4), 1.5), "add")
     with pytest.raises(nbyoc.errors.NbyocTypeError, match="missing"):
         nbyoc.dask.apply(lambda a, b: a + b, x)
