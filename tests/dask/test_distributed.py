@@ -13,7 +13,7 @@ import pytest
 import nbyoc
 
 from ..frontend.numpy_corpus import layer_norm, mlp, softmax
-from .test_apply import assert_equal_to_numpy
+from .test_apply import assert_equal_to_numpy, payloads
 
 dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
@@ -87,6 +87,28 @@ def test_each_worker_compiles_each_block_signature_once(client):
     after = client.run(lambda: dict(nbyoc.dask.tasks.compiles))
     compiled = [after[w]["block"] - before[w]["block"] for w in after]
     assert sum(compiled) >= 1 and max(compiled) <= 1, compiled  # one signature: (32, 16)
+
+
+def test_workers_find_the_clients_kernels_in_the_shared_disk_cache(client):
+    """The client compiles the first block function; workers on its file system load the
+    kernel from nbyoc's disk cache (Numba's cache hits, no misses) instead of compiling."""
+    fn = lambda x: np.cos(x) * 0.375 - x * 1.625  # noqa: E731 (a kernel no test has made)
+    x, chunked = rows((128, 8), 32)
+    y = nbyoc.dask.apply(fn, chunked)
+    (payload,) = payloads(y)
+    assert_equal_to_numpy(client.compute(y).result(), fn(x), "f")
+
+    def kernel_cache(digest=payload["digest"]):
+        hits = misses = 0
+        for entry, executable in list(nbyoc.dask.tasks._cache.items()):
+            if entry[0] == digest:
+                for module in executable.runtime_modules.values():
+                    hits += sum(module.kernel.stats.cache_hits.values())
+                    misses += sum(module.kernel.stats.cache_misses.values())
+        return hits, misses
+
+    found = [counts for counts in client.run(kernel_cache).values() if counts != (0, 0)]
+    assert found and all(hits >= 1 and misses == 0 for hits, misses in found), found
 
 
 def test_a_worker_that_dies_mid_compute_is_replaced_and_the_result_is_right(client, tmp_path):
