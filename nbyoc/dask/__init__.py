@@ -31,8 +31,9 @@ import numpy as np
 
 from ..errors import MissingDependencyError, NbyocError, NbyocTypeError
 from ..frontend.numpy import JitFunction
+from ..frontend.numpy import _role as jit_role
 from ..ir.builder import call_op
-from ..ir.nodes import Call, Constant
+from ..ir.nodes import Call, Constant, Tuple
 from ..ir.serialize import to_json
 from ..ir.traversal import post_order
 from . import tasks
@@ -107,8 +108,6 @@ def _is_array(value) -> bool:
 
 
 def _role(value) -> str:
-    from ..frontend.numpy import _role as jit_role
-
     return "array" if _is_array(value) else jit_role(value)
 
 
@@ -118,8 +117,6 @@ def _stand_in(array) -> np.ndarray:
 
 
 def _outputs(func):
-    from ..ir.nodes import Tuple
-
     return list(func.body.fields) if isinstance(func.body, Tuple) else [func.body]
 
 
@@ -186,7 +183,7 @@ class _Builder:
 
     # -- the Dask graph ---------------------------------------------------------------
     def output(self, node):
-        return self._blockwise([self.graph.value(node)], self.labels.of(node), node.type.dtype)
+        return self._blockwise([self.graph.value(node)], self.labels.of(node))
 
     def _tree_reduction(self, call: Call, tree: set[int]) -> None:
         """``call`` as partial results per block combined by Dask's ``reduction``; the
@@ -231,9 +228,9 @@ class _Builder:
         # The axes the tree combines: those the op reduces along a cut label (another
         # axis of the partials may carry a tree label of a later reduction: it stays).
         cut_axes = tuple(i for i in reduced_axes if part_labels[i] in tree)
-        part_dtype = self._dtype_of(partial)
         shrink = {part_labels[i] for i in cut_axes}
-        partials = self._blockwise([partial], part_labels, part_dtype, shrink=shrink)
+        partials = self._blockwise([partial], part_labels, shrink=shrink)
+        part_dtype = partials.dtype
         combine = functools.partial(tasks.combine, combine_op, self.backend, options=self.options)
         combined = da.reduction(
             partials, chunk=tasks.unchanged, combine=combine, aggregate=combine,
@@ -244,14 +241,10 @@ class _Builder:
         number = self.graph.cut(call, Cut(after, part_dtype, finish))
         self.sources[("cut", number)] = combined
 
-    def _dtype_of(self, output) -> str:
-        func, _ = self.graph.build([output], self._first_sizes())
-        return func.ret_type.dtype
-
     def _first_sizes(self) -> dict[int, int]:
         return {c: chunks[0] for c, chunks in self.plan.chunks.items()}
 
-    def _blockwise(self, outputs, out_labels, dtype, shrink=frozenset()):
+    def _blockwise(self, outputs, out_labels, shrink=frozenset()):
         """A Dask array whose every block one block function computes (``shrink``:
         labels along which each block gives one partial result, of length 1)."""
         import dask
@@ -259,6 +252,7 @@ class _Builder:
 
         labels = self.labels
         first, sources = self.graph.build(outputs, self._first_sizes())
+        dtype = first.ret_type.dtype
         source_labels = [self._source_labels(s) for s in sources]
         cut = sorted({c for own in source_labels for c in own if c in self.plan.chunks})
         lengths = [sorted(set(self.plan.chunks[c])) for c in cut]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from ..ir.builder import call_op
 from ..ir.nodes import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
-from ..ir.traversal import operands
+from ..ir.traversal import operands, post_order
 from ..ir.types import TensorType
 from .axes import AxisLabels
 
@@ -97,8 +97,10 @@ class BlockGraph:
             return params[source]
 
         def rebuilt(root: Expr) -> Expr:
-            for node in self._walk(root, memo):
-                memo[node] = self._rebuild(node, memo, labels, shape, parameter)
+            # (a lifted node is read, not computed: the walk stops there)
+            for node in post_order([root], leaves=self.lifted):
+                if node not in memo:
+                    memo[node] = self._rebuild(node, memo, labels, shape, parameter)
             return memo[root]
 
         bodies = [output(rebuilt) for output in outputs]
@@ -106,27 +108,6 @@ class BlockGraph:
         sources = sorted(params, key=lambda s: _source_rank(s, order))
         body = bodies[0] if len(bodies) == 1 else Tuple(bodies)
         return Function([params[s] for s in sources], body), [_plain(s, order) for s in sources]
-
-    def _walk(self, root: Expr, done) -> list[Expr]:
-        """The nodes ``root`` needs that are not in ``done``, operands first; a lifted
-        node is read, not computed, so the walk stops there."""
-        order, seen = [], set(done)
-        if root in seen:
-            return order
-        seen.add(root)
-        stack = [(root, iter(() if root in self.lifted else operands(root)))]
-        while stack:
-            node, pending = stack[-1]
-            for child in pending:
-                if child not in seen:
-                    seen.add(child)
-                    inner = () if child in self.lifted else operands(child)
-                    stack.append((child, iter(inner)))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-        return order
 
     def _rebuild(self, node, memo, labels, shape, parameter) -> Expr:
         lifted = self.lifted.get(node)

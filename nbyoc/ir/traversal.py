@@ -13,7 +13,7 @@ without touching Python's recursion limit.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 
 from ..errors import WellFormednessError
 from .nodes import Call, Constant, Expr, Tuple, TupleGetItem, Var
@@ -50,25 +50,30 @@ def with_operands(node: Expr, args: list[Expr]) -> Expr:
     raise WellFormednessError(f"cannot rebuild {node!r} on new operands")
 
 
-def post_order(roots: Iterable[Expr]) -> list[Expr]:
-    """Every node reachable from ``roots``, each once, operands before users.
+def post_order(roots: Iterable[Expr], leaves: Container[Expr] = ()) -> list[Expr]:
+    """Every node reachable from ``roots``, each once, operands before users; the walk
+    does not go below a node in ``leaves`` (it is listed, its operands are not).
 
     The order is the one a left-to-right depth-first walk meets them in, so the
     same graph always gives the same order.
     """
     order: list[Expr] = []
     done: set[Expr] = set()  # nodes hash by identity
+
+    def below(node: Expr):
+        return iter(() if node in leaves else operands(node))
+
     for root in roots:
         if root in done:
             continue
         done.add(root)
-        stack = [(root, iter(operands(root)))]
+        stack = [(root, below(root))]
         while stack:
             node, pending = stack[-1]
             for child in pending:
                 if child not in done:
                     done.add(child)
-                    stack.append((child, iter(operands(child))))
+                    stack.append((child, below(child)))
                     break
             else:
                 stack.pop()

@@ -276,9 +276,8 @@ def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
         lines, imports = tile_product(dtype, (a2, b2, c2), (m, k, n), "r0", "r1", pack)
         body += lines
     else:
-        body += _deep_product(dtype, (a2, b2, c2), (m, k, n), depth, pack)
-        imports = {tile_name(dtype, rows, cols, acc) for rows in {tile_rows, m % tile_rows} - {0}
-                   for acc in (False, True)}  # fmt: skip
+        lines, imports = _deep_product(dtype, (a2, b2, c2), (m, k, n), depth, pack)
+        body += lines
     setup = [f"b_panel = np.empty(({depth}, {cols}), np.{dtype})"] if pack else []
     if epilogue is not None and names:
         body += ["for r in range(r0, r1):", *("    " + line for line in epilogue([*names, "r"]))]
@@ -299,17 +298,20 @@ DEEP_K = 2048
 K_BLOCK = 512
 
 
-def _deep_product(dtype, arrays, sizes, depth: int, pack) -> list[str]:
-    """Lines computing rows ``[r0, r1)`` of ``c = a @ b`` over K in parts of ``depth``:
-    the first part stores its product, the others add theirs (accumulating tiles)."""
+def _deep_product(dtype, arrays, sizes, depth: int, pack) -> tuple[list[str], set[str]]:
+    """Lines computing rows ``[r0, r1)`` of ``c = a @ b`` over K in parts of ``depth``,
+    and the tiles they import: the first part stores its product, the others add theirs
+    (accumulating tiles)."""
     a, b, c = arrays
     m, k, n = sizes
     parts = -(-k // depth)
+    imports: set[str] = set()
 
     def part(first: bool) -> list[str]:
-        lines, _ = tile_product(
+        lines, tiles = tile_product(
             dtype, ("a_k", "b_k", c), (m, "kl", n), "r0", "r1", pack, accumulate=not first
         )
+        imports.update(tiles)
         return lines
 
     head = [f"a_k = {a}[:, 0:{depth}]", f"b_k = {b}[0:{depth}]", f"kl = {depth}"]
@@ -319,12 +321,13 @@ def _deep_product(dtype, arrays, sizes, depth: int, pack) -> list[str]:
         f"a_k = {a}[:, k0:k0 + kl]",
         f"b_k = {b}[k0:k0 + kl]",
     ]
-    return [
+    lines = [
         *head,
         *part(True),
         f"for kp in range(1, {parts}):",
         *("    " + line for line in [*rest, *part(False)]),
     ]
+    return lines, imports
 
 
 def _loops_matmul(node: Call, sources, dest: str) -> StageBody:
