@@ -20,6 +20,7 @@ import threading
 
 import numpy as np
 
+from ..codegen.llvm import target
 from ..codegen.llvm.lower import Lowered, lower
 from ..codegen.llvm.rules import STORAGE
 from ..errors import ArgumentError, ExecutionError, LoadError, NbyocError
@@ -50,7 +51,8 @@ def compiled_kernel(
     """(lowering, kernel, trailing arguments) for ``func``, from the in-memory cache when
     possible. The trailing arguments (the addresses of its large stage functions, when
     it calls any through them) follow the scratch buffers in every call."""
-    key = (structural_digest(func), fuse, parallel_threshold)
+    # (the streaming threshold shapes the source too, and a test or user may change it)
+    key = (structural_digest(func), fuse, parallel_threshold, target.stream_min_bytes())
     with _LOCK:
         entry = _COMPILED.get(key)
         if entry is None:

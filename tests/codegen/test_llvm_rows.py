@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import nbyoc
 from nbyoc.codegen.llvm import rows as rows_module
+from nbyoc.codegen.llvm import target
 from nbyoc.codegen.llvm.row_blocks import SHORT_ROW
 from nbyoc.runtime.llvm import LLVMModule
 
@@ -119,6 +120,59 @@ def test_long_rows_prefetch_the_next_row_in_their_second_pass(dtype):
     centred = data - data.mean(axis=-1, keepdims=True)
     expected = centred / np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + 1e-5) * gain
     np.testing.assert_allclose(out, expected, rtol=2e-5 if dtype == "float32" else 1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(NORMALISATIONS))
+@pytest.mark.parametrize("shape", [(7, 1000), (33, 257), (3, 4096)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_row_groups_over_the_streaming_threshold_stream_their_rows(monkeypatch, name, shape, dtype):
+    """Past ``target.stream_min_bytes()`` (here forced to 0) a row group computes each
+    result row into a row buffer and writes it with ``stream_row``, fencing once at
+    the end, and asks for no output lines ahead: the results equal the host's NumPy
+    (rows whose starts fall anywhere in a cache line: 257 and 1000 columns), also
+    after a save and load, and into a caller's output that is not line-aligned."""
+    monkeypatch.setenv(target.STREAM_ENV, "0")
+    x = nbyoc.var("x", shape, dtype)
+    f = nbyoc.function([x], NORMALISATIONS[name](x))
+    fn = nbyoc.compile(f, backend="llvm")
+    source = fn.get_source()
+    group = source.split("def stage0(")[1].split("\n\n")[0]
+    assert group.count("stream_row(a") == 1 and group.rstrip().endswith("store_fence()"), group
+    assert "prefetch_write" not in group
+    data = _rows(*shape, dtype, seed=shape[1])
+    rtol = {"float32": 2e-5, "float64": 1e-12}[dtype]
+    assert_close_to_host(fn, f, [data], rtol=rtol, atol=1e-6)
+    assert_close_to_host(reload(fn), f, [data], rtol=rtol, atol=1e-6)
+    (module,) = fn.runtime_modules.values()
+    itemsize = np.dtype(dtype).itemsize
+    raw = np.full(data.nbytes + 3 * itemsize, 7, np.uint8)
+    out = raw[itemsize : itemsize + data.nbytes].view(dtype).reshape(shape)
+    module.get_function("llvm_0")(data, out)
+    np.testing.assert_allclose(out, fn(data), rtol=rtol, atol=1e-6)
+    assert (raw[:itemsize] == 7).all() and (raw[itemsize + data.nbytes :] == 7).all()
+
+
+def test_row_groups_under_the_streaming_threshold_store_as_they_go(monkeypatch):
+    """Below the threshold (the default on any machine for 64 x 128) the rows are
+    stored in the loop that computes them: nothing streams."""
+    monkeypatch.setenv(target.STREAM_ENV, str(64 * 128 * 4 * 2 + 1))
+    x = nbyoc.var("x", (64, 128))
+    source = nbyoc.compile(nbyoc.function([x], nbyoc.softmax(x))).get_source()
+    assert "stream_row" not in source and "store_fence" not in source
+    monkeypatch.setenv(target.STREAM_ENV, str(64 * 128 * 4 * 2))
+    source = nbyoc.compile(nbyoc.function([x], nbyoc.softmax(x))).get_source()
+    assert "stream_row" in source
+
+
+def test_the_streaming_threshold_is_a_number_of_bytes(monkeypatch):
+    monkeypatch.delenv(target.STREAM_ENV, raising=False)
+    assert target.stream_min_bytes() == (
+        target.last_level_cache_bytes() * 3 // 4 // target.worker_threads()
+    )
+    for bad in ("lots", "-1", "1.5"):
+        monkeypatch.setenv(target.STREAM_ENV, bad)
+        with pytest.raises(ValueError, match="NBYOC_STREAM_MIN_BYTES must be a number of bytes"):
+            target.stream_min_bytes()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

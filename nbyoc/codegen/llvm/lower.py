@@ -66,7 +66,15 @@ from .loops import (
 )
 from .ops import EPILOGUES, FUNCTION_STAGES, STAGES
 from .row_blocks import BLOCK_ELEMENTS, SHORT_ROW, emit_row_blocks
-from .rows import PREFETCH_IMPORT, ROWS_IMPORT, RowGroup, RowGroupPlan, emit_row_group, row_domain
+from .rows import (
+    PREFETCH_IMPORT,
+    ROWS_IMPORT,
+    STREAM_IMPORT,
+    RowGroup,
+    RowGroupPlan,
+    emit_row_group,
+    row_domain,
+)
 from .rows import ROW_REDUCTIONS as REDUCTIONS
 from .rules import load, storage_dtype, store, value_dtype
 from .stages import Lead, StageCall, StageFunctions, can_join, emit_calls, lead_axes
@@ -188,6 +196,7 @@ class _Lowering:
         self.emulated = any(n.type.dtype in rules.STORAGE for n in self.nodes)
         self.row_groups = False  # whether the kernel has any (and so needs ROWS_IMPORT)
         self.prefetches = False  # whether a row group prefetches (PREFETCH_IMPORT)
+        self.streams = False  # whether a row group streams its rows (STREAM_IMPORT)
         self.scratch_views: dict[tuple, str] = {}  # (buffer, shape) -> its view's name
         self.tiles: set[str] = set()  # the matrix-product tiles the kernel imports
 
@@ -917,6 +926,7 @@ class _Lowering:
             *([rules.EMULATION_IMPORT] if self.emulated else []),
             *([ROWS_IMPORT] if self.row_groups else []),
             *([PREFETCH_IMPORT] if self.prefetches else []),
+            *([STREAM_IMPORT] if self.streams else []),
             *(
                 [f"from nbyoc.runtime.tiles import {', '.join(sorted(self.tiles))}"]
                 if self.tiles

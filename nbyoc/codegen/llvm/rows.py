@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call, Expr
 from ...ir.ops.elementwise import loop_dtypes
-from . import rules
+from . import rules, target
 
 #: The reductions a row group computes.
 ROW_REDUCTIONS = ("sum", "mean", "max", "min", "prod")
@@ -57,6 +57,8 @@ PREFETCH_IMPORT = "from nbyoc.runtime.prefetch import prefetch_read, prefetch_wr
 #: (``nbyoc.runtime.prefetch``). Shorter rows gain nothing with two threads: softmax at
 #: 2048 x 2048 float32 (8 KiB rows) is even, within noise; at 4096 it runs 20% faster.
 PREFETCH_MIN_ROW_BYTES = 8192
+#: The import of kernels whose row groups stream their rows (see ``streamed_rows``).
+STREAM_IMPORT = "from nbyoc.runtime.stream import stream_row, store_fence"
 
 
 @dataclass(frozen=True)
@@ -355,10 +357,12 @@ def pass_loops(loop_body, after, block_sums, columns, prefetch=()) -> list[str]:
     return lines
 
 
-def prefetches(group: RowGroup, bound: Bindings, stored: set, passes: int) -> list[str]:
+def prefetches(
+    group: RowGroup, bound: Bindings, stored: set, passes: int, streamed=frozenset()
+) -> list[str]:
     """The calls asking for block ``b0:b1`` of row ``nxt`` of each full array the group
-    reads (to read) or stores (to write), for its second pass; none for a group of one
-    pass or short rows (see PREFETCH_MIN_ROW_BYTES)."""
+    reads (to read) or stores (to write; not one it streams), for its second pass; none
+    for a group of one pass or short rows (see PREFETCH_MIN_ROW_BYTES)."""
     full = [node for node, role in bound.roles.items() if role == "full"]
     row_bytes = max([group.domain.columns * node.type.itemsize for node in full] or [0])
     if passes < 2 or group.domain.rows < 2 or row_bytes < PREFETCH_MIN_ROW_BYTES:
@@ -366,7 +370,23 @@ def prefetches(group: RowGroup, bound: Bindings, stored: set, passes: int) -> li
     return [
         f"prefetch_{'write' if node in stored else 'read'}({bound.params[node]}, nxt, b0, b1)"
         for node in full
+        if node not in streamed
     ]
+
+
+def streamed_rows(group: RowGroup, bound: Bindings, stored: set) -> set[Expr]:
+    """The full values ``group`` stores with streaming stores (``nbyoc.runtime.stream``):
+    all of them (not emulated dtypes) once the group's full arrays together reach
+    ``target.stream_min_bytes()``; none below it, where the cache holds them."""
+    full = [node for node, role in bound.roles.items() if role == "full"]
+    footprint = sum(node.type.size * node.type.itemsize for node in full)
+    if footprint < target.stream_min_bytes():
+        return set()
+    return {
+        node
+        for node in full
+        if node in stored and rules.value_dtype(node.type.dtype) == node.type.dtype
+    }
 
 
 def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
@@ -408,13 +428,16 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
         later = node in group.full and last_read.get(node, 0) > computed[node]
         if later or any(r.args[0] is node for r in widening):
             buffers[node] = f"buf{len(buffers)}"
+    # A streamed value's row goes to a row buffer of its own, then to memory at once.
+    streamed = streamed_rows(group, bound, stored)
+    rows_out = {node: f"out{k}" for k, node in enumerate(n for n in group.nodes if n in streamed)}
     body = [
         f"{b} = np.empty({columns}, {rules.NP_TYPES[rules.value_dtype(n.type.dtype)]})"
-        for n, b in buffers.items()
+        for n, b in [*buffers.items(), *rows_out.items()]
     ]
     body.append("for r in range(np.uint64(lo), np.uint64(hi)):")
     last = max([*computed.values(), *ready.values(), 0])
-    ahead = prefetches(group, bound, stored, last + 1)
+    ahead = prefetches(group, bound, stored, last + 1, streamed)
     if ahead:  # the next row (the last row asks for itself: a no-op, in bounds)
         lowering.prefetches = True
         body.append(f"    nxt = min(r + np.uint64(1), np.uint64({domain.rows - 1}))")
@@ -478,7 +501,9 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
                 loop_body.append(compute(node, f"v{k}"))
                 if node in buffers:
                     loop_body.append(f"{buffers[node]}[j] = {local[node]}")
-                if node in stored:
+                if node in rows_out:
+                    loop_body.append(f"{rows_out[node]}[j] = {local[node]}")
+                elif node in stored:
                     value = rules.store(local[node], node.type.dtype)
                     loop_body.append(f"{params[node]}[r, j] = {value}")
             else:  # a reduction accumulating in this pass
@@ -508,6 +533,11 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
             divisors.clear()
         else:
             inner += loops
+        inner += [
+            f"stream_row({params[node]}, r, {row})"
+            for node, row in rows_out.items()
+            if computed[node] == step
+        ]
         for node in group.nodes:  # full values do not outlive their pass's loop
             if node in group.full and computed[node] == step:
                 local.pop(node, None)
@@ -517,6 +547,9 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
             if node in stored:
                 inner.append(f"{params[node]}[r] = {rules.store(name, node.type.dtype)}")
         body += ["    " + line for line in inner]
+    if rows_out:
+        lowering.streams = True
+        body.append("store_fence()")
     parameters = [*params.values(), *scalars.values()]
     function = lowering.stages.add_function(parameters, body)
     return bound.lines + lowering.queue_row_call(function, bound.arguments, domain)
