@@ -19,8 +19,9 @@ is inside ``array[row, :]``. Streaming stores are weakly ordered: a thread calls
 ``store_fence`` (a sequentially consistent fence: ``mfence``) after its last one,
 before another thread may read the rows.
 
+Flat elementwise stages do the same a block of elements at a time (``stream_run``).
 Generated kernels import these by name (``from nbyoc.runtime.stream import
-stream_row, store_fence``).
+stream_row, stream_run, store_fence``).
 
 >>> import numpy as np
 >>> out, row = np.zeros((2, 40), np.float32), np.arange(40, dtype=np.float32)
@@ -42,45 +43,39 @@ LINE_BYTES = 64
 
 
 @intrinsic
-def _address(typingctx, array, row, column):
-    """The address of ``array[row, column]`` (a C-contiguous 2-D array) as an integer."""
-    if not (isinstance(array, types.Array) and array.ndim == 2):
+def _address(typingctx, array, index):
+    """The address of ``array[index]`` (a C-contiguous 1-D array) as an integer."""
+    if not (isinstance(array, types.Array) and array.ndim == 1):
         return None
 
     def codegen(context, builder, signature, args):
         view = context.make_array(signature.args[0])(context, builder, args[0])
-        indices = [
-            context.cast(builder, value, value_type, types.intp)
-            for value, value_type in zip(args[1:], signature.args[1:])
-        ]
+        index = context.cast(builder, args[1], signature.args[1], types.intp)
         pointer = cgutils.get_item_pointer(
-            context, builder, signature.args[0], view, indices, wraparound=False
+            context, builder, signature.args[0], view, [index], wraparound=False
         )
         return builder.ptrtoint(pointer, ir.IntType(64))
 
-    return types.uint64(array, row, column), codegen
+    return types.uint64(array, index), codegen
 
 
 @intrinsic
-def _stream_lines(typingctx, array, row, column, source, start, lines):
-    """Copy ``lines`` cache lines from ``source[start:]`` to ``array[row, column:]``
-    (64-byte aligned there) with non-temporal stores."""
+def _stream_lines(typingctx, array, index, source, start, lines):
+    """Copy ``lines`` cache lines from ``source[start:]`` to ``array[index:]`` (64-byte
+    aligned there; both 1-D) with non-temporal stores."""
     if not (isinstance(array, types.Array) and isinstance(source, types.Array)):
         return None
 
     def codegen(context, builder, signature, args):
-        array_type, _, _, source_type, _, _ = signature.args
+        array_type, _, source_type, _, _ = signature.args
         i64, byte = ir.IntType(64), ir.IntType(8).as_pointer()
         destination = context.make_array(array_type)(context, builder, args[0])
-        origin = context.make_array(source_type)(context, builder, args[3])
-        row, column, start, lines = (
-            context.cast(builder, value, value_type, types.intp)
-            for value, value_type in zip(
-                (args[1], args[2], args[4], args[5]), signature.args[1:3] + signature.args[4:]
-            )
+        origin = context.make_array(source_type)(context, builder, args[2])
+        index, start, lines = (
+            context.cast(builder, args[k], signature.args[k], types.intp) for k in (1, 3, 4)
         )
         target = cgutils.get_item_pointer(
-            context, builder, array_type, destination, [row, column], wraparound=False
+            context, builder, array_type, destination, [index], wraparound=False
         )
         first = cgutils.get_item_pointer(
             context, builder, source_type, origin, [start], wraparound=False
@@ -102,7 +97,7 @@ def _stream_lines(typingctx, array, row, column, source, start, lines):
             store.set_metadata("nontemporal", nontemporal)
         return context.get_dummy_value()
 
-    return types.void(array, row, column, source, start, lines), codegen
+    return types.void(array, index, source, start, lines), codegen
 
 
 @intrinsic
@@ -115,26 +110,32 @@ def _fence(typingctx):
 
 
 @njit(nogil=True, forceinline=True)
+def stream_run(array, start, values, count):
+    """``array[start:start + count] = values[:count]`` (``array`` C-contiguous 1-D,
+    ``values`` of its dtype), the aligned middle with non-temporal stores."""
+    size = array.itemsize
+    misaligned = _address(array, start) % LINE_BYTES
+    if misaligned % size:  # an unaligned array: no element starts on a line boundary
+        for j in range(count):
+            array[start + j] = values[j]
+        return
+    # The elements before the first line boundary.
+    head = min(((LINE_BYTES - misaligned) % LINE_BYTES) // size, count)
+    for j in range(head):
+        array[start + j] = values[j]
+    per_line = LINE_BYTES // size
+    lines = (count - head) // per_line
+    if lines > 0:
+        _stream_lines(array, start + head, values, head, lines)
+    for j in range(head + lines * per_line, count):
+        array[start + j] = values[j]
+
+
+@njit(nogil=True, forceinline=True)
 def stream_row(array, row, values):
     """``array[row, :] = values`` (``array`` C-contiguous 2-D, ``values`` 1-D of the
     row's length and dtype), the aligned middle with non-temporal stores."""
-    columns = array.shape[1]
-    size = array.itemsize
-    misaligned = _address(array, row, 0) % LINE_BYTES
-    if misaligned % size:  # an unaligned array: no element starts on a line boundary
-        for j in range(columns):
-            array[row, j] = values[j]
-        return
-    # The elements before the first line boundary.
-    head = min(((LINE_BYTES - misaligned) % LINE_BYTES) // size, columns)
-    for j in range(head):
-        array[row, j] = values[j]
-    per_line = LINE_BYTES // size
-    lines = (columns - head) // per_line
-    if lines > 0:
-        _stream_lines(array, row, head, values, head, lines)
-    for j in range(head + lines * per_line, columns):
-        array[row, j] = values[j]
+    stream_run(array[row], 0, values, array.shape[1])
 
 
 @njit(nogil=True, forceinline=True)

@@ -54,7 +54,7 @@ from ...ir.ops.elementwise import loop_dtypes
 from ...ir.ops.index import python_slices
 from ...ir.traversal import post_order
 from ...ir.types import TensorType
-from . import rules
+from . import rules, target
 from .epilogue import Epilogue, FlatPlanes, FlatRows
 from .gemm import takes_epilogue, uses_tiles
 from .loops import (
@@ -196,7 +196,7 @@ class _Lowering:
         self.emulated = any(n.type.dtype in rules.STORAGE for n in self.nodes)
         self.row_groups = False  # whether the kernel has any (and so needs ROWS_IMPORT)
         self.prefetches = False  # whether a row group prefetches (PREFETCH_IMPORT)
-        self.streams = False  # whether a row group streams its rows (STREAM_IMPORT)
+        self.streams = False  # whether a row group or stage streams (STREAM_IMPORT)
         self.scratch_views: dict[tuple, str] = {}  # (buffer, shape) -> its view's name
         self.tiles: set[str] = set()  # the matrix-product tiles the kernel imports
 
@@ -530,9 +530,10 @@ class _Lowering:
         """Bind what a loop nest reads and writes, then emit it: a few ops as loops in
         the kernel itself; more as a stage function whose call is queued (a parallel one
         may share a prange with the next)."""
-        as_function = is_function_stage(stage)
         lines, names, scalars, flat = self.nest_bindings(stage, stored, dest, True)
         domain = (math.prod(stage.shape),) if flat else stage.shape
+        stream = flat and self.streams_nest(stage, names, stored)
+        as_function = is_function_stage(stage) or stream
         arguments = [*names.values(), *scalars.values()]
         if as_function:
             names = {a: f"a{k}" for k, a in enumerate(names)}
@@ -545,12 +546,28 @@ class _Lowering:
         types = [self.parameter_type(a, flat) for a in names]
         types += [NUMBA_TYPES[value_dtype(a.type.dtype)] for a in scalars]
         parameters = [*names.values(), *scalars.values()]
-        name, address = self.stages.add(parameters, types, domain, inner, stores, len(stage.nodes))
+        name, address = self.stages.add(
+            parameters, types, domain, inner, stores, len(stage.nodes), stream
+        )
+        self.streams |= stream
         function = name if address is None else f"stage_at{address}"
         outer_indices = math.prod(domain[: lead_axes(domain)])
         lead = Lead.spread(stage.shape[0] if stage.shape else 0, outer_indices)
         call = StageCall(function, arguments, domain, self.use_parallel(domain), group, lead=lead)
         return self.flush_unless(group) + lines + self.queue(call)
+
+    def streams_nest(self, stage: Stage, names, stored) -> bool:
+        """Whether a flat nest writes its outputs with streaming stores: when the arrays
+        it reads and writes together reach ``target.stream_min_bytes()``, it runs in
+        parallel, and its outputs are stored as their values (not emulated dtypes)."""
+        outputs = [n for n in stage.nodes if n in stored]
+        footprint = sum(a.type.size * a.type.itemsize for a in names)
+        return (
+            bool(outputs)
+            and all(storage_dtype(n.dtype) == n.dtype for n in outputs)
+            and self.use_parallel(stage.shape)
+            and footprint >= target.stream_min_bytes()
+        )
 
     def nest_bindings(self, stage: Stage, stored, dest, flat_ok: bool):
         """What a loop nest needs bound before its loops: (lines binding its outputs'

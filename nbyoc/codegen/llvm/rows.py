@@ -57,8 +57,9 @@ PREFETCH_IMPORT = "from nbyoc.runtime.prefetch import prefetch_read, prefetch_wr
 #: (``nbyoc.runtime.prefetch``). Shorter rows gain nothing with two threads: softmax at
 #: 2048 x 2048 float32 (8 KiB rows) is even, within noise; at 4096 it runs 20% faster.
 PREFETCH_MIN_ROW_BYTES = 8192
-#: The import of kernels whose row groups stream their rows (see ``streamed_rows``).
-STREAM_IMPORT = "from nbyoc.runtime.stream import stream_row, store_fence"
+#: The import of kernels that stream their results (``streamed_rows``, and flat stages:
+#: ``stages.streamed_loop``).
+STREAM_IMPORT = "from nbyoc.runtime.stream import stream_row, stream_run, store_fence"
 
 
 @dataclass(frozen=True)
