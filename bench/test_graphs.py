@@ -4,17 +4,26 @@ with ``out=``), numexpr when installed, and nbyoc on every backend.
 Each benchmark's ``extra_info`` says what it measured (graph, shape, case, the memory
 traffic of an ideal pass, flops), so ``bench/report.py`` needs no name parsing. The copy
 benchmarks measure the memory bandwidth the large cases are compared with: one
-thread (``np.copyto``) and every core (a parallel Numba loop).
+thread (``np.copyto``), every core (a parallel Numba loop, which LLVM turns into a
+``memcpy`` per thread) and every core with streaming stores (``nbyoc.runtime.stream``).
+Each counts the bytes it really moves: a store to a line not in the cache reads it
+first (three times the array), a streaming store does not (twice); glibc's ``memcpy``
+streams copies from its ``x86_non_temporal_threshold`` up (``memcpy_streams``).
 """
 
 from __future__ import annotations
 
 import functools
+import glob
+import re
+import subprocess
 
 import graphs
 import numba
 import numpy as np
 import pytest
+
+from nbyoc.runtime.stream import store_fence, stream_row
 
 CASES = [*graphs.COMPETITORS, *graphs.NBYOC_CASES]
 
@@ -73,7 +82,37 @@ def parallel_copy(source, destination):
         flat_destination[i] = flat_source[i]
 
 
-COPY_METHODS = ["np.copyto", "parallel copy"]
+@numba.njit(parallel=True)
+def streaming_copy(source, destination):
+    rows, tasks = source.shape[0], 4 * numba.get_num_threads()
+    for task in numba.prange(tasks):
+        for row in range(task * rows // tasks, (task + 1) * rows // tasks):
+            stream_row(destination, row, source[row])
+        store_fence()
+
+
+COPY_METHODS = ["np.copyto", "parallel copy", "streaming copy"]
+
+
+@functools.cache
+def glibc_non_temporal_threshold() -> int | None:
+    """The size from which glibc's ``memcpy`` writes with streaming stores (x86), read
+    from the dynamic loader's tunables; None where there is no such loader."""
+    for loader in sorted(glob.glob("/lib64/ld-linux-*.so*") + glob.glob("/lib/*/ld-linux-*.so*")):
+        try:
+            listed = subprocess.run([loader, "--list-tunables"], capture_output=True, text=True)
+        except OSError:
+            continue
+        found = re.search(r"x86_non_temporal_threshold: (0x[0-9a-f]+|\d+)", listed.stdout)
+        if found:
+            return int(found.group(1), 0)
+    return None
+
+
+def memcpy_streams(nbytes: int) -> bool:
+    """Whether glibc copies one block of ``nbytes`` with streaming stores."""
+    threshold = glibc_non_temporal_threshold()
+    return threshold is not None and nbytes >= threshold
 
 
 @pytest.mark.parametrize("method", COPY_METHODS)
@@ -93,15 +132,22 @@ def test_copy_beyond_the_cache(benchmark, warm, largest_size, method):
 def measure_copy(benchmark, warm, size: int, method: str) -> None:
     source = np.random.default_rng(0).standard_normal((size, size)).astype(np.float32)
     destination = np.zeros_like(source)
-    copy = np.copyto if method == "np.copyto" else lambda s, d: parallel_copy(s, d)
-    args = (destination, source) if method == "np.copyto" else (source, destination)
-    copy(*args)
+    copy = {
+        "np.copyto": lambda s, d: np.copyto(d, s),
+        "parallel copy": parallel_copy,
+        "streaming copy": streaming_copy,
+    }[method]
+    copy(source, destination)
     np.testing.assert_array_equal(destination, source)
+    # memcpy calls: one for np.copyto, one per thread's share for the parallel loop
+    per_call = source.nbytes // (1 if method == "np.copyto" else numba.get_num_threads())
+    streams = method == "streaming copy" or memcpy_streams(per_call)
     benchmark.group = f"copy {size}x{size}"
-    # Traffic: the source read, the destination read (write-allocate) and written.
+    # Traffic: the source read and the destination written, and read first (write-
+    # allocate) unless the stores stream.
     benchmark.extra_info.update(
-        kind="copy", shape=f"{size}x{size}", case=method, traffic=3 * source.nbytes,
-        footprint=2 * source.nbytes,
+        kind="copy", shape=f"{size}x{size}", case=method, streams=streams,
+        traffic=(2 if streams else 3) * source.nbytes, footprint=2 * source.nbytes,
     )  # fmt: skip
-    warm(copy, *args)
-    benchmark(copy, *args)
+    warm(copy, source, destination)
+    benchmark(copy, source, destination)

@@ -147,6 +147,34 @@ def test_a_case_is_bound_by_the_smallest_copy_touching_as_many_bytes():
     assert "| g | 2048x2048 | 2.25 ms (4096x4096) | 75% |" in table, table
 
 
+def test_a_streaming_copy_counts_what_it_moves_and_bounds_the_pass_without_reads():
+    """A copy with streaming stores moves twice the array (no read of the destination
+    first); against it a case's ideal pass moves its footprint (no read of the result
+    first), and the bound is the faster of that and the pass at an ordinary copy's
+    speed."""
+    report = load_report()
+    mib = 1 << 20
+
+    def copy(case, streams, median):
+        info = {"kind": "copy", "shape": "4096x4096", "case": case, "streams": streams}
+        info.update(traffic=(2 if streams else 3) * 64 * mib, footprint=128 * mib)
+        return {"extra_info": info, "stats": {"median": median}}
+
+    # 192 MiB in 4.8 ms and 128 MiB in 2.4 ms: 41.9 and 55.9 GB/s
+    doc = {
+        "benchmarks": [copy("parallel copy", False, 4.8e-3), copy("streaming copy", True, 2.4e-3)]
+    }
+    run = {"extra_info": {"kind": "run", "graph": "g", "case": "llvm", "shape": "4096x4096",
+                          "footprint": 128 * mib, "traffic": 192 * mib},
+           "stats": {"median": 3.0e-3}}  # fmt: skip
+    doc["benchmarks"].append(run)
+    (bound,) = [report.bound_seconds(run["extra_info"], report.bandwidths(doc)["4096x4096"])]
+    assert bound == pytest.approx(2.4e-3)  # the footprint at the streaming copy's speed
+    table = "\n".join(report.bandwidth_table(doc))
+    assert "streaming copy 55.9 GB/s (streaming stores)" in table, table
+    assert "| g | 4096x4096 | 2.4 ms (4096x4096) | 80% |" in table, table
+
+
 def test_the_scaling_plot_is_drawn(smoke_run, tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "scaling.png"
