@@ -5,7 +5,8 @@
 
 ``--bench-sizes 10 256`` limits the square graphs to those n x n sizes (the
 peak-memory probe runs at the largest); ``--bench-quick`` runs each fresh-process
-measurement once (the smoke test in tests/test_bench.py uses both).
+measurement once and no case waits or warms up first (the smoke test in
+tests/test_bench.py uses both).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ def pytest_addoption(parser):
     )  # fmt: skip
     group.addoption(
         "--bench-quick", action="store_true",
-        help="one round of each fresh-process measurement (compile time, memory)",
+        help="one round of each fresh-process measurement (compile time, memory), and no "
+        "settling or warm-up before a case",
     )  # fmt: skip
     group.addoption(
         "--scaling-nodes", type=int, nargs="+", default=[10, 30, 100, 300, 1000], metavar="N",
@@ -57,9 +59,12 @@ WARM_CALLS = 20
 
 
 @pytest.fixture(autouse=True)
-def settled():
-    """Start each benchmark once the previous one's worker threads have gone idle."""
-    time.sleep(SETTLE_SECONDS)
+def settled(request):
+    """Start each benchmark once the previous one's worker threads have gone idle (not
+    in a quick run: its numbers are not for reading, and the test suite's smoke run of
+    every benchmark would spend a minute and a half waiting)."""
+    if not request.config.getoption("--bench-quick"):
+        time.sleep(SETTLE_SECONDS)
 
 
 def _warm(fn, *args) -> None:
@@ -71,8 +76,11 @@ def _warm(fn, *args) -> None:
 
 
 @pytest.fixture
-def warm():
-    """``warm(fn, *args)``: call a case until it runs as it will when timed."""
+def warm(request):
+    """``warm(fn, *args)``: call a case until it runs as it will when timed (once, in a
+    quick run)."""
+    if request.config.getoption("--bench-quick"):
+        return lambda fn, *args: fn(*args)
     return _warm
 
 
