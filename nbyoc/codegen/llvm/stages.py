@@ -117,16 +117,22 @@ def blocked_loop(inner: list[str], stores) -> list[str]:
         for i0 in range(b0, b1):
             a1[i0] = buffer0[i0 - b0]
     """
-    lines = [f"buffer{k} = np.empty({BLOCK}, np.{dtype})" for k, (*_, dtype) in enumerate(stores)]
-    lines += [
-        f"for b0 in range(np.uint64(lo), np.uint64(hi), np.uint64({BLOCK})):",
-        f"    b1 = min(b0 + np.uint64({BLOCK}), np.uint64(hi))",
-    ]
-    lines += ["    for i0 in range(b0, b1):", *("        " + line for line in inner)]
-    lines += [f"        buffer{k}[i0 - b0] = {v}" for k, (_, _, v, _) in enumerate(stores)]
-    lines += ["    for i0 in range(b0, b1):"]
+    lines = [*_buffered_blocks(inner, stores, BLOCK), "    for i0 in range(b0, b1):"]
     lines += [f"        {a}[i0] = buffer{k}[i0 - b0]" for k, (a, *_) in enumerate(stores)]
     return lines
+
+
+def _buffered_blocks(inner: list[str], stores, block: int) -> list[str]:
+    """The buffers of ``stores`` and a flat loop over ``range(lo, hi)`` in blocks of
+    ``block``, each computing ``inner`` into the buffers (what follows in the block's
+    loop writes them out)."""
+    lines = [f"buffer{k} = np.empty({block}, np.{dtype})" for k, (*_, dtype) in enumerate(stores)]
+    lines += [
+        f"for b0 in range(np.uint64(lo), np.uint64(hi), np.uint64({block})):",
+        f"    b1 = min(b0 + np.uint64({block}), np.uint64(hi))",
+    ]
+    lines += ["    for i0 in range(b0, b1):", *("        " + line for line in inner)]
+    return lines + [f"        buffer{k}[i0 - b0] = {v}" for k, (_, _, v, _) in enumerate(stores)]
 
 
 def streamed_loop(inner: list[str], stores) -> list[str]:
@@ -146,14 +152,7 @@ def streamed_loop(inner: list[str], stores) -> list[str]:
         stream_run(a1, b0, buffer0, b1 - b0)
     store_fence()
     """
-    block = STREAM_BLOCK
-    lines = [f"buffer{k} = np.empty({block}, np.{dtype})" for k, (*_, dtype) in enumerate(stores)]
-    lines += [
-        f"for b0 in range(np.uint64(lo), np.uint64(hi), np.uint64({block})):",
-        f"    b1 = min(b0 + np.uint64({block}), np.uint64(hi))",
-    ]
-    lines += ["    for i0 in range(b0, b1):", *("        " + line for line in inner)]
-    lines += [f"        buffer{k}[i0 - b0] = {v}" for k, (_, _, v, _) in enumerate(stores)]
+    lines = _buffered_blocks(inner, stores, STREAM_BLOCK)
     lines += [f"    stream_run({a}, b0, buffer{k}, b1 - b0)" for k, (a, *_) in enumerate(stores)]
     return [*lines, "store_fence()"]
 

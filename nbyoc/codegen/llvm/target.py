@@ -60,6 +60,7 @@ DEFAULT_LLC_BYTES = 32 << 20
 STREAM_ENV = "NBYOC_STREAM_MIN_BYTES"
 
 
+@functools.cache
 def last_level_cache_bytes() -> int:
     """The size of this CPU's last-level cache: from Linux's sysfs, else the C library."""
     sizes = {}
