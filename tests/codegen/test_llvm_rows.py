@@ -82,20 +82,78 @@ def test_softmax_reads_its_input_twice_and_keeps_exp_in_its_output_row():
     """Pass 0 takes the max, pass 1 computes exp(x - max) into the output row and sums
     it in blocks (float32 partial sums per block, float64 across blocks: float64 ones
     in the exp loop would halve its vector width), pass 2 multiplies the row there by
-    the sum's reciprocal (or divides, for a sum out of RECIPROCAL_RANGE): no buffer."""
+    the sum's reciprocal (or divides, for a sum out of RECIPROCAL_RANGE): no buffer.
+    Pass 0 of the next row runs in pass 2's loop, but for a range's last row."""
     x = nbyoc.var("x", (64, 128))
     e = nbyoc.exp(x - nbyoc.max(x, axis=-1, keepdims=True))  # softmax, as legalized
     softmax = e / nbyoc.sum(e, axis=-1, keepdims=True)
     source = LLVMModule(external([x], [softmax], "llvm_0", "llvm")).get_source()
     group = source.split("def stage0(")[1].split("\n\n")[0]
-    assert group.count("for j in range(128):") == 3  # the max, the multiply, the divide
+    # the first row's max; the multiply and the divide, with the next row's max and not
+    assert group.count("for j in range(128):") == 5
+    assert group.count("acc0 = maximum(acc0, a0[rn, j])") == 2
     assert "* inv_rv" in group and "/ rv" in group
     assert group.count("for j in range(b0, b1):") == 1  # exp, in blocks
     assert group.count("b1 = min(b0 + 256, 128)") == 1
     assert "np.empty" not in group
-    assert group.count("a1[r, j] = v2") == 1 and group.count("np.float32(a1[r, j] * inv_rv3)") == 1
+    assert group.count("a1[r, j] = v2") == 1 and group.count("np.float32(a1[r, j] * inv_rv3)") == 2
     assert "maximum(" in group and "add_step(block" in group and "exp_nonpositive_f32(" in group
     assert "prefetch" not in source  # 512-byte rows: nothing to gain
+
+
+#: (normalisation, rows, parallel threshold): 1 splits the rows into ranges of one or a
+#: few, 1 << 30 runs one range over them all. A slice by default, all under --run-slow.
+JOIN_CASES = [
+    *((name, 257, 1) for name in sorted(NORMALISATIONS)),
+    ("softmax", 1, 1),
+    ("layer_norm", 3, 1),
+    ("rms_norm", 3, 1 << 30),
+    *(
+        pytest.param(name, n_rows, threshold, marks=pytest.mark.slow)
+        for name in sorted(NORMALISATIONS)
+        for n_rows in [1, 3, 257]
+        for threshold in [1, 1 << 30]
+        if (n_rows, threshold) != (257, 1)
+        and (name, n_rows, threshold)
+        not in [("softmax", 1, 1), ("layer_norm", 3, 1), ("rms_norm", 3, 1 << 30)]
+    ),
+]
+
+
+@pytest.mark.parametrize("name, n_rows, threshold", JOIN_CASES)
+def test_the_next_rows_first_pass_joined_to_this_rows_last_matches_numpy(name, n_rows, threshold):
+    """Each normalisation runs a row's first pass in the loop of the previous row's last
+    pass. Every split of the rows gives the host's results: ranges of one row (nothing
+    to join), of a few, and one range over all rows (in parallel or not)."""
+    x = nbyoc.var("x", (n_rows, 300))
+    f = nbyoc.function([x], NORMALISATIONS[name](x))
+    fn = nbyoc.compile(f, backend="llvm", options={"llvm": {"parallel_threshold": threshold}})
+    assert "rn = r + np.uint64(1)" in fn.get_source()
+    assert_close_to_host(fn, f, [_rows(n_rows, 300, seed=n_rows)], rtol=2e-5, atol=1e-6)
+
+
+def test_a_stored_reduction_of_the_first_pass_is_stored_for_the_next_row():
+    """softmax and its row max as outputs: the max of row r + 1, computed in row r's
+    last loop, goes to row r + 1 of its output."""
+    x = nbyoc.var("x", (37, 160))
+    m = nbyoc.max(x, axis=-1, keepdims=True)
+    e = nbyoc.exp(x - m)
+    f = nbyoc.function([x], nbyoc.ir.nodes.Tuple([e / nbyoc.sum(e, axis=-1, keepdims=True), m]))
+    fn = nbyoc.compile(f, backend="llvm", options={"llvm": {"parallel_threshold": 1}})
+    assert re.search(r"a\d\[rn\] = ", fn.get_source())
+    assert_close_to_host(fn, f, [_rows(37, 160, seed=3)], rtol=2e-5, atol=1e-6)
+
+
+def test_a_first_pass_that_stores_is_not_joined():
+    """A result stored in the first pass (t = x * 2, whose softmax is the other) would be
+    written a row ahead in the joined loop: that group keeps its passes apart."""
+    x = nbyoc.var("x", (40, 160))
+    t = x * 2.0
+    f = nbyoc.function([x], nbyoc.ir.nodes.Tuple([t, nbyoc.softmax(t, axis=-1)]))
+    fn = nbyoc.compile(f, backend="llvm")
+    source = fn.get_source()
+    assert "def stage0(" in source and "rn =" not in source
+    assert_close_to_host(fn, f, [_rows(40, 160, seed=4)], rtol=2e-5, atol=1e-6)
 
 
 def test_a_row_value_read_by_several_results_lives_in_the_row_of_the_last():
@@ -173,7 +231,8 @@ def test_row_groups_over_the_streaming_threshold_stream_their_rows(monkeypatch, 
     fn = nbyoc.compile(f, backend="llvm")
     source = fn.get_source()
     group = source.split("def stage0(")[1].split("\n\n")[0]
-    assert group.count("stream_row(a") == 1 and group.rstrip().endswith("store_fence()"), group
+    # (once after the last pass joined with the next row's first, once after it alone)
+    assert group.count("stream_row(a") == 2 and group.rstrip().endswith("store_fence()"), group
     assert "prefetch_write" not in group
     data = _rows(*shape, dtype, seed=shape[1])
     rtol = {"float32": 2e-5, "float64": 1e-12}[dtype]

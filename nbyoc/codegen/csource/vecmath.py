@@ -80,9 +80,11 @@ static inline float nbyoc_exp_nonpositive_f32(float x) {{
   r = r - n * {_f(C.LN2_LO)};
   const float r2 = r * r;
   const float q = ({E6} * r2 + ({E5} * r + {E4})) * r2 + ({E3} * r + {E2});
-  const float p = (q * r2 + r) + 1.0f;
+  /* p * 2**-24, exactly (a power of two scales without rounding), so that the product
+     with 2**(k + 24) is the one rounding: one multiplication fewer. */
+  const float p = (q * r2 + r) * 0x1p-24f + 0x1p-24f;
   const uint32_t scale = ((uint32_t)nbyoc_float_bits(j) << 23) + {_SCALE_BIAS}u;
-  return p * nbyoc_bits_float(scale) * 0x1p-24f;
+  return p * nbyoc_bits_float(scale);
 }}""",
     "log": f"""\
 /* The natural logarithm, within 1.01 ulp; log(0) is -inf, of a negative number NaN. */

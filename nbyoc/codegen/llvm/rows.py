@@ -20,7 +20,9 @@ first pass after every reduction it depends on is complete, a reduction
 accumulates in the pass of its operand, and a full value needed in a later pass
 is kept in a row buffer (the row stays in cache between passes). Softmax: pass 0
 reads ``x`` for the max; pass 1 computes ``exp(x - m)`` into the output and sums
-it; pass 2 divides. Each row is read from memory once and written once.
+it; pass 2 divides. Each row is read from memory once and written once. Where the
+first pass only accumulates reductions, the first pass of row ``r + 1`` runs in
+the loop of row ``r``'s last pass (``pipelines``).
 
 Reductions vectorise along the row: float sums and products accumulate in float64
 with reassociable steps (``nbyoc.runtime.vecmath.add_step``: several partial sums,
@@ -38,7 +40,7 @@ True
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call, Expr
@@ -420,6 +422,71 @@ def row_hosts(group: RowGroup, buffers, stored: set, computed, last_read, wideni
     return hosts
 
 
+@dataclass
+class RowPass:
+    """One pass of a row group over a row, as lines: ``before`` its loop (row values,
+    reduction starts, reciprocals), the loop's ``body``, ``after`` (widening reductions,
+    in a loop of their own), its blocked sums as (block, accumulator) and the lines
+    ``finals`` after it. With ``tests`` (row values in RECIPROCAL_RANGE) the loop comes
+    in two versions, the second with the lines ``dividing`` maps replaced."""
+
+    before: list[str] = field(default_factory=list)
+    body: list[str] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)
+    block_sums: list[tuple[str, str]] = field(default_factory=list)
+    finals: list[str] = field(default_factory=list)
+    tests: list[str] = field(default_factory=list)
+    dividing: dict[str, str] = field(default_factory=dict)
+
+    def loops(self, columns: int, prefetch=()) -> list[str]:
+        """The pass's loops (see ``pass_loops``), in two versions when it divides."""
+        loops = pass_loops(self.body, self.after, self.block_sums, columns, prefetch)
+        if not self.tests:
+            return loops
+        slow = []
+        for line in loops:
+            text = line.lstrip()
+            slow.append(line[: len(line) - len(text)] + self.dividing.get(text, text))
+        tests = " and ".join(self.tests)
+        return [f"if {tests}:", *("    " + line for line in loops), "else:"] + [
+            "    " + line for line in slow
+        ]
+
+    def joined(self, other: RowPass) -> RowPass:
+        """This pass and ``other`` (no lines after a loop, no tests) in one loop."""
+        assert not other.after and not other.tests
+        return RowPass(
+            body=self.body + other.body,
+            after=self.after,
+            block_sums=self.block_sums + other.block_sums,
+            tests=self.tests,
+            dividing=self.dividing,
+        )
+
+
+def pipelines(group: RowGroup, computed, ready, last: int, slots, rows_out, stored, widening):
+    """Whether the first pass of row ``r + 1`` may run in the loop of row ``r``'s last
+    pass. Rows in cache are compute-bound: softmax's last pass only stores and its first
+    only loads, and together they overlap (softmax at 2048 x 2048: 0.89 -> 0.84 ms).
+    The first pass must leave nothing in the row but reductions' accumulators (no row
+    values before it, no buffer, no store, no loop after it), and the last must have
+    a loop to join."""
+    if last < 1:
+        return False
+    first_full = [n for n in group.nodes if computed.get(n) == 0 and n in group.full]
+    first_reductions = [n for n in group.reductions if computed[n] == 0]
+    row_values = [
+        n for n in group.nodes if n not in group.full and n in ready and n not in computed
+    ]
+    return (
+        bool(first_reductions)
+        and not any(ready[n] == 0 for n in row_values)
+        and not any(n in slots or n in rows_out or n in stored for n in first_full)
+        and not any(n in widening for n in first_reductions)
+        and any(computed.get(n) == last for n in group.nodes)
+    )
+
+
 def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
     """The kernel lines running ``group``: views of its arrays as rows, then the call
     of its row function (queued on ``lowering``, which may run it in parallel).
@@ -440,18 +507,19 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
     # exp pass 1.8x slower). A float32 sum or mean is *blocked*: the loop runs over
     # blocks of SUM_BLOCK elements, summing each in float32 partial sums (eight lanes,
     # several accumulators: a handful of additions deep) and adding the block sums in
-    # float64, which is also more accurate than NumPy's pairwise sum. Any other
-    # widening reduction (a product) reads a row buffer in a loop of its own.
+    # float64, which is also more accurate than NumPy's pairwise sum. So is one reading
+    # an input (layer norm's mean at 2048 x 2048: 1.11 -> 1.04 ms). Any other widening
+    # reduction (a product) reads a row buffer in a loop of its own.
+    blocked = {
+        r
+        for r in group.reductions
+        if r.op.name in ("sum", "mean") and rules.value_dtype(r.args[0].type.dtype) == "float32"
+    }
     widening = {
         r
         for r in group.reductions
         if r.args[0] in group.full
         and accumulator_dtype(r) != rules.value_dtype(r.args[0].type.dtype)
-    }
-    blocked = {
-        r
-        for r in widening
-        if r.op.name in ("sum", "mean") and rules.value_dtype(r.args[0].type.dtype) == "float32"
     }
     widening -= blocked
     buffers: dict[Call, str] = {}
@@ -480,15 +548,22 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
         f"{b} = np.empty({columns}, {rules.NP_TYPES[rules.value_dtype(n.type.dtype)]})"
         for b, n in allocated.items()
     ]
-    body.append("for r in range(np.uint64(lo), np.uint64(hi)):")
     last = max([*computed.values(), *ready.values(), 0])
+    # The first pass of row r + 1 runs in the loop of row r's last pass (see
+    # ``pipelines``): row r's stores and row r + 1's loads then overlap.
+    pipelined = pipelines(group, computed, ready, last, slots, rows_out, stored, widening)
+    if pipelined:
+        body.append("if np.uint64(lo) < np.uint64(hi):")  # the first row's first pass
+    body.append("for r in range(np.uint64(lo), np.uint64(hi)):")
     ahead = prefetches(group, bound, stored, last + 1, streamed)
     if ahead:  # the next row (the last row asks for itself: a no-op, in bounds)
         lowering.prefetches = True
-        body.append(f"    nxt = min(r + np.uint64(1), np.uint64({domain.rows - 1}))")
+        # (when the pass prefetching also reads the next row, the row after it)
+        distance = 2 if pipelined and last == 1 else 1
+        body.append(f"    nxt = min(r + np.uint64({distance}), np.uint64({domain.rows - 1}))")
     local: dict[Expr, str] = {}  # values held in locals: row values, this pass's full values
 
-    def read(a: Expr, dtype: str) -> str:
+    def read(a: Expr, dtype: str, row: str) -> str:
         if a in local:
             text = local[a]
         elif a in slots:
@@ -498,7 +573,7 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
         elif a in scalars:
             text = scalars[a]
         else:
-            index = {"full": "r, j", "row": "r", "column": "j"}[roles[a]]
+            index = {"full": f"{row}, j", "row": row, "column": "j"}[roles[a]]
             text = rules.load(f"{params[a]}[{index}]", a.type.dtype)
         return text if a.type.dtype == dtype else rules.cast(text, dtype)
 
@@ -507,9 +582,9 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
     dividing: dict[str, str] = {}
     divisors: dict[str, tuple[str, str]] = {}  # row value -> (its reciprocal, dtype)
 
-    def compute(node: Call, name: str) -> str:
+    def compute(node: Call, name: str, row: str) -> str:
         loop = loop_dtypes(node)
-        args = [read(a, d) for a, d in zip(node.args, loop)]
+        args = [read(a, d, row) for a, d in zip(node.args, loop)]
         expression, helpers = rules.call_expression(node, args, loop)
         lowering.helpers.update(helpers)
         local[node] = name
@@ -525,72 +600,93 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
         )
         if not by_row:
             return line
-        row = local[divisor]
-        reciprocal, _ = divisors.setdefault(row, (f"inv_{row}", loop[0]))
+        row_value = local[divisor]
+        reciprocal, _ = divisors.setdefault(row_value, (f"inv_{row_value}", loop[0]))
         fast = rules.scalar_expression("multiply", [args[0], reciprocal], node.type.dtype, loop, {})
         dividing[f"{name} = {fast}"] = line
         return f"{name} = {fast}"
 
-    for step in range(last + 1):
-        inner = []
+    def one_pass(step: int, row: str = "r") -> RowPass:
+        """Pass ``step`` over row ``row`` (a variable): its parts, not yet in loops."""
+        part = RowPass()
         for k, node in enumerate(group.nodes):
             if node not in group.full and node not in reductions and ready[node] == step:
-                inner.append(compute(node, f"rv{k}"))
+                part.before.append(compute(node, f"rv{k}", row))
                 if node in stored:
-                    inner.append(f"{params[node]}[r] = {rules.store(local[node], node.type.dtype)}")
-        loop_body, after, finals, block_sums = [], [], [], []
+                    value = rules.store(local[node], node.type.dtype)
+                    part.before.append(f"{params[node]}[{row}] = {value}")
         for k, node in enumerate(group.nodes):
             if computed.get(node) != step:
                 continue
             if node in group.full:
-                loop_body.append(compute(node, f"v{k}"))
+                part.body.append(compute(node, f"v{k}", row))
                 if node in slots:
-                    loop_body.append(f"{slots[node]} = {local[node]}")
+                    part.body.append(f"{slots[node]} = {local[node]}")
                 if node in rows_out:
-                    loop_body.append(f"{rows_out[node]}[j] = {local[node]}")
+                    part.body.append(f"{rows_out[node]}[j] = {local[node]}")
                 elif node in stored:
                     value = rules.store(local[node], node.type.dtype)
-                    loop_body.append(f"{params[node]}[r, j] = {value}")
+                    part.body.append(f"{params[node]}[{row}, j] = {value}")
             else:  # a reduction accumulating in this pass
                 (x,) = node.args
                 # (its own dtype: no cast; an array's float16 loads as its float32 value)
-                value = slots[x] if node in widening else read(x, x.type.dtype)
+                value = slots[x] if node in widening else read(x, x.type.dtype, row)
                 start, update, result = reduction_code(node, value, columns, f"acc{k}")
-                inner.append(start)
+                part.before.append(start)
                 if node in blocked:
-                    block_sums.append((f"block{k}", f"acc{k}"))
-                    loop_body.append(f"block{k} = add_step(block{k}, {value})")
+                    part.block_sums.append((f"block{k}", f"acc{k}"))
+                    part.body.append(f"block{k} = add_step(block{k}, {value})")
                 else:
-                    (after if node in widening else loop_body).append(update)
-                finals.append((node, f"rv{k}", result))
-        loops = pass_loops(loop_body, after, block_sums, columns, ahead if step == 1 else ())
+                    (part.after if node in widening else part.body).append(update)
+                part.finals.append(f"rv{k} = {result}")
+                if node in stored:
+                    value = rules.store(f"rv{k}", node.type.dtype)
+                    part.finals.append(f"{params[node]}[{row}] = {value}")
         if divisors:  # one version multiplying by the reciprocals, one dividing
-            tests = []
-            for row, (inv, dtype) in divisors.items():
+            for row_value, (inv, dtype) in divisors.items():
                 low, high = RECIPROCAL_RANGE[dtype]
-                inner.append(f"{inv} = {rules.literal(1, dtype)} / {row}")
-                tests.append(f"{low} <= abs({row}) <= {high}")
-            inner += [f"if {' and '.join(tests)}:", *("    " + line for line in loops), "else:"]
-            for line in loops:
-                text = line.lstrip()
-                inner.append("    " + line[: len(line) - len(text)] + dividing.get(text, text))
+                part.before.append(f"{inv} = {rules.literal(1, dtype)} / {row_value}")
+                part.tests.append(f"{low} <= abs({row_value}) <= {high}")
+            part.dividing = dict(dividing)
             dividing.clear()
             divisors.clear()
-        else:
-            inner += loops
-        inner += [
-            f"stream_row({params[node]}, r, {row})"
-            for node, row in rows_out.items()
+        part.finals[:0] = [
+            f"stream_row({params[node]}, r, {out})"
+            for node, out in rows_out.items()
             if computed[node] == step
         ]
         for node in group.nodes:  # full values do not outlive their pass's loop
             if node in group.full and computed[node] == step:
                 local.pop(node, None)
-        for node, name, result in finals:
-            inner.append(f"{name} = {result}")
-            local[node] = name
-            if node in stored:
-                inner.append(f"{params[node]}[r] = {rules.store(name, node.type.dtype)}")
+        for k, node in enumerate(group.nodes):
+            if node in reductions and computed[node] == step:
+                local[node] = f"rv{k}"
+        return part
+
+    if pipelined:
+        first = one_pass(0)
+        prologue = ["r = np.uint64(lo)", *first.before, *first.loops(columns), *first.finals]
+        at = body.index("if np.uint64(lo) < np.uint64(hi):") + 1
+        body[at:at] = ["    " + line for line in prologue]
+    for step in range(1 if pipelined else 0, last + 1):
+        part = one_pass(step)
+        prefetch = ahead if step == 1 else ()
+        if pipelined and step == last:
+            next_first = one_pass(0, "rn")
+            fused = part.joined(next_first)
+            inner = [
+                *part.before,
+                "if r + np.uint64(1) < np.uint64(hi):",
+                "    rn = r + np.uint64(1)",
+                *("    " + line for line in next_first.before),
+                *("    " + line for line in fused.loops(columns, prefetch)),
+                *("    " + line for line in part.finals + next_first.finals),
+                "else:",
+                *("    " + line for line in part.loops(columns, prefetch)),
+                *("    " + line for line in part.finals),
+            ]
+        else:
+            inner = [*part.before, *part.loops(columns, prefetch), *part.finals]
         body += ["    " + line for line in inner]
     if rows_out:
         lowering.streams = True
