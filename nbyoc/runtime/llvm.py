@@ -31,7 +31,7 @@ from .arguments import ArgumentSpec
 from .jit_address import data_addresses, stage_addresses, supported
 from .kernels import load_kernel_module
 from .module import Module, load_function, register_loader, save_function
-from .outputs import allocator
+from .outputs import allocator, is_pooled_size
 from .threads import start_threads
 
 TYPE_KEY = "llvm"
@@ -180,23 +180,36 @@ class LLVMModule(Module):
         self._check_symbol(symbol)
         kernel, constants, trailing = self.kernel, self._constants, self._trailing
         allocators = [allocator(shape, dtype) for shape, dtype in self._out_specs]
+        pooled = [is_pooled_size(shape, dtype) for shape, dtype in self._out_specs]
         careful = self._run_carefully
         if len(allocators) == 1 and not constants and not self.lowered.scratch and not trailing:
             (new,) = allocators
+            if pooled[0]:
 
-            def call(*inputs):  # the common case, kept short
-                out = new()
-                try:
-                    kernel(*inputs, out)
-                except Exception:
-                    careful(inputs, (out,), spec)
-                return out
+                def call(*inputs):  # (the pool places the result by the inputs)
+                    out = new(inputs)
+                    try:
+                        kernel(*inputs, out)
+                    except Exception:
+                        careful(inputs, (out,), spec)
+                    return out
+
+            else:
+
+                def call(*inputs):  # the common case, kept short
+                    out = new()
+                    try:
+                        kernel(*inputs, out)
+                    except Exception:
+                        careful(inputs, (out,), spec)
+                    return out
 
         else:
             scratch = self._scratch_buffers
+            kinds = list(zip(allocators, pooled))
 
             def call(*inputs):
-                outs = [new() for new in allocators]
+                outs = [new(inputs) if big else new() for new, big in kinds]
                 try:
                     kernel(*inputs, *constants, *outs, *scratch(), *trailing)
                 except Exception:
