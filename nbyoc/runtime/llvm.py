@@ -184,25 +184,15 @@ class LLVMModule(Module):
         careful = self._run_carefully
         if len(allocators) == 1 and not constants and not self.lowered.scratch and not trailing:
             (new,) = allocators
-            if pooled[0]:
+            (big,) = pooled
 
-                def call(*inputs):  # (the pool places the result by the inputs)
-                    out = new(inputs)
-                    try:
-                        kernel(*inputs, out)
-                    except Exception:
-                        careful(inputs, (out,), spec)
-                    return out
-
-            else:
-
-                def call(*inputs):  # the common case, kept short
-                    out = new()
-                    try:
-                        kernel(*inputs, out)
-                    except Exception:
-                        careful(inputs, (out,), spec)
-                    return out
+            def call(*inputs):  # the common case, kept short
+                out = new(inputs) if big else new()  # (the pool places it by the inputs)
+                try:
+                    kernel(*inputs, out)
+                except Exception:
+                    careful(inputs, (out,), spec)
+                return out
 
         else:
             scratch = self._scratch_buffers
