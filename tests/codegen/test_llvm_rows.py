@@ -406,15 +406,15 @@ def test_reductions_over_any_axes_match_numpy(shape, data, op, dtype, keepdims):
 
 
 def test_float32_row_sums_are_more_accurate_than_numpys_pairwise_sum():
-    """Float64 partial sums: against the exact sum (float64 of the float32 values,
-    math.fsum), llvm's float32 sums of long rows are at least as close as NumPy's."""
+    """Blocked sums (float32 partial sums per block of 256, float64 across blocks):
+    against the exact sum (float64 of the float32 values, math.fsum), llvm's float32
+    sums of long rows are at least as close as NumPy's."""
     import math
 
     data = np.random.default_rng(5).uniform(0, 1, (4, 1 << 20)).astype(np.float32)
     x = nbyoc.var("x", data.shape)
-    # A sum of the input (float64 partial sums), over rows and columns, and a row
-    # group's blocked sum of a computed value (x * 2 is exact: float32 partial sums per
-    # block of 256, float64 across blocks).
+    # A sum of the input over rows (a row group's blocked sum) and over columns, and a
+    # row group's blocked sum of a computed value (x * 2 is exact).
     cases = [(nbyoc.sum(x, axis=1), data, 1), (nbyoc.sum(x, axis=0), data, 0),
              (nbyoc.sum(x * 2.0, axis=1), data * np.float32(2), 1)]  # fmt: skip
     for node, summed, axis in cases:
