@@ -26,7 +26,7 @@ from ..ir.nodes import Function
 from .arguments import ArgumentSpec
 from .cc import build_shared_library
 from .module import Module, load_function, register_loader, save_function
-from .threads import passive_openmp
+from .threads import quiet_openmp
 
 TYPE_KEY = "csource"
 SAVE_VERSION = 1
@@ -63,12 +63,12 @@ class CSourceModule(Module):
             _STRUCTS + f"int {self.symbol}(DLTensor**, int32_t);\n"
             f"const char* {self.symbol}_last_error(void);"
         )
-        # If this loads libgomp, its idle threads sleep at once. RTLD_NODELETE: unloading
-        # the library (when this module is collected, or at exit) must not unload the
-        # OpenMP runtime under its worker threads (with OMP_WAIT_POLICY=active they
-        # spin in its code, and the process crashed at exit).
+        # If this loads libgomp, its idle threads wait as threads.wait_environment says.
+        # RTLD_NODELETE: unloading the library (when this module is collected, or at
+        # exit) must not unload the OpenMP runtime under its worker threads (with
+        # OMP_WAIT_POLICY=active they spin in its code, and the process crashed at exit).
         flags = self._ffi.RTLD_NOW | self._ffi.RTLD_NODELETE
-        with passive_openmp():
+        with quiet_openmp():
             self._lib = self._ffi.dlopen(str(self.library_path), flags)
         self._entry = getattr(self._lib, self.symbol)
         self._last_error = getattr(self._lib, f"{self.symbol}_last_error")
