@@ -27,7 +27,7 @@ from ..ir.traversal import post_order
 from ..ir.types import TupleType, tensor_types
 from .arguments import ArgumentSpec
 from .host import HostFunction
-from .outputs import allocator, is_pooled, is_pooled_size
+from .outputs import allocators, is_pooled
 
 
 class Executable:
@@ -177,10 +177,7 @@ def _direct_call(module: IRModule, runtime_modules: dict, spec: ArgumentSpec):
 
 def _allocating(run, ret_type):
     """Wrap a destination-passing function so it allocates its outputs and returns them."""
-    kinds = [
-        (allocator(t.shape, np.dtype(t.dtype)), is_pooled_size(t.shape, np.dtype(t.dtype)))
-        for t in tensor_types(ret_type)
-    ]
+    kinds = allocators([(t.shape, np.dtype(t.dtype)) for t in tensor_types(ret_type)])
 
     def call(*inputs):
         outputs = [new(inputs) if big else new() for new, big in kinds]

@@ -31,7 +31,7 @@ from .arguments import ArgumentSpec
 from .jit_address import data_addresses, stage_addresses, supported
 from .kernels import load_kernel_module
 from .module import Module, load_function, register_loader, save_function
-from .outputs import allocator, is_pooled_size
+from .outputs import allocators
 from .threads import start_threads
 
 TYPE_KEY = "llvm"
@@ -179,12 +179,10 @@ class LLVMModule(Module):
         its own arguments (errors name ``spec``'s parameters when given)."""
         self._check_symbol(symbol)
         kernel, constants, trailing = self.kernel, self._constants, self._trailing
-        allocators = [allocator(shape, dtype) for shape, dtype in self._out_specs]
-        pooled = [is_pooled_size(shape, dtype) for shape, dtype in self._out_specs]
+        kinds = allocators(self._out_specs)
         careful = self._run_carefully
-        if len(allocators) == 1 and not constants and not self.lowered.scratch and not trailing:
-            (new,) = allocators
-            (big,) = pooled
+        if len(kinds) == 1 and not constants and not self.lowered.scratch and not trailing:
+            ((new, big),) = kinds
 
             def call(*inputs):  # the common case, kept short
                 out = new(inputs) if big else new()  # (the pool places it by the inputs)
@@ -196,7 +194,6 @@ class LLVMModule(Module):
 
         else:
             scratch = self._scratch_buffers
-            kinds = list(zip(allocators, pooled))
 
             def call(*inputs):
                 outs = [new(inputs) if big else new() for new, big in kinds]

@@ -111,3 +111,13 @@ def allocator(shape: tuple[int, ...], dtype: np.dtype):
     if not is_pooled_size(shape, dtype):
         return functools.partial(np.empty, shape, dtype)
     return functools.partial(allocate, shape, dtype)
+
+
+def allocators(specs) -> list[tuple[object, bool]]:
+    """(``allocator``, whether it takes the call's inputs) for each (shape, dtype) of
+    ``specs``: a call allocates its results as ``new(inputs) if pooled else new()``.
+
+    >>> [pooled for _, pooled in allocators([((2,), np.dtype(np.int8))])]
+    [False]
+    """
+    return [(allocator(shape, dtype), is_pooled_size(shape, dtype)) for shape, dtype in specs]

@@ -37,6 +37,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from contextlib import contextmanager
@@ -65,9 +66,10 @@ def start_threads() -> int:
     return numba.get_num_threads()
 
 
+@functools.cache
 def cpu_vendor() -> str:
     """The CPU's vendor as Linux names it ("GenuineIntel", "AuthenticAMD"), or "" where
-    ``/proc/cpuinfo`` does not say."""
+    ``/proc/cpuinfo`` does not say (read once: every csource library load asks)."""
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
             for line in info:
