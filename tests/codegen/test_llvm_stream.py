@@ -81,12 +81,57 @@ def test_flat_stages_stream_blocks_into_outputs_anywhere_in_a_line(monkeypatch, 
 
 
 def test_stages_under_the_threshold_or_not_parallel_store_as_they_go(monkeypatch):
-    f = _reference((64, 100))
-    monkeypatch.setenv(target.STREAM_ENV, str(6 * 64 * 100 * 4 + 1))
-    assert "stream_run" not in LLVMModule(f, parallel_threshold=1).get_source()
-    monkeypatch.setenv(target.STREAM_ENV, str(6 * 64 * 100 * 4))
-    assert "stream_run" in LLVMModule(f, parallel_threshold=1).get_source()
-    assert "stream_run" not in LLVMModule(f).get_source()  # 6400 elements: serial
+    """A stage reading as much as it writes streams from the threshold (NBYOC_STREAM_MIN_BYTES
+    here); one reading at
+    least twice as much (four inputs, two results) from half of it."""
+    x = nbyoc.var("x", (64, 100))
+    one_to_one = nbyoc.function([x], x * 2.0)
+    read_heavy = _reference((64, 100))
+    array = 64 * 100 * 4
+    # the largest threshold at which each streams: its footprint, twice (6 arrays) + 1
+    for f, largest in ((one_to_one, 2 * array), (read_heavy, 2 * 6 * array + 1)):
+        monkeypatch.setenv(target.STREAM_ENV, str(largest + 1))
+        assert "stream_run" not in LLVMModule(f, parallel_threshold=1).get_source()
+        monkeypatch.setenv(target.STREAM_ENV, str(largest))
+        assert "stream_run" in LLVMModule(f, parallel_threshold=1).get_source()
+        assert "stream_run" not in LLVMModule(f).get_source()  # 6400 elements: serial
+
+
+@pytest.mark.parametrize(
+    "read, written, heavy, streams",
+    [
+        (100, 50, False, True),  # light, two thirds read: from half the threshold
+        (75, 75, False, False),  # light, half read: from the threshold
+        (99, 50, False, False),  # a byte short of twice the writes: not read-heavy
+        (100, 100, False, True),
+        (0, 200, False, True),
+        (100, 50, True, False),  # heavy, read-heavy: from the threshold
+        (200, 100, True, True),
+        (100, 100, True, False),  # heavy, not read-heavy: never
+        (10**12, 10**12, True, False),
+    ],
+)
+def test_which_stages_stream(monkeypatch, read, written, heavy, streams):
+    """The rule of ``target.writes_streaming`` at a threshold of 200 bytes."""
+    monkeypatch.setenv(target.STREAM_ENV, "200")
+    assert target.writes_streaming(read, written, heavy) is streams
+
+
+def test_a_stage_of_heavy_ops_streams_only_when_it_reads_twice_what_it_writes(monkeypatch):
+    """``tanh(a) * a`` is bound by its tanh: it never streams, even at a threshold of 0;
+    ``tanh(a * b + c)`` streams once its four arrays reach the whole threshold."""
+    a, b, c = (nbyoc.var(name, (64, 100)) for name in "abc")
+    monkeypatch.setenv(target.STREAM_ENV, "0")
+    one_to_one = nbyoc.function([a], nbyoc.tanh(a) * a)
+    assert "stream_run" not in LLVMModule(one_to_one, parallel_threshold=1).get_source()
+    read_heavy = nbyoc.function([a, b, c], nbyoc.tanh(a * b + c))
+    footprint = 4 * 64 * 100 * 4
+    monkeypatch.setenv(target.STREAM_ENV, str(footprint + 1))
+    assert "stream_run" not in LLVMModule(read_heavy, parallel_threshold=1).get_source()
+    monkeypatch.setenv(target.STREAM_ENV, str(footprint))
+    fn = nbyoc.compile(read_heavy, backend="llvm", options=PARALLEL)
+    assert "stream_run" in fn.get_source()
+    assert_close_to_host(fn, read_heavy, random_inputs(read_heavy))
 
 
 def test_float16_results_are_not_streamed(monkeypatch):

@@ -558,15 +558,18 @@ class _Lowering:
 
     def streams_nest(self, stage: Stage, names, stored) -> bool:
         """Whether a flat nest writes its outputs with streaming stores: when the arrays
-        it reads and writes together reach ``target.stream_min_bytes()``, it runs in
+        it reads and writes are large enough (``target.writes_streaming``), it runs in
         parallel, and its outputs are stored as their values (not emulated dtypes)."""
         outputs = [n for n in stage.nodes if n in stored]
+        written = sum(n.type.size * n.type.itemsize for n in outputs)
         footprint = sum(a.type.size * a.type.itemsize for a in names)
         return (
             bool(outputs)
             and all(storage_dtype(n.dtype) == n.dtype for n in outputs)
             and self.use_parallel(stage.shape)
-            and footprint >= target.stream_min_bytes()
+            and target.writes_streaming(
+                footprint - written, written, any(rules.is_heavy(n.op.name) for n in stage.nodes)
+            )
         )
 
     def nest_bindings(self, stage: Stage, stored, dest, flat_ok: bool):

@@ -167,6 +167,9 @@ class ScalarRule:
     expression: Callable[[list[str], str], str] | None = None
     helpers: Callable[[str], list[str]] = lambda dtype: []
     typed: Callable[[list[str], tuple, dict], str] | None = None
+    #: Computed by a polynomial or a math library call (tens of instructions per
+    #: element): a loop of such ops is bound by arithmetic, not memory.
+    heavy: bool = False
 
 
 def cast(expression: str, dtype: str) -> str:
@@ -185,11 +188,13 @@ def _infix(symbol: str) -> ScalarRule:
     return ScalarRule(lambda args, dtype: cast(f"{args[0]} {symbol} {args[1]}", dtype))
 
 
-def _numpy(function: str) -> ScalarRule:
+def _numpy(function: str, heavy: bool = False) -> ScalarRule:
     # NumPy's own scalar function: maximum/minimum propagate NaN and lower to selects,
     # not branches (a conditional expression is several basic blocks, and Numba's SSA
     # and reaching-definition passes grow with blocks times variables).
-    return ScalarRule(lambda args, dtype: cast(f"np.{function}({', '.join(args)})", dtype))
+    return ScalarRule(
+        lambda args, dtype: cast(f"np.{function}({', '.join(args)})", dtype), heavy=heavy
+    )
 
 
 def _vectorised(op: str, other: ScalarRule) -> ScalarRule:
@@ -206,7 +211,7 @@ def _vectorised(op: str, other: ScalarRule) -> ScalarRule:
             return [helper]
         return other.helpers(dtype)
 
-    return ScalarRule(expression, helpers)
+    return ScalarRule(expression, helpers, heavy=True)
 
 
 def _compare(symbol: str) -> ScalarRule:
@@ -264,7 +269,7 @@ SCALAR_RULES: dict[str, ScalarRule] = {
     "maximum": _numpy("maximum"),
     "minimum": _numpy("minimum"),
     "power": ScalarRule(
-        _power, lambda dtype: ["nbyoc_ipow"] if dtype_info(dtype).is_integer else []
+        _power, lambda dtype: ["nbyoc_ipow"] if dtype_info(dtype).is_integer else [], heavy=True
     ),
     "negative": ScalarRule(lambda args, dtype: cast(f"-{args[0]}", dtype)),
     "abs": _numpy("abs"),
@@ -298,8 +303,8 @@ SCALAR_RULES: dict[str, ScalarRule] = {
     "round": _by_kind(_numpy("rint"), ScalarRule(_same)),
     "sign": ScalarRule(typed=_sign),
     "reciprocal": ScalarRule(lambda args, dtype: cast(f"{cast('1', dtype)} / {args[0]}", dtype)),
-    "sin": _numpy("sin"),
-    "cos": _numpy("cos"),
+    "sin": _numpy("sin", heavy=True),
+    "cos": _numpy("cos", heavy=True),
     "erf": _vectorised("erf", ScalarRule(lambda args, dtype: cast(f"math.erf({args[0]})", dtype))),
     "equal": _compare("=="),
     "not_equal": _compare("!="),
@@ -318,6 +323,16 @@ SCALAR_RULES: dict[str, ScalarRule] = {
     "identity": ScalarRule(_same),
     "broadcast_to": ScalarRule(_same),  # the loop nest's indexing does the broadcasting
 }
+
+
+def is_heavy(op: str) -> bool:
+    """Whether ``op`` costs tens of instructions per element (``ScalarRule.heavy``).
+
+    >>> is_heavy("tanh"), is_heavy("divide"), is_heavy("reshape")
+    (True, False, False)
+    """
+    rule = SCALAR_RULES.get(op)
+    return rule is not None and rule.heavy
 
 
 def helpers_for(op: str, dtype: str) -> list[str]:

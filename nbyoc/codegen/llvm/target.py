@@ -56,7 +56,7 @@ def worker_threads() -> int:
 #: The last-level cache assumed where the system does not say (bytes).
 DEFAULT_LLC_BYTES = 32 << 20
 #: ``NBYOC_STREAM_MIN_BYTES``: overrides ``stream_min_bytes`` (bytes; 0 streams every
-#: row group, a huge number none).
+#: row group and every stage that may stream (``writes_streaming``), a huge number none).
 STREAM_ENV = "NBYOC_STREAM_MIN_BYTES"
 
 
@@ -103,6 +103,67 @@ def stream_min_bytes() -> int:
             raise ValueError(f"{STREAM_ENV} must be a number of bytes (>= 0), got {override!r}")
         return value
     return last_level_cache_bytes() * 3 // 4 // worker_threads()
+
+
+#: A stage reading at least this many times the bytes it writes is read-heavy
+#: (``writes_streaming``).
+READ_HEAVY_RATIO = 2
+
+
+def writes_streaming(read_bytes: int, written_bytes: int, heavy: bool = False) -> bool:
+    """Whether a flat stage that reads ``read_bytes`` and writes ``written_bytes`` (> 0)
+    of whole arrays stores its results with streaming stores; ``heavy``: it computes
+    an op of tens of instructions per element (``rules.ScalarRule.heavy``). Against
+    ``stream_min_bytes()``, the two together must reach:
+
+    ==============  ===========================  ==========================
+    the stage       reads >= 2x what it writes   reads less
+    ==============  ===========================  ==========================
+    light ops       half of it                   all of it
+    heavy ops       all of it                    never
+    ==============  ===========================  ==========================
+
+    Why: an ordinary store first reads its line (read for ownership). On this
+    project's Xeon a stage whose arrays sit in the last-level cache is bound by such
+    line reads, and streaming stores go to memory beside them, so a light stage
+    reading two or four arrays per result gains from half the threshold, even
+    followed by NumPy's sum of its result (which then reads it from memory). A
+    stage of heavy ops is bound by its arithmetic; its streaming stores, written a
+    block at a time, stall it instead, unless its inputs come from memory too.
+    Measured side by side, streaming time over ordinary (alone / with the sum after):
+
+    =====================  ===========  ===============
+    stage, footprint       alone        with the sum
+    =====================  ===========  ===============
+    ``((a+b)-c)*d`` 20 MiB  0.98         1.12
+    ``((a+b)-c)*d`` 60 MiB  0.87         0.96
+    ``((a+b)-c)*d`` 80 MiB  0.89         0.94
+    ``a*b + a`` 48 MiB      0.79         0.95
+    ``a*b + a`` 96 MiB      0.78         0.89
+    ``a/b + c`` 64 MiB      0.84
+    ``tanh(a*b+c)`` 64 MiB  1.25
+    ``tanh(a*b+c)`` 256 MiB 0.94
+    ``tanh(a)*a`` 32 MiB    1.51         1.25
+    ``tanh(a)*a`` 128 MiB   1.30
+    ``tanh(a)*a`` 256 MiB   1.17
+    GELU 128 MiB            1.10
+    ``a*2+1`` 128 MiB       0.69
+    =====================  ===========  ===============
+
+    Row groups keep ``stream_min_bytes()`` whatever they read: ``softmax(a + b)``
+    streamed from half of it was 1.06-1.08x slower.
+
+    >>> threshold = stream_min_bytes()
+    >>> writes_streaming(threshold, 1), writes_streaming(threshold, threshold, heavy=True)
+    (True, False)
+    """
+    read_heavy = read_bytes >= READ_HEAVY_RATIO * written_bytes
+    if heavy and not read_heavy:
+        return False
+    threshold = stream_min_bytes()
+    if read_heavy and not heavy:
+        threshold //= 2
+    return read_bytes + written_bytes >= threshold
 
 
 def vector_lanes(dtype: str) -> int:
