@@ -47,17 +47,71 @@ def test_a_freed_buffer_serves_the_next_result_at_another_offset():
     of the same size, placed for that call's input, and a result still alive is never
     handed out again."""
     first = allocate(SHAPE, F32, (_at(16),))
-    owner = first.base.buffer
+    owner = first.base.base.buffer
     del first
     gc.collect()
     second = allocate(SHAPE, F32, (_at(1024),))
-    assert second.base.buffer is owner
+    assert second.base.base.buffer is owner
     assert second.ctypes.data % outputs.PAGE == (1024 + outputs.SKEW) % outputs.PAGE
     third = allocate(SHAPE, F32, (_at(1024),))
-    assert third.base.buffer is not owner and not np.may_share_memory(second, third)
+    assert third.base.base.buffer is not owner and not np.may_share_memory(second, third)
     second[...] = 1.0
     third[...] = 2.0
     assert second.min() == 1.0 and third.max() == 2.0  # and nothing beyond them was hit
+
+
+def test_a_result_no_array_uses_is_handed_out_again_as_a_new_array():
+    """While no array made from the last result is alive, the next call for an input
+    at the same page offset gets a new array over the same memory; while a view of it,
+    or a view of that view, is alive, it gets other memory."""
+    x = _at(16)
+    first = allocate(SHAPE, F32, (x,))
+    address = first.ctypes.data
+    del first
+    again = allocate(SHAPE, F32, (x,))
+    assert again.ctypes.data == address and is_pooled(again)
+    view = again[2:][::2]
+    assert not is_pooled(view) and not is_pooled(again)  # two arrays see that memory
+    del again
+    other = allocate(SHAPE, F32, (x,))
+    assert not np.may_share_memory(other, view) and is_pooled(other)
+    del view
+    gc.collect()
+    last = allocate(SHAPE, F32, (x,))
+    assert not np.may_share_memory(last, other)
+
+
+def test_a_changed_result_is_not_handed_out_changed():
+    """A caller may change a result's shape, dtype or flags in place before dropping
+    it: the next call still gets a fresh, writeable array of the right kind."""
+    x = _at(16)
+    first = allocate(SHAPE, F32, (x,))
+    first.shape = (-1,)
+    first.dtype = np.int32
+    first.flags.writeable = False
+    del first
+    again = allocate(SHAPE, F32, (x,))
+    assert again.shape == SHAPE and again.dtype == F32 and again.flags.writeable
+    again[...] = 3.0
+
+
+def test_results_kept_ready_are_bounded():
+    """At most READY_DEPTH shapes keep a result ready; the rest give their buffers back."""
+    shapes = [(1024, 1024 + k) for k in range(outputs.READY_DEPTH + 3)]
+    for shape in shapes:
+        allocate(shape, F32)
+    assert len(outputs._READY) <= outputs.READY_DEPTH
+    assert (shapes[-1], F32) in outputs._READY and (shapes[0], F32) not in outputs._READY
+
+
+def test_read_only_and_strided_inputs_still_place_the_result():
+    x = _at(16)
+    x.flags.writeable = False
+    out = allocate(SHAPE, F32, (x,))
+    assert (out.ctypes.data - x.ctypes.data) % outputs.PAGE in range(1985, 2049)
+    y = _at(16, (1024, 2048))[:, ::2]
+    out = allocate(SHAPE, F32, (y,))
+    assert (out.ctypes.data - y.ctypes.data) % outputs.PAGE in range(1985, 2049)
 
 
 def test_small_results_are_plain_arrays_from_np_empty():
