@@ -54,9 +54,14 @@ POINTER_MIN_OPS = 16
 #: blocked, 6.5-7.4 ms direct whatever the placement).
 BLOCKED_MIN_OPS = 32
 BLOCK = 64
-#: Elements per block of a streamed flat stage (see ``streamed_loop``): 1024 measured
-#: best of 1024, 4096 and 16384 (the reference graph at 4096 x 4096: 8.9, 9.4, 9.6 ms).
-STREAM_BLOCK = 1024
+#: Elements per block of a streamed flat stage (see ``streamed_loop``). A block's
+#: streaming stores go out in one burst, each holding a fill buffer the next block's
+#: loads need until its line reaches memory, so shorter bursts stall less, until the
+#: loop overhead per block shows: the reference graph at 4096 x 4096 took 10.4, 9.1,
+#: 8.8, 8.5, 8.9 ms with blocks of 64, 128, 256, 512 and 1024 elements (4096: 9.1,
+#: 16384: 9.4); at 512 against 1024, ``a*2+1`` 0.91x, a chain of 10 ops 0.93x, ``a/b+c``
+#: and ``tanh(a*b+c)`` level (float32, 4096 x 4096, side by side on the Xeon).
+STREAM_BLOCK = 512
 
 
 #: The outer loop's range. Unsigned, so that Numba indexes without the wraparound test
