@@ -15,6 +15,7 @@ from hypothesis import given, settings
 
 import nbyoc
 from nbyoc.codegen.llvm import stages, target
+from nbyoc.codegen.llvm.lower import lower
 from nbyoc.runtime.llvm import LLVMModule
 
 from ..helpers import assert_close_to_host, examples, external, reload, run_fresh
@@ -91,10 +92,10 @@ def test_stages_under_the_threshold_or_not_parallel_store_as_they_go(monkeypatch
     # the largest threshold at which each streams: its footprint, twice (6 arrays) + 1
     for f, largest in ((one_to_one, 2 * array), (read_heavy, 2 * 6 * array + 1)):
         monkeypatch.setenv(target.STREAM_ENV, str(largest + 1))
-        assert "stream_run" not in LLVMModule(f, parallel_threshold=1).get_source()
+        assert "stream_run" not in lower(f, parallel_threshold=1).source
         monkeypatch.setenv(target.STREAM_ENV, str(largest))
-        assert "stream_run" in LLVMModule(f, parallel_threshold=1).get_source()
-        assert "stream_run" not in LLVMModule(f).get_source()  # 6400 elements: serial
+        assert "stream_run" in lower(f, parallel_threshold=1).source
+        assert "stream_run" not in lower(f).source  # 6400 elements: serial
 
 
 @pytest.mark.parametrize(
@@ -123,11 +124,11 @@ def test_a_stage_of_heavy_ops_streams_only_when_it_reads_twice_what_it_writes(mo
     a, b, c = (nbyoc.var(name, (64, 100)) for name in "abc")
     monkeypatch.setenv(target.STREAM_ENV, "0")
     one_to_one = nbyoc.function([a], nbyoc.tanh(a) * a)
-    assert "stream_run" not in LLVMModule(one_to_one, parallel_threshold=1).get_source()
+    assert "stream_run" not in lower(one_to_one, parallel_threshold=1).source
     read_heavy = nbyoc.function([a, b, c], nbyoc.tanh(a * b + c))
     footprint = 4 * 64 * 100 * 4
     monkeypatch.setenv(target.STREAM_ENV, str(footprint + 1))
-    assert "stream_run" not in LLVMModule(read_heavy, parallel_threshold=1).get_source()
+    assert "stream_run" not in lower(read_heavy, parallel_threshold=1).source
     monkeypatch.setenv(target.STREAM_ENV, str(footprint))
     fn = nbyoc.compile(read_heavy, backend="llvm", options=PARALLEL)
     assert "stream_run" in fn.get_source()
