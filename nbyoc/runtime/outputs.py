@@ -66,11 +66,10 @@ _UNUSED_REFS = 3
 class _Owner:
     """Owns a pooled buffer while arrays use it; returns it to the pool when they are gone."""
 
-    __slots__ = ("__array_interface__", "__weakref__", "buffer", "kept")
+    __slots__ = ("__array_interface__", "__weakref__", "buffer")
 
     def __init__(self, buffer: np.ndarray, start: int, shape: tuple[int, ...], dtype):
         self.buffer = buffer
-        self.kept = False  # whether _READY holds the array over it
         self.__array_interface__ = {
             "shape": shape,
             "typestr": dtype.str,
@@ -133,17 +132,11 @@ def allocate(shape: tuple[int, ...], dtype: np.dtype, inputs=()) -> np.ndarray:
     start = -buffer.ctypes.data % PAGE + offset
     ready = np.asarray(_Owner(buffer, start, shape, dtype))
     with _LOCK:
-        _keep(_READY.pop(key, (None, None))[1], False)
+        _READY.pop(key, None)  # (re-inserted last: the most recently used)
         _READY[key] = (offset, ready)
-        _keep(ready, True)
         while len(_READY) > READY_DEPTH:  # its buffer returns to _FREE once unused
-            _keep(_READY.popitem(last=False)[1][1], False)
+            _READY.popitem(last=False)
     return ready.view()
-
-
-def _keep(ready: np.ndarray | None, kept: bool) -> None:
-    if ready is not None:
-        ready.base.kept = kept
 
 
 def _address(array: np.ndarray) -> int:
@@ -167,9 +160,10 @@ def is_pooled(array: np.ndarray) -> bool:
     if type(base) is not np.ndarray or type(base.base) is not _Owner:
         return False
     with _LOCK:
+        kept = any(entry[1] is base for entry in _READY.values())
         # the references to ``base`` besides this array's: the local name's, the
         # argument's and _READY's (while it keeps it); any other is another array on it
-        return sys.getrefcount(base) == 3 + base.base.kept
+        return sys.getrefcount(base) == 3 + kept
 
 
 def allocator(shape: tuple[int, ...], dtype: np.dtype):
