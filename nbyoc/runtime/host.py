@@ -33,6 +33,7 @@ class _Step(NamedTuple):
     out: int
     release: tuple[int, ...]  # values last read here, dropped after the step
     reuse: int  # a dying temporary to write the result into (ufunc ``out=``), or -1
+    check: bool  # a later step may write into the result: see that it is really private
     label: str
 
 
@@ -77,15 +78,19 @@ class HostFunction:
     def __call__(self, *args):
         values = self._template.copy()
         values[: self._n_params] = args
+        shared: tuple[int, ...] = ()  # checked results that turned out not to be private
         step = None
         try:
             # Plain tuple unpacking: this loop is the whole per-call cost on small arrays.
             for step in self._steps:
-                fn, arg_slots, kwargs, out, release, reuse, _ = step
-                if reuse < 0:
-                    values[out] = fn(*[values[i] for i in arg_slots], **kwargs)
+                fn, arg_slots, kwargs, out, release, reuse, check, _ = step
+                operands = [values[i] for i in arg_slots]
+                if reuse < 0 or reuse in shared:
+                    values[out] = result = fn(*operands, **kwargs)
                 else:
-                    values[out] = fn(*[values[i] for i in arg_slots], out=values[reuse])
+                    values[out] = result = fn(*operands, out=values[reuse])
+                if check and not _is_private(result, operands):
+                    shared = (*shared, out)
                 for i in release:
                     values[i] = None
         except NbyocError:
@@ -114,9 +119,21 @@ def _kernel(node: Expr, callees: Mapping[str, Callable]) -> tuple[Callable, dict
     raise NbyocError(f"the host executor cannot run {node!r}")
 
 
-def _makes_fresh_array(node: Expr) -> bool:
-    """True if ``node``'s result is a new array that shares memory with nothing
-    (views, tuples and module calls may alias other values)."""
+def _is_private(result, operands) -> bool:
+    """True if ``result`` is an array of its own: not one of the step's operands (a
+    reference may return its input unchanged, as ``clip`` with no bound does) and
+    no view of another array."""
+    return (
+        type(result) is np.ndarray
+        and result.base is None
+        and not any(result is operand for operand in operands)
+    )
+
+
+def _may_make_fresh_array(node: Expr) -> bool:
+    """True if ``node``'s result can be a new array that shares memory with nothing
+    (views, tuples and module calls may alias other values). Only "can": whether it
+    is, ``_is_private`` checks at run time."""
     return (
         isinstance(node, Call)
         and isinstance(node.op, Op)
@@ -127,15 +144,17 @@ def _makes_fresh_array(node: Expr) -> bool:
 def _schedule(nodes: list[Expr], slots: dict, result: Expr, n_params: int, callees) -> list[_Step]:
     """Steps in evaluation order, each knowing which values die after it and
     whether it can write into one of them instead of allocating (what NumPy's
-    own temporary elision does for ``(a + b) - c``)."""
+    own temporary elision does for ``(a + b) - c``). A step writes into a value only
+    if the value's own step found it private when it ran (``_is_private``)."""
     last_use: dict[int, int] = {}
     readers: dict[int, list[Expr]] = {}
     for index, node in enumerate(nodes):
         for arg in operands(node):
             last_use[slots[arg]] = index
             readers.setdefault(slots[arg], []).append(node)
-    fresh = {slots[n] for n in nodes if _makes_fresh_array(n)}
+    fresh = {slots[n] for n in nodes if _may_make_fresh_array(n)}
     slot_type = {slots[n]: n.type for n in nodes}
+    written: set[int] = set()  # values a later step writes into
     steps = []
     for index, node in enumerate(nodes):
         fn, kwargs, what = _kernel(node, callees)
@@ -144,11 +163,14 @@ def _schedule(nodes: list[Expr], slots: dict, result: Expr, n_params: int, calle
         reuse = -1
         if isinstance(fn, np.ufunc) and not kwargs:
             for s in release:
-                private = s in fresh and all(_makes_fresh_array(r) for r in readers[s])
+                private = s in fresh and all(_may_make_fresh_array(r) for r in readers[s])
                 if private and slot_type[s] == node.type:
                     reuse = s
+                    written.add(s)
                     break
         # Numbered as the printer numbers bindings, so an error points at a line of print(f).
         label = "the result" if node is result else f"%{slots[node] - n_params}"
-        steps.append(_Step(fn, args, kwargs, slots[node], release, reuse, f"{label} = {what}"))
-    return steps
+        steps.append(
+            _Step(fn, args, kwargs, slots[node], release, reuse, False, f"{label} = {what}")
+        )
+    return [step._replace(check=step.out in written) for step in steps]

@@ -205,3 +205,29 @@ def test_parameters_used_in_another_order_still_call_the_external_function_direc
     np.testing.assert_array_equal(fn(*data), 2 * data[0] - data[1])
     with pytest.raises(nbyoc.errors.ShapeMismatchError, match="y"):
         fn(data[0], np.ones((4, 3), np.float32), data[2], data[3])
+
+
+@pytest.mark.parametrize("bounds", [(None, None), (0, 255), (-5, 300)])
+def test_a_reference_returning_its_input_is_never_written_into(bounds):
+    # clip with no bound that binds returns its operand itself; the multiply after it
+    # must allocate rather than write into the caller's array (issue 35, item 1).
+    img = np.arange(10, dtype=np.uint8)
+    x = nbyoc.var("img", (10,), "uint8")
+    y = nbyoc.clip(x, *bounds) * nbyoc.const(np.uint8(2))
+    fn = nbyoc.compile(nbyoc.function([x], y), backend="host")
+    out = fn(img)
+    np.testing.assert_array_equal(img, np.arange(10, dtype=np.uint8))
+    np.testing.assert_array_equal(out, np.clip(img, 0, 255) * np.uint8(2))
+
+
+def test_a_reference_result_found_not_private_is_written_into_by_no_later_step():
+    # The check is made where the value is computed, so every later reader sees it:
+    # here two steps could each have written into the clip's result.
+    x = nbyoc.var("x", (4,))
+    c = nbyoc.clip(x, None, None)
+    fn = nbyoc.compile(nbyoc.function([x], [(c + 1.0) * 2.0, c * 3.0]), backend="host")
+    data = np.arange(4, dtype=np.float32)
+    first, second = fn(data)
+    np.testing.assert_array_equal(data, np.arange(4, dtype=np.float32))
+    np.testing.assert_array_equal(first, (data + 1) * 2)
+    np.testing.assert_array_equal(second, data * 3)
