@@ -105,6 +105,11 @@ class DTypeMismatchError(ArgumentError):
     """An argument has the wrong dtype (nbyoc never casts silently)."""
 
 
+class ValueOutOfRangeError(NbyocError, OverflowError):
+    """A value cannot be represented in the dtype it must take (a Python int argument
+    of ``nbyoc.jit`` that does not fit the array it meets), as NumPy 2 refuses it."""
+
+
 class ExecutionError(NbyocError, RuntimeError):
     """An operation failed while running; the message names the node."""
 

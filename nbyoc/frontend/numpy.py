@@ -30,11 +30,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..errors import ArgumentError, NbyocError, NbyocTypeError
+from ..errors import ArgumentError, NbyocError, NbyocTypeError, ValueOutOfRangeError
 from ..ir.builder import const, function, var, weak_scalar
 from ..ir.nodes import Expr, Function
 from ..ir.numpy_protocol import elementwise_equality
 from ..ir.types import tensor_types
+from .weak_ranges import check_int64, range_checker
 
 #: Python scalar types traced as weak scalars (the dtype they take follows their partner).
 WEAK_KINDS = (bool, int, float)
@@ -169,7 +170,8 @@ class JitFunction:
 
         func, structure, text = self._trace(args)
         executable = nbyoc_compile(func, self._backend, **self._options)
-        run = _runner(executable, args, structure, func.ret_type)
+        check = range_checker(func, [p.name_hint for p in func.params])
+        run = _runner(executable, args, structure, func.ret_type, check)
         self._compiled[key] = (func, text, executable)
         self._runners[key] = run
         return run
@@ -202,22 +204,39 @@ class JitFunction:
 
 
 class _Static:
-    """A compile-time argument (``static_argnames``), keyed by its value."""
+    """A compile-time argument (``static_argnames``), keyed by its value: by
+    ``_value_key``, so that values NumPy tells apart (``0.0`` and ``-0.0``) compile
+    apart, and a value equals itself (a NaN too) so it compiles once."""
 
-    __slots__ = ("value",)
+    __slots__ = ("key", "value")
 
     def __init__(self, value):
         self.value = value
+        self.key = _value_key(value)
 
     def __eq__(self, other):
-        return isinstance(other, _Static) and _same(self.value, other.value)
+        return isinstance(other, _Static) and self.key == other.key
 
     def __hash__(self):
-        return hash((type(self.value), self.value))
+        return hash(self.key)
 
 
-def _same(a, b) -> bool:
-    return type(a) is type(b) and a == b
+def _value_key(value):
+    """What identifies a static value: its type and its value, with floats (and the
+    parts of complex numbers) by their exact text (``float.hex``: ``-0x0.0p+0`` is
+    not ``0x0.0p+0``; ``nan`` equals ``nan``), through tuples and frozensets.
+    Anything else keys by itself: a list or dict raises TypeError when hashed, as
+    values that can change after the call cannot key compiled code."""
+    kind = type(value)
+    if isinstance(value, (float, np.floating)):
+        return (kind, float(value).hex())
+    if isinstance(value, (complex, np.complexfloating)):
+        return (kind, complex(value).real.hex(), complex(value).imag.hex())
+    if isinstance(value, tuple):
+        return (kind, *(_value_key(v) for v in value))
+    if isinstance(value, frozenset):
+        return (kind, frozenset(_value_key(v) for v in value))
+    return (kind, value)
 
 
 def _key(value):
@@ -264,13 +283,14 @@ def _outputs(result, name: str) -> tuple[list[Expr], object]:
     return outputs, (type(result) if many else "one")
 
 
-def _runner(executable, args, structure, ret_type) -> Callable:
+def _runner(executable, args, structure, ret_type, check=None) -> Callable:
     """The function calling ``executable`` with a call's arguments: static ones left out,
     Python numbers as 0-d arrays (after checking they are still of the kind traced: an
     ArgumentError otherwise, as the Executable raises for arrays of another shape or
-    dtype), 0-d results as NumPy scalars (as NumPy's own reductions and indexing return
-    them), several results as the tuple or list the function returned. The Executable
-    itself when none of that applies."""
+    dtype; and that Python ints fit the dtypes they meet: ``check``, from
+    ``weak_ranges.range_checker``), 0-d results as NumPy scalars (as NumPy's own
+    reductions and indexing return them), several results as the tuple or list the
+    function returned. The Executable itself when none of that applies."""
     roles = [_role(a) for a in args]
     inputs = [k for k, role in enumerate(roles) if role != "static"]
     weak = [(k, type(args[k])) for k, role in enumerate(roles) if role == "weak"]
@@ -283,6 +303,11 @@ def _runner(executable, args, structure, ret_type) -> Callable:
         return result[()] if type(result) is np.ndarray and result.ndim == 0 else result
 
     count = len(args)
+    arrays = [
+        (k, _key(a)) for k, (a, role) in enumerate(zip(args, roles)) if role in ("array", "scalar")
+    ]
+    names = executable.module["main"].params
+    names = {k: names[n].name_hint for n, k in enumerate(inputs)}
 
     def run(*args):
         if len(args) != count:
@@ -290,6 +315,17 @@ def _runner(executable, args, structure, ret_type) -> Callable:
         for k, kind in weak:
             if type(args[k]) is not kind:
                 raise ArgumentError(f"argument {k} is not a Python {kind.__name__}")
+            if kind is int:
+                check_int64(args[k], names[k])
+        if check is not None:
+            try:
+                check([args[k] for k in inputs])
+            except ValueOutOfRangeError:
+                # Only for this signature's arrays: others go to their own (the fast
+                # path in JitFunction.__call__ takes an ArgumentError to mean that).
+                if any(_key(args[k]) != key for k, key in arrays):
+                    raise ArgumentError("the arrays are of another signature") from None
+                raise
         values = [np.asarray(args[k]) if type(args[k]) in WEAK_KINDS else args[k] for k in inputs]
         results = executable(*values)
         if structure == "one":

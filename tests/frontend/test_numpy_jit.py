@@ -218,3 +218,56 @@ def test_defaults_then_positional_calls_of_other_lengths():
     x = np.arange(3, dtype=np.float32)
     for args in [(x,), (x, 3.0), (x,), (x, 3.0, 1.0), (x, 3.0), (x,)]:
         assert_like_numpy(jitted(*args), f(*args), "f")
+
+
+@pytest.mark.parametrize(
+    "dtype,n", [(np.uint8, -1), (np.uint8, 256), (np.int8, 300), (np.int8, -129),
+                (np.int32, 2**40), (np.uint64, -1), (np.int64, 2**63), (np.float32, 2**64)],
+)  # fmt: skip
+def test_a_python_int_that_does_not_fit_its_array_raises_overflow_as_numpy_does(dtype, n):
+    # issue 35, item 3: the kernel would wrap it (uint8 + -1 -> 255 more)
+    add = nbyoc.jit(lambda x, n: x + n, backend="host")
+    x = np.array([1, 2], dtype)
+    if np.dtype(dtype).kind in "iu":
+        with pytest.raises(OverflowError):
+            x + n
+    else:  # NumPy converts it to float; nbyoc.jit traces Python ints as int64
+        assert np.isfinite(x + n).all()
+    with pytest.raises(
+        nbyoc.errors.ValueOutOfRangeError, match=f"Python integer {n} out of bounds"
+    ):
+        add(x, n)
+
+
+def test_python_ints_in_range_and_computed_ones_are_checked_like_numpy():
+    f = nbyoc.jit(lambda x, n, m: x + (n * 2 - m))
+    x = np.array([1, 2], np.uint8)
+    for n, m in [(3, 1), (127, 0), (0, 0), (1, 2)]:
+        if 0 <= n * 2 - m <= 255:
+            np.testing.assert_array_equal(f(x, n, m), x + (n * 2 - m))
+        else:
+            with pytest.raises(nbyoc.errors.ValueOutOfRangeError, match="Python-int expression"):
+                f(x, n, m)
+    # the bounds of the dtype itself pass, on both ends; a float partner takes any int64
+    mul = nbyoc.jit(lambda x, n: x * n)
+    for n in (-128, 127):
+        np.testing.assert_array_equal(mul(np.ones(2, np.int8), n), np.ones(2, np.int8) * n)
+    assert mul(np.ones(2, np.float32), 2**40).tolist() == [2.0**40] * 2
+    # a call of another signature is not refused by the last signature's check
+    assert f(np.array([1, 2], np.int16), 200, 0).tolist() == [401, 402]
+
+
+def test_static_floats_compile_apart_by_sign_and_a_nan_compiles_once():
+    # issue 35, item 4: -0.0 == 0.0 and nan != nan must not decide signatures
+    divide = nbyoc.jit(lambda x, s: x / s, static_argnames=["s"])
+    ones = np.ones(2, np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        assert divide(ones, 0.0).tolist() == [np.inf, np.inf]
+        assert divide(ones, -0.0).tolist() == [-np.inf, -np.inf]
+        assert divide(ones, (-0.0, 1)[0]).tolist() == [-np.inf, -np.inf]
+        for _ in range(3):
+            assert np.isnan(divide(ones, float("nan"))).all()
+    assert len(divide.signatures) == 3, divide.signatures
+    pick = nbyoc.jit(lambda x, s: x * s[0], static_argnames=["s"])
+    assert pick(ones, (0.0,)).tolist() == [0.0, 0.0]
+    assert [np.signbit(v) for v in pick(ones, (-0.0,))] == [True, True]
