@@ -1,6 +1,7 @@
 """Every op against NumPy: values, result dtype and shape, for every dtype and
 broadcasting case; and type errors that say what is wrong and how to fix it."""
 
+import builtins
 import itertools
 import math
 
@@ -345,3 +346,21 @@ def test_reductions_without_identity_refuse_empty_axes(name):
     with pytest.raises(NbyocTypeError, match=r"empty|length 0"):
         nbyoc.call_op(name, nbyoc.var("x", (2, 0)), axis=1)
     assert nbyoc.prod(nbyoc.var("x", (2, 0)), axis=1).shape == (2,)  # prod of nothing is 1
+
+
+@pytest.mark.parametrize("backend", ["host", "llvm", "csource", "examplejson"])
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint64"])
+def test_clip_at_and_past_the_ends_of_an_integer_range(backend, dtype):
+    # A bound at or past the far end binds every element to that end; at or past its
+    # own end it binds nothing. (max=0 of an unsigned dtype once never bound.)
+    info = np.iinfo(dtype)
+    x = np.array([info.min, 0, 5, info.max], dtype)
+    cases = [(None, info.min), (None, info.min - 5), (info.max, None), (info.max + 5, None),
+             (info.min, None), (None, info.max), (info.min - 5, info.max + 5), (0, 0)]  # fmt: skip
+    for low, high in cases:
+        v = nbyoc.var("x", (4,), dtype)
+        fn = nbyoc.compile(nbyoc.function([v], nbyoc.clip(v, low, high)), backend=backend)
+        lo = info.min if low is None else builtins.min(builtins.max(low, info.min), info.max)
+        hi = info.max if high is None else builtins.min(builtins.max(high, info.min), info.max)
+        expected = np.minimum(np.maximum(x, x.dtype.type(lo)), x.dtype.type(hi))
+        np.testing.assert_array_equal(fn(x), expected, err_msg=f"clip({low}, {high})")

@@ -279,9 +279,11 @@ def _clip_bounds(dtype: str, attrs) -> tuple:
                     f"clip of {dtype}: {key}={value!r} is not an integer; cast x to a float "
                     f"dtype to clip at fractions"
                 )
-            if not info.min < value < info.max:  # beyond the range: never binds
-                low = value <= info.min if key == "min" else value >= info.max
-                value = None if low else (info.min if key == "min" else info.max)
+            if not info.min < value < info.max:  # at or past an end of the range
+                # On its own side it never binds; past the other end it binds everything,
+                # to that end (clip(uint8, max=0) is all zeros, clip(int8, min=200) 127).
+                never = value <= info.min if key == "min" else value >= info.max
+                value = None if never else (info.max if key == "min" else info.min)
             value = None if value is None else int(value)
         bounds.append(value)
     return tuple(bounds)
