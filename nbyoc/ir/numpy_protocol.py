@@ -136,17 +136,55 @@ def _dot(a, b, out=None):
 
 
 def _clip(a, a_min=None, a_max=None, out=None, **kwargs):
-    """np.clip: the clip op for number bounds, else maximum then minimum (NumPy's
-    promotion with array bounds)."""
+    """np.clip: the clip op for Python number bounds, else maximum then minimum (NumPy's
+    promotion with array and NumPy scalar bounds). Python numbers are weak, as in
+    NumPy 2: a float bound makes an integer or bool tensor float64, an int bound a bool
+    tensor int64, and an int bound that would bind every element to a value the
+    tensor's dtype cannot hold raises as NumPy does (one beyond the range on the other
+    side binds nothing)."""
+    from .builder import weak_kind
     from .nodes import Expr
 
     if out is not None or kwargs:
         _no("clip", "takes no out= or other keywords on graph values")
-    if isinstance(a_min, (Expr, np.ndarray)) or isinstance(a_max, (Expr, np.ndarray)):
+    bounds = (a_min, a_max)
+    strong = [b for b in bounds if b is not None and not _is_python_number(b)]
+    if strong or weak_kind(a) is not None or not isinstance(a, Expr):
         result = a if a_min is None else np.maximum(a, a_min)
         return result if a_max is None else np.minimum(result, a_max)
-    bounds = [None if b is None else float(np.asarray(b)) for b in (a_min, a_max)]
-    return _ops().clip(a, *bounds)
+    kind = np.dtype(a.type.dtype).kind
+    if kind in "biu" and any(isinstance(b, float) for b in bounds):
+        a = _ops().cast(a, "float64")
+    elif kind == "b" and any(b is not None and not isinstance(b, bool) for b in bounds):
+        a = _ops().cast(a, "int64")  # (each bound must then be an int64, as in NumPy)
+        _check_int_bounds(np.dtype(np.int64), *[b for b in bounds if b is not None], both=True)
+    elif kind == "b":  # bool bounds of a bool tensor: NumPy's maximum and minimum
+        result = a if a_min is None else np.maximum(a, a_min)
+        return result if a_max is None else np.minimum(result, a_max)
+    if np.dtype(a.type.dtype).kind in "iu":
+        _check_int_bounds(np.dtype(a.type.dtype), a_min, a_max)
+    return _ops().clip(a, *[None if b is None else float(b) for b in bounds])
+
+
+def _is_python_number(value) -> bool:
+    return type(value) in (bool, int, float)
+
+
+def _check_int_bounds(dtype: np.dtype, low=None, high=None, both=False) -> None:
+    """Refuse, as NumPy does, a Python int bound past the end of ``dtype``'s range on
+    the side where it would bind (on either side with ``both``)."""
+    from ..errors import ValueOutOfRangeError
+
+    info = np.iinfo(dtype)
+    for value, is_low in ((low, True), (high, False)):
+        if value is None:
+            continue
+        above, below = value > info.max, value < info.min
+        if (above and (is_low or both)) or (below and (not is_low or both)):
+            raise ValueOutOfRangeError(
+                f"np.clip: Python integer {value} out of bounds for {dtype}, as NumPy 2 "
+                f"refuses it: every element would become a value {dtype} cannot hold"
+            )
 
 
 def _squeeze(a, axis=None):

@@ -271,3 +271,22 @@ def test_static_floats_compile_apart_by_sign_and_a_nan_compiles_once():
     pick = nbyoc.jit(lambda x, s: x * s[0], static_argnames=["s"])
     assert pick(ones, (0.0,)).tolist() == [0.0, 0.0]
     assert [np.signbit(v) for v in pick(ones, (-0.0,))] == [True, True]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.bool_, np.float32])
+def test_np_clip_promotes_and_refuses_python_bounds_as_numpy_does(dtype):
+    clip = nbyoc.jit(lambda x, lo, hi: np.clip(x, lo, hi), static_argnames=["lo", "hi"])
+    x = np.array([1, 0, 1], dtype)
+    bounds = [(300, None), (-300, None), (None, 300), (None, -300), (2**70, None),
+              (-(2**70), 2**70), (0.5, None), (1, 2.0), (0, 1), (False, True),
+              (np.int16(3), None), (None, np.float64(0.5))]  # fmt: skip
+    for low, high in bounds:
+        try:
+            expected = np.clip(x, low, high)
+        except (OverflowError, TypeError):
+            with pytest.raises(nbyoc.NbyocError):
+                clip(x, low, high)
+            continue
+        got = clip(x, low, high)
+        assert got.dtype == expected.dtype, (low, high)
+        np.testing.assert_array_equal(got, expected, err_msg=f"np.clip(x, {low}, {high})")
