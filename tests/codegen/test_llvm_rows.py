@@ -461,3 +461,15 @@ def test_argmax_and_argmin_match_numpy(shape, data, op, dtype, nans):
     f = nbyoc.function([x], nbyoc.call_op(op, x, axis=axis))
     got = nbyoc.compile(f, backend="llvm", options={"llvm": {"parallel_threshold": 4}})(values)
     np.testing.assert_array_equal(got, getattr(np, op)(values, axis=axis))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_a_one_element_operand_that_is_a_strided_view_is_read_as_a_scalar(dtype):
+    # Found by the random graphs: a slice of one element (a strided view of a float16
+    # array) read by a row group was reshaped, which Numba refuses on a strided array.
+    p = nbyoc.var("p", (2,), dtype)
+    w = nbyoc.where(nbyoc.less(p, p), p, p)
+    one = w[1:2]
+    f = nbyoc.function([p], [nbyoc.softmax(w, axis=0), nbyoc.min(one * 0.5, axis=0, keepdims=True)])
+    x = np.array([0.5, -1.25], dtype)
+    assert_close_to_host(reload(nbyoc.compile(f, backend="llvm")), f, [x], rtol=RTOL[dtype])

@@ -293,7 +293,8 @@ def bind_outside(lowering, group: RowGroup, stored: set, flat: bool) -> Bindings
         if node in found.scalars or node in lowering.literals:
             return
         array = lowering.read_array(node)
-        element = f"{array}[()]" if node.type.ndim == 0 else f"{array}.reshape((1,))[0]"
+        # (indexed, not reshaped: the array may be a strided view, which Numba cannot reshape)
+        element = f"{array}[{', '.join(['0'] * node.type.ndim) or '()'}]"
         name = f"{array}_scalar"
         found.lines.append(f"{name} = {rules.load(element, node.type.dtype)}")
         found.scalars[node] = f"x{len(found.scalars)}"
