@@ -3,9 +3,19 @@
 A graph starts from a few parameters whose shapes all broadcast to one base
 shape, then grows by applying random ops to earlier values (so it is a DAG
 with sharing), and returns one to three of its values.
+
+Besides the plain kinds of step, graphs draw what adversarial review found bugs
+with (issue 35): comparisons and arithmetic of a signed and an unsigned integer
+operand, ``where`` with a condition that is not bool, ``clip`` with ``None`` and
+non-binding bounds, every kind of op on 0-d tensors, concatenates of many
+operands, and outputs that are views (reshape, transpose) of intermediates.
+``numpy_function`` turns a graph into the NumPy function a user would write for
+it, for ``nbyoc.jit``.
 """
 
 from __future__ import annotations
+
+import inspect
 
 import numpy as np
 from hypothesis import strategies as st
@@ -67,6 +77,13 @@ UNARY = [op for op in ELEMENTWISE_UNARY if op not in LEFT_OUT]
 #: Casts whose result every backend defines alike (no float -> integer: out of range, C
 #: leaves it undefined).
 SAFE_CASTS = ["bool", "float32", "float64"]
+SIGNED = ["int8", "int16", "int32", "int64"]
+UNSIGNED = ["uint8", "uint16", "uint32", "uint64"]
+#: What mixed signed/unsigned operands meet: where NumPy computes in neither's dtype.
+MIXED_OPS = ["less", "greater_equal", "equal", "not_equal", "maximum", "minimum", "add",
+             "subtract", "multiply"]  # fmt: skip
+#: Bounds ``clip`` draws: none, fractional, beyond every integer dtype, ordinary.
+CLIP_BOUNDS = [None, None, -3, -0.5, 0, 1, 2.5, 300, -300, 2**70]
 
 
 @st.composite
@@ -92,9 +109,13 @@ def graphs(draw, max_params: int = 4, max_nodes: int = 8, dtypes=None, min_nodes
         if len(values) - len(params) >= wanted:
             break
         kind = draw(st.sampled_from(["binary", "binary", "unary", "scalar", "reduce", "layout",
-                                     "where", "cast", "slice", "softmax", "gather"]))  # fmt: skip
+                                     "where", "cast", "slice", "softmax", "gather", "mixed",
+                                     "where_any", "clip", "zero_d", "concatenate"]))  # fmt: skip
         x = draw(st.sampled_from(values))
         try:
+            if kind in ("mixed", "where_any", "clip", "zero_d", "concatenate"):
+                values.append(draw(_adversarial_step(kind, x, values, params)))
+                continue
             if kind == "binary":
                 y = draw(st.sampled_from(values))
                 values.append(nbyoc.call_op(draw(st.sampled_from(BINARY)), x, y))
@@ -126,7 +147,75 @@ def graphs(draw, max_params: int = 4, max_nodes: int = 8, dtypes=None, min_nodes
             pass  # the drawn operands do not fit together; skip this step
     computed = values[len(params) :] or values
     outputs = draw(st.lists(st.sampled_from(computed), min_size=1, max_size=3))
+    # An output that is a view of an intermediate: its buffer must outlive later stages.
+    outputs = [draw(_maybe_a_view(o)) for o in outputs]
     return nbyoc.function(params, outputs[0] if len(outputs) == 1 else outputs)
+
+
+@st.composite
+def _maybe_a_view(draw, value):
+    t = value.type
+    choice = draw(st.sampled_from(["as is", "as is", "reshape", "transpose"]))
+    if choice == "reshape" and t.ndim != 1:
+        return nbyoc.reshape(value, -1)
+    if choice == "transpose" and t.ndim >= 2:
+        return nbyoc.transpose(value)
+    return value
+
+
+@st.composite
+def _adversarial_step(draw, kind, x, values, params):
+    """One step of the kinds that found bugs (see the module docstring); raises
+    NbyocTypeError where the drawn operands do not fit, as the other steps do."""
+    if kind == "mixed":
+        # From parameters only (their values are small): a signed operand that may be
+        # negative, an unsigned one (its absolute value), compared or combined.
+        a, b = draw(st.sampled_from(params)), draw(st.sampled_from(params))
+        signed = nbyoc.cast(a, draw(st.sampled_from(SIGNED)))
+        unsigned = nbyoc.cast(nbyoc.abs(nbyoc.cast(b, "int64")), draw(st.sampled_from(UNSIGNED)))
+        pair = [signed, unsigned] if draw(st.booleans()) else [unsigned, signed]
+        return nbyoc.call_op(draw(st.sampled_from(MIXED_OPS)), *pair)
+    if kind == "where_any":  # a condition of any dtype: true where it is non-zero
+        y, z = draw(st.sampled_from(values)), draw(st.sampled_from(values))
+        return nbyoc.where(x, y, z)
+    if kind == "clip":
+        low, high = draw(st.sampled_from(CLIP_BOUNDS)), draw(st.sampled_from(CLIP_BOUNDS))
+        return nbyoc.clip(x, low, high)
+    if kind == "zero_d":
+        scalar = (
+            x
+            if x.type.ndim == 0
+            else nbyoc.sum(x)
+            if draw(st.booleans())
+            else x[(0,) * x.type.ndim]
+        )
+        return draw(st.sampled_from(_ZERO_D_OPS))(scalar, draw(st.sampled_from(values)))
+    # concatenate: up to 12 operands of one type along one axis (x repeated among them)
+    if x.type.ndim == 0:
+        raise NbyocTypeError("0-d tensors cannot be concatenated")
+    alike = [v for v in values if v.type == x.type]
+    operands = draw(st.lists(st.sampled_from(alike), min_size=2, max_size=12))
+    return nbyoc.concatenate(operands, axis=draw(st.integers(0, x.type.ndim - 1)))
+
+
+#: Every kind of op on a 0-d operand ``s`` (``other`` is any value, for binary ops).
+_ZERO_D_OPS = [
+    lambda s, _: nbyoc.argmax(s),
+    lambda s, _: nbyoc.argmin(s, keepdims=True),
+    lambda s, _: nbyoc.sum(s, keepdims=True),
+    lambda s, _: nbyoc.max(s),
+    lambda s, _: nbyoc.mean(s),
+    lambda s, _: nbyoc.prod(s),
+    lambda s, _: nbyoc.negative(s) if s.type.dtype != "bool" else nbyoc.logical_not(s),
+    lambda s, _: nbyoc.exp(s),
+    lambda s, _: nbyoc.cast(s, "float64"),
+    lambda s, _: nbyoc.reshape(s, (1, 1)),
+    lambda s, _: nbyoc.transpose(s),
+    lambda s, other: nbyoc.where(s, other, s),
+    lambda s, _: nbyoc.clip(s, 0, None),
+    lambda s, other: nbyoc.call_op("less", s, other),
+    lambda s, other: nbyoc.call_op("multiply", other, s),
+]
 
 
 def random_inputs(func, seed: int = 0) -> list[np.ndarray]:
@@ -154,3 +243,72 @@ def assert_same_results(actual, expected) -> None:
     assert isinstance(actual, np.ndarray)
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
     np.testing.assert_array_equal(actual, expected)
+
+
+class Unspellable(Exception):
+    """The graph holds an op NumPy has no function for (``numpy_function``)."""
+
+
+def _take(x, indices, axis):
+    return x[(slice(None),) * axis + (indices,)]
+
+
+#: How a user writes each op in NumPy, taking the op's operands and attributes.
+NUMPY_SPELLING = {
+    **{name: getattr(np, name) for name in ELEMENTWISE_BINARY + ELEMENTWISE_UNARY
+       if name not in ("sigmoid", "relu", "erf")},
+    **{name: getattr(np, name) for name in ("sum", "mean", "max", "min", "prod", "argmax",
+                                            "argmin")},
+    "cast": lambda x, to: x.astype(to),
+    "where": np.where,
+    "clip": lambda x, min, max: np.clip(x, min, max),
+    "reshape": lambda x, newshape: np.reshape(x, newshape),
+    "transpose": lambda x, axes: np.transpose(x, axes),
+    "concatenate": lambda *xs, axis: np.concatenate(xs, axis=axis),
+    "slice": lambda x, starts, ends, axes, steps: x[
+        nbyoc.ir.ops.index.python_slices({"starts": starts, "ends": ends, "steps": steps})],
+    "gather": _take,
+}  # fmt: skip
+
+
+def _as_written(node) -> dict:
+    """A call's attributes as a user writes them: clip's bounds of an integer tensor as
+    ints where they are whole numbers (the IR keeps every bound as a float)."""
+    attrs = dict(node.attrs)
+    if node.op.name == "clip" and np.dtype(node.args[0].type.dtype).kind in "iu":
+        for key in ("min", "max"):
+            if attrs[key] is not None and float(attrs[key]).is_integer():
+                attrs[key] = int(attrs[key])
+    return attrs
+
+
+def numpy_function(func):
+    """The NumPy function of ``func``'s parameters that a user would write for it (for
+    ``nbyoc.jit`` to trace); raises ``Unspellable`` if an op has no NumPy function
+    (softmax, sigmoid, ...)."""
+    from nbyoc.ir.nodes import Call, Constant, Tuple, Var
+
+    nodes = nbyoc.ir.post_order([func.body])
+    for node in nodes:
+        if isinstance(node, Call) and node.op.name not in NUMPY_SPELLING:
+            raise Unspellable(node.op.name)
+
+    def run(*arrays):
+        values = {id(p): a for p, a in zip(func.params, arrays)}
+        for node in nodes:
+            if isinstance(node, Constant):
+                values[id(node)] = np.asarray(node.data)
+            elif isinstance(node, Call):
+                operands = [values[id(a)] for a in node.args]
+                values[id(node)] = NUMPY_SPELLING[node.op.name](*operands, **_as_written(node))
+            elif isinstance(node, Tuple):
+                values[id(node)] = tuple(values[id(f)] for f in node.fields)
+            elif not isinstance(node, Var):
+                raise Unspellable(type(node).__name__)
+        return values[id(func.body)]
+
+    run.__signature__ = inspect.Signature(
+        [inspect.Parameter(f"p{k}", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+         for k in range(len(func.params))]
+    )  # fmt: skip
+    return run
