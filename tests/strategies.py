@@ -77,8 +77,9 @@ UNARY = [op for op in ELEMENTWISE_UNARY if op not in LEFT_OUT]
 #: Casts whose result every backend defines alike (no float -> integer: out of range, C
 #: leaves it undefined).
 SAFE_CASTS = ["bool", "float32", "float64"]
-SIGNED = ["int8", "int16", "int32", "int64"]
-UNSIGNED = ["uint8", "uint16", "uint32", "uint64"]
+#: (the widest twice: int64 and uint64 are where NumPy computes in neither's dtype)
+SIGNED = ["int8", "int16", "int32", "int64", "int64"]
+UNSIGNED = ["uint8", "uint16", "uint32", "uint64", "uint64"]
 #: What mixed signed/unsigned operands meet: where NumPy computes in neither's dtype.
 MIXED_OPS = ["less", "greater_equal", "equal", "not_equal", "maximum", "minimum", "add",
              "subtract", "multiply"]  # fmt: skip
@@ -146,7 +147,12 @@ def graphs(draw, max_params: int = 4, max_nodes: int = 8, dtypes=None, min_nodes
         except NbyocTypeError:
             pass  # the drawn operands do not fit together; skip this step
     computed = values[len(params) :] or values
-    outputs = draw(st.lists(st.sampled_from(computed), min_size=1, max_size=3))
+    # Mostly values nothing else reads (so that most of the graph is live), sometimes any.
+    read = {id(a) for v in computed for a in getattr(v, "args", ())}
+    sinks = [v for v in computed if id(v) not in read] or computed
+    outputs = draw(st.lists(st.sampled_from(sinks), min_size=1, max_size=3))
+    if draw(st.booleans()):
+        outputs.append(draw(st.sampled_from(computed)))
     # An output that is a view of an intermediate: its buffer must outlive later stages.
     outputs = [draw(_maybe_a_view(o)) for o in outputs]
     return nbyoc.function(params, outputs[0] if len(outputs) == 1 else outputs)
