@@ -76,7 +76,7 @@ def host_results(func, args):
 
 
 @SETTINGS
-@given(f=random_graphs(), backend=st.sampled_from(BACKENDS), seed=st.integers(0, 3))
+@given(f=random_graphs(), backend=st.sampled_from(BACKENDS), seed=st.integers(0, 2**16))
 def test_compile_matches_the_host_and_changes_no_input(f, backend, seed):
     args = random_inputs(f, seed)
     expected = host_results(f, args)
@@ -86,7 +86,7 @@ def test_compile_matches_the_host_and_changes_no_input(f, backend, seed):
 
 
 @SETTINGS
-@given(f=random_graphs(), backend=st.sampled_from(BACKENDS), seed=st.integers(0, 3))
+@given(f=random_graphs(), backend=st.sampled_from(BACKENDS), seed=st.integers(0, 2**16))
 def test_each_runtime_function_matches_the_host_on_what_main_passes_it(f, backend, seed):
     """Each external function's runtime module, called by destination passing with
     fresh outputs, on the arrays ``main`` hands it in a real run."""
@@ -121,7 +121,7 @@ def test_each_runtime_function_matches_the_host_on_what_main_passes_it(f, backen
 
 
 @SETTINGS
-@given(f=random_graphs(), backend=st.sampled_from(["host", *BACKENDS]), seed=st.integers(0, 3))
+@given(f=random_graphs(), backend=st.sampled_from(["host", *BACKENDS]), seed=st.integers(0, 2**16))
 def test_jit_of_the_numpy_a_user_writes_matches_numpy_and_changes_no_input(f, backend, seed):
     try:
         program = numpy_function(f)
