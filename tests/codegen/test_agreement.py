@@ -127,3 +127,36 @@ def test_values_computed_in_a_loop_are_converted_to_the_next_op_s_loop_dtype(bac
     f = nbyoc.function([x, y], [(x * x) - (y * y), (x * x) < (y * y - 30)])
     inputs = [np.array([1, 2, 3], np.uint32), np.array([-1, -5, 7], np.int32)]
     run_everywhere(backend, options, f, inputs)
+
+
+def _zero_d_reductions(x):
+    """Every reduction of the 0-d ``x`` with every axis form its type rule accepts."""
+    outputs = []
+    for op in ("sum", "mean", "max", "min", "prod", "argmax", "argmin"):
+        for axis in (None, ()) if not op.startswith("arg") else (None,):
+            for keepdims in (False, True):
+                outputs.append(nbyoc.call_op(op, x, axis=axis, keepdims=keepdims))
+    if x.type.dtype != "bool":  # (NumPy has no var of bools either)
+        outputs += [x.var(), x.std(), x.var(axis=(), keepdims=True), x.std(ddof=0)]
+    return outputs
+
+
+@pytest.mark.parametrize("backend, options", VARIANTS)
+def test_reductions_of_0d_tensors(backend, options):
+    params, outputs, inputs = [], [], []
+    for dtype, value in [("float32", -2.5), ("float16", 3.0), ("int32", -7), ("uint8", 200),
+                         ("bool", True), ("float64", np.nan)]:  # fmt: skip
+        x = nbyoc.var(f"x_{dtype}", (), dtype)
+        params.append(x)
+        inputs.append(np.array(value, dtype))
+        outputs += _zero_d_reductions(x)
+        # ... and inside a region, after and before elementwise work
+        outputs.append(nbyoc.argmax(nbyoc.abs(x) if dtype != "bool" else x) * 2)
+    run_everywhere(backend, options, nbyoc.function(params, outputs), inputs)
+
+
+def test_argmax_of_a_0d_tensor_compiles_on_llvm():
+    x = nbyoc.var("x", (), "float32")
+    f = nbyoc.function([x], [nbyoc.argmax(x), nbyoc.argmin(x, keepdims=True)])
+    out = nbyoc.compile(f, backend="llvm")(np.array(4.0, np.float32))
+    assert [o.item() for o in out] == [0, 0]

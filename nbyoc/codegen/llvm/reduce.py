@@ -228,9 +228,11 @@ def arg_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list
     better = ">" if node.op.name == "argmax" else "<"
     dtype = node.args[0].type.dtype
     value = rules.load(f"{source}[{_subscript([f'i{d}' for d in range(len(shape))])}]", dtype)
-    # The flat position of the element within the reduced axes, in C order.
+    # The flat position of the element within the reduced axes, in C order (0 when there
+    # are none: a 0-d operand's only element).
     strides = [math.prod(shape[e] for e in reduced if e > d) for d in reduced]
-    position = " + ".join(f"i{d} * {s}" if s != 1 else f"i{d}" for d, s in zip(reduced, strides))
+    terms = [f"i{d} * {s}" if s != 1 else f"i{d}" for d, s in zip(reduced, strides)]
+    position = " + ".join(terms) or "0"
     first_index = _subscript(["0" if d in reduced else f"i{d}" for d in range(len(shape))])
     first = rules.load(f"{source}[{first_index}]", dtype)
     update = [
