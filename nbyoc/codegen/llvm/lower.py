@@ -294,6 +294,12 @@ class _Lowering:
         }
         views = {n for n in stored if n.op.name in VIEWS}
         last_use = {n: max(users.get(n, {stage_of[n]})) for n in stored}
+        # Outputs are read at the end (those not written in place are copied out then);
+        # set before the views pass their last uses down, so that an output which is a
+        # view of a scratch buffer keeps that buffer from being reused by later stages.
+        for o in is_output:
+            if o in last_use:
+                last_use[o] = end
         # A view keeps the buffer it looks into alive; consumers first, so a view of a
         # view passes its last use down the chain to the buffer (in producer order the
         # buffer was reused while a transpose of a reshape of it was still to be read).
@@ -302,9 +308,6 @@ class _Lowering:
                 base = n.args[0]
                 if base in last_use:
                     last_use[base] = max(last_use[base], last_use[n])
-        for o in is_output:
-            if o in last_use:
-                last_use[o] = end
         # Stages sharing a prange run chunk by chunk: a buffer read in one must not be
         # reused by another stage of the group, so its value lives to the group's end.
         groups = self.plan_groups(stages)
