@@ -188,3 +188,42 @@ def test_the_issue_s_concatenate_views_keep_their_buffers(backend, options):
     f = nbyoc.function([x], [y0, nbyoc.concatenate([c3, c3], axis=1)])
     data = np.random.default_rng(1).standard_normal((1, 4, 32, 32)).astype(np.float32)
     run_everywhere(backend, options, f, [data], rtol=RTOL)
+
+
+@pytest.mark.parametrize(
+    "backend, options",
+    [*VARIANTS, pytest.param("llvm", {"parallel_threshold": 1}, id="llvm-parallel")],
+)
+def test_tiles_pads_and_concatenates_of_many_operands(backend, options):
+    # Each compiled N loop nests (Tile (300, 1): 33 s and 1 GB; edge Pad of 1000: out of
+    # memory); now a broadcast, and one loop per dtype and layout of the operands.
+    x = nbyoc.var("x", (3, 3))
+    h = nbyoc.var("h", (3, 3), "float16")
+    z = nbyoc.var("z", (3, 4), "int32")
+    views = [x[k % 3 : k % 3 + 1, ::-1] for k in range(12)]  # distinct strided views
+    outputs = [
+        nbyoc.tile(x, (300, 1)),
+        nbyoc.tile(h * 2, (2, 50)),
+        nbyoc.pad(x, (1000, 0, 0, 1000), "edge"),
+        nbyoc.pad(z, (0, 700, 3, 0), value=-2.5),
+        nbyoc.concatenate([x] * 600, axis=0),
+        nbyoc.concatenate([*views, nbyoc.transpose(x), h * 2, z[:, :3], x, h], axis=0),
+        nbyoc.concatenate([z[:, 1:], nbyoc.transpose(x)] * 40 + [x * 2], axis=1),
+    ]
+    rng = np.random.default_rng(2)
+    inputs = [rng.standard_normal((3, 3)).astype(np.float32),
+              rng.standard_normal((3, 3)).astype(np.float16),
+              rng.integers(-100, 100, (3, 4)).astype(np.int32)]  # fmt: skip
+    run_everywhere(backend, options, nbyoc.function([x, h, z], outputs), inputs)
+
+
+def test_a_concatenate_is_as_many_loops_whatever_its_number_of_operands():
+    from nbyoc.codegen.llvm.lower import lower
+
+    def loops(n):
+        x, h = nbyoc.var("x", (3, 3)), nbyoc.var("h", (3, 3), "float16")
+        parts = [x, nbyoc.transpose(x), h] * n + [x[k % 3 : k % 3 + 1] for k in range(n)]
+        f = nbyoc.function([x, h], nbyoc.concatenate(parts, axis=0) * 2.0)
+        return lower(f.with_attrs(global_symbol="k")).source.count("for ")
+
+    assert loops(300) == loops(1)

@@ -65,6 +65,7 @@ from .loops import (
     with_vector_width,
 )
 from .ops import EPILOGUES, FUNCTION_STAGES, STAGES
+from .reduce import concatenate_stage, table_source
 from .row_blocks import BLOCK_ELEMENTS, SHORT_ROW, emit_row_blocks
 from .rows import (
     PREFETCH_IMPORT,
@@ -199,6 +200,8 @@ class _Lowering:
         self.streams = False  # whether a row group or stage streams (STREAM_IMPORT)
         self.scratch_views: dict[tuple, str] = {}  # (buffer, shape) -> its view's name
         self.tiles: set[str] = set()  # the matrix-product tiles the kernel imports
+        #: The concatenates' tables of (operand, offset) rows: module constants.
+        self.tables: dict[str, list[tuple[int, int]]] = {}
 
     # -- planning ---------------------------------------------------------------
 
@@ -527,6 +530,14 @@ class _Lowering:
             parallel = self.use_parallel(operand.type.shape)
         else:
             parallel = self.use_parallel(node.type.shape)
+        if name == "concatenate":  # which operands share a loop depends on their layouts
+            contiguous = [self.arrays[a].contiguous for a in node.args]
+            table = f"concatenate{index}"
+            body, tables = concatenate_stage(
+                node, operands, self.arrays[node].name, parallel, contiguous, table
+            )
+            self.tables.update(tables)
+            return lines + body
         return lines + STAGES[name](node, operands, self.arrays[node].name, parallel)
 
     def emit_nest(self, stage: Stage, index: int, group: int, stored, dest) -> list[str]:
@@ -957,6 +968,7 @@ class _Lowering:
             ),
             "",
             *(rules.HELPERS[h] for h in sorted(self.helpers)),
+            *(table_source(name, rows) for name, rows in self.tables.items()),
             *self.stages.source,
             "",
             f"SIGNATURE = nbt.void({', '.join(types)})",
