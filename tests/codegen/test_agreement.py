@@ -4,6 +4,8 @@ found them to disagree on (issue 35): comparisons of signed with unsigned intege
 is a view of a buffer later stages could reuse. Each module is saved and loaded before
 its numbers are checked."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -227,3 +229,38 @@ def test_a_concatenate_is_as_many_loops_whatever_its_number_of_operands():
         return lower(f.with_attrs(global_symbol="k")).source.count("for ")
 
     assert loops(300) == loops(1)
+
+
+def _defined_casts(src: str, dst: str) -> np.ndarray:
+    """``src`` values whose conversion to ``dst`` the cast op defines, those whose
+    truncation toward zero fits ``dst``: the nearest to each end of that range, and
+    some inside it."""
+    info, f = np.iinfo(dst), np.dtype(src).type
+
+    def fits(v) -> bool:  # (exactly: Python's ints, not float64)
+        return math.isfinite(v) and info.min <= math.trunc(float(v)) <= info.max
+
+    ends = []
+    with np.errstate(over="ignore"):
+        for bound in (f(info.min - 1), f(float(info.max) + 1)):  # rounded; inf in float16
+            while not fits(bound):
+                bound = np.nextafter(bound, f(0))
+            ends.append(bound)
+    inside = [0.0, -0.0, 0.5, 0.99, 1.0, 7.75, 1e4, -0.5, -7.75]
+    return np.array([*ends, *(v for v in inside if fits(v) and fits(f(v)))], src)
+
+
+@pytest.mark.parametrize("backend, options", VARIANTS)
+def test_casts_of_floats_to_integers_are_numpy_s_where_the_value_fits(backend, options):
+    # Beyond the range (NaN, inf, 1e30 to uint32, -1 to unsigned) C leaves the result
+    # undefined and NumPy gives its processor's answer with a warning: the cast op's
+    # summary says so, and nothing is checked there.
+    params, outputs, inputs = [], [], []
+    for src in ("float16", "float32", "float64"):
+        for dst in ("uint8", "uint16", "uint32", "uint64", "int8", "int32", "int64"):
+            data = _defined_casts(src, dst)
+            x = nbyoc.var(f"x_{src}_{dst}", data.shape, src)
+            params.append(x)
+            inputs.append(data)
+            outputs.append(nbyoc.cast(x, dst))
+    run_everywhere(backend, options, nbyoc.function(params, outputs), inputs)
