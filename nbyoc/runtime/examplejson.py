@@ -42,12 +42,12 @@ TYPE_KEY = "examplejson"
 
 def op_kernel(call: Call, parallel_threshold: int = PARALLEL_THRESHOLD):
     """The cached Numba kernel computing ``call``'s op on its operand types:
-    ``kernel(*operands, out)``. An op whose kernel takes more (a matmul's packing
-    scratch, the addresses of the stage functions it calls) gets them bound here, the
-    scratch one set per thread."""
-    params = [Var(f"in{k}", a.type) for k, a in enumerate(call.args)]
-    symbol = f"ej_{call.op.name}"
-    single = Function(params, Call(call.op, params, call.attrs), {"global_symbol": symbol})
+    ``kernel(*distinct operands, out)``, each operand passed once however often the call
+    reads it (``distinct_operands``: a concatenate of one tensor 600 times takes one
+    array, not 600). An op whose kernel takes more (a matmul's packing scratch, the
+    addresses of the stage functions it calls) gets them bound here, the scratch one set
+    per thread."""
+    single = single_op_function(call)
     lowered, kernel, trailing = compiled_kernel(single, True, parallel_threshold)
     if lowered.constants:  # one op on parameters has none
         raise NbyocError(f"internal: the {call.op.name} kernel reads constants")
@@ -62,6 +62,26 @@ def op_kernel(call: Call, parallel_threshold: int = PARALLEL_THRESHOLD):
         return kernel(*arrays, *scratch, *trailing)
 
     return with_extras
+
+
+def distinct_operands(call: Call) -> list[Expr]:
+    """``call``'s operands, each once, in the order they first appear."""
+    return list(dict.fromkeys(call.args))
+
+
+def single_op_function(call: Call) -> Function:
+    """The function ``op_kernel`` compiles: ``call``'s op on one parameter per distinct
+    operand.
+
+    >>> import nbyoc
+    >>> x = nbyoc.var("x", (2,))
+    >>> f = single_op_function(nbyoc.concatenate([x, x * 2.0, x]))
+    >>> [p.name_hint for p in f.params], f.body.args[0] is f.body.args[2]
+    (['in0', 'in1'], True)
+    """
+    params = {a: Var(f"in{k}", a.type) for k, a in enumerate(distinct_operands(call))}
+    body = Call(call.op, [params[a] for a in call.args], call.attrs)
+    return Function(list(params.values()), body, {"global_symbol": f"ej_{call.op.name}"})
 
 
 class _Program:
@@ -89,7 +109,7 @@ class _Program:
         holder: dict[Expr, int] = {}
         self.steps = []
         for position, call in enumerate(calls):
-            args = tuple(slot[a] for a in call.args)
+            args = tuple(slot[a] for a in distinct_operands(call))
             if call in out_of:
                 dest = ("out", out_of[call])
             else:

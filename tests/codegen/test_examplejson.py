@@ -12,7 +12,7 @@ from nbyoc.codegen.examplejson import to_examplejson
 from nbyoc.codegen.examplejson.parse import parse_examplejson
 from nbyoc.errors import NbyocError, ParseError
 from nbyoc.runtime import HostFunction
-from nbyoc.runtime.examplejson import ExampleJSONModule
+from nbyoc.runtime.examplejson import ExampleJSONModule, op_kernel
 
 from ..helpers import assert_close_to_host, external, reload, run_in_threads
 from ..strategies import assert_same_results, graphs, random_inputs
@@ -150,6 +150,17 @@ def test_intermediates_are_reused_by_liveness():
     module.get_function("chain")
     program = module._programs["chain"]
     assert len(program.buffers) == 2
+
+
+def test_a_node_s_kernel_takes_each_distinct_operand_once():
+    # A concatenate of one tensor 600 times compiled a kernel of 600 parameters (over
+    # 4 GiB and minutes); its kernel now takes the tensor once.
+    x = nbyoc.var("x", (2, 3))
+    kernel = op_kernel(nbyoc.concatenate([x] * 40, axis=0))
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = np.empty((80, 3), np.float32)
+    kernel(data, out)
+    np.testing.assert_array_equal(out, np.concatenate([data] * 40))
 
 
 def test_concurrent_calls_from_eight_threads_are_correct():

@@ -28,6 +28,11 @@ def cases(x, y):
         (nbyoc.pad(y, (2, 0, 3, 1), "wrap"), np.pad(Y, ((2, 3), (0, 1)), "wrap")),
         (nbyoc.pad(y, (2, 1, 0, 2), "edge"), np.pad(Y, ((2, 0), (1, 2)), "edge")),
         (nbyoc.tile(y, (2, 3)), np.tile(Y, (2, 3))), (nbyoc.tile(y, (2, 0)), np.tile(Y, (2, 0))),
+        (nbyoc.tile(x, (1, 3, 1)), np.tile(X, (1, 3, 1))), (nbyoc.tile(x, (2, 1, 2)), np.tile(X, (2, 1, 2))),
+        (nbyoc.tile(y, (1, 1)), np.tile(Y, (1, 1))), (nbyoc.tile(y[:1, ::-2], (40, 1)), np.tile(Y[:1, ::-2], (40, 1))),
+        (nbyoc.pad(x, (30, 0, 2, 0, 40, 1), "edge"), np.pad(X, ((30, 0), (0, 40), (2, 1)), "edge")),
+        (nbyoc.pad(x[:, ::2], (0, 5, 0, 3, 0, 0), "edge"), np.pad(X[:, ::2], ((0, 3), (5, 0), (0, 0)), "edge")),
+        (nbyoc.pad(x, (0, 30, 1, 2, 0, 40), value=3.25), np.pad(X, ((0, 2), (30, 0), (1, 40)), constant_values=3.25)),
         (nbyoc.squeeze(x[:1]), np.squeeze(X[:1])), (nbyoc.unsqueeze(y, (0, -1)), Y[None, ..., None]),
         (nbyoc.flatten(x, 2), X.reshape(20, 6)), (nbyoc.flatten(x, 0), X.reshape(1, -1)),
         (nbyoc.expand(y[:, :1], (2, 4, 3)), np.broadcast_to(Y[:, :1], (2, 4, 3))),
@@ -44,6 +49,37 @@ def test_index_ops_match_numpy(backend):
     for (node, want), got in zip(built, fn(X, Y)):
         assert got.dtype == want.dtype and got.shape == want.shape, node
         np.testing.assert_array_equal(got, want, err_msg=str(node.op))
+
+
+def _decomposed(node):
+    """The calls and constants ``node``'s op decomposes into."""
+    expanded = node.op.decompose(*node.args, **node.attrs)
+    assert expanded.type == node.type
+    return [n for n in nbyoc.ir.post_order([expanded]) if not isinstance(n, nbyoc.ir.Var)]
+
+
+@pytest.mark.parametrize("count", [3, 3000])
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda x, n: nbyoc.tile(x, (n, 1)),
+        lambda x, n: nbyoc.tile(x, (n, n)),
+        lambda x, n: nbyoc.pad(x, (n, n, n, n), "edge"),
+        lambda x, n: nbyoc.pad(x, (n, 0, 0, n), "constant", 1.5),
+    ],
+    ids=["tile rows", "tile both", "edge", "constant"],
+)
+def test_tile_and_pad_decompose_into_as_many_nodes_whatever_the_counts(build, count):
+    """A repeat count is a broadcast, never that many concatenate operands (Tile (300, 1)
+    on 3x3 took 33 s to compile, edge Pad of 1000 ran out of memory) nor a constant the
+    padding's size made at compile time."""
+    x = nbyoc.var("x", (3, 3), "int16")
+    nodes = _decomposed(build(x, count))
+    few = _decomposed(build(x, 3))
+    assert len(nodes) == len(few)
+    calls = [n for n in nodes if isinstance(n, nbyoc.ir.Call)]
+    assert all(len(c.args) <= 3 for c in calls if c.op.name == "concatenate")
+    assert all(n.type.size <= 1 for n in nodes if isinstance(n, nbyoc.ir.Constant))
 
 
 def test_split_gives_slices():

@@ -12,7 +12,8 @@ shape, is kept as a shorthand, parallel from ``PARALLEL_MIN_ELEMENTS``.
 
 >>> print(macro_definition("BINARY_OP", 1))
 #define CSOURCE_BINARY_OP_1D(p_ID_, p_OP_, p_DIM1_) \\
-  CSOURCE_BINARY_OP_T_1D(p_ID_, p_OP_, float, float, float, float, p_DIM1_, 1, 1, p_DIM1_ >= 131072)
+  CSOURCE_BINARY_OP_T_1D(p_ID_, p_OP_, float, float, float, float, float, p_DIM1_, 1, 1,
+    p_DIM1_ >= 131072)
 >>> broadcast_strides((3, 1), (2, 3, 4))
 (0, 1, 0)
 """
@@ -135,7 +136,8 @@ def macro_definition(family: str, rank: int) -> str:
     if family == "BINARY_OP":  # the guide's float32 form, via the general one
         inner = [_product(dims[d + 1 :]) for d in range(rank)]
         parallel = f"{_product(dims)} >= {PARALLEL_MIN_ELEMENTS}"
-        args = ["p_ID_", "p_OP_", "float", "float", "float", "float", *dims, *inner, *inner]
+        args = ["p_ID_", "p_OP_", "float", "float", "float", "float", "float", *dims, *inner]
+        args += inner
         args.append(parallel)
         head = f"#define {macro_name(family, rank)}({', '.join(['p_ID_', 'p_OP_', *dims])})"
         return f"{head} \\\n  {macro_name('BINARY_OP_T', rank)}({', '.join(args)})"
@@ -143,16 +145,18 @@ def macro_definition(family: str, rank: int) -> str:
     operands = "abc"[:arity]
     types = [f"p_T{x.upper()}_" for x in operands]
     strides = {x: [f"p_S{x.upper()}{d + 1}_" for d in range(rank)] for x in operands}
-    # Operands are read in the working type (p_TW_: the op's loop dtype, float for
-    # float16), the result converted to the output type (p_TO_).
-    params = ["p_ID_", "p_OP_" if infix else "p_FN_", *types, "p_TO_", "p_TW_", *dims]
+    # Each operand is read in its working type (p_WA_, ...: its dtype in the op's loop,
+    # float for float16; ``where`` reads its condition as _Bool, its branches in their
+    # common type), the result converted to the output type (p_TO_).
+    working = [f"p_W{x.upper()}_" for x in operands]
+    params = ["p_ID_", "p_OP_" if infix else "p_FN_", *types, "p_TO_", *working, *dims]
     for x in operands:
         params += strides[x]
     params.append("p_PAR_")
     reads = []
-    for x in operands:
+    for x, w in zip(operands, working):
         index = " + ".join(f"i{d + 1} * ({s})" for d, s in enumerate(strides[x])) or "0"
-        reads.append(f"(p_TW_){x}[{index}]")
+        reads.append(f"({w}){x}[{index}]")
     if infix:
         value = f"{reads[0]} p_OP_ {reads[1]}" if arity == 2 else f"p_OP_ {reads[0]}"
     else:

@@ -7,10 +7,18 @@ float64). ``+ - * /`` and unary ``-`` are C operators; the rest are small
 bit for bit where C allows it (NaN propagation in ``maximum``, wrapping
 integer ``power``, the overflow-free ``sigmoid``).
 
->>> helper_name("maximum", "float32")
+Each operand is taken in its own dtype of the op's loop (``loop_dtypes``): ``where``
+reads its condition as ``_Bool`` (any nonzero value, NaN included, is true), and a
+comparison of a signed with an unsigned integer (NumPy's exact int64-uint64 loops) is a
+helper that never converts a negative value to unsigned.
+
+>>> helper_name("maximum", ("float32", "float32", "float32"))
 'csource_maximum_float32'
->>> print(helper_definition("relu", "int32"))
+>>> print(helper_definition("relu", ("int32", "int32")))
 static inline int32_t csource_relu_int32(int32_t a) { return (a >= 0 || a != a) ? a : 0; }
+>>> print(helper_definition("less", ("int64", "uint64", "bool")))
+static inline _Bool csource_less_int64_uint64_bool(int64_t a, uint64_t b) {
+    return a < 0 ? (-1 < 0) : (uint64_t)a < b; }
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ...errors import CompileError
 from ...ir.dtypes import DTYPES, dtype_info
 from . import vecmath
 
@@ -229,36 +238,74 @@ C_RULES: dict[str, CRule] = {
 }  # fmt: skip
 
 
-def is_helper(op: str) -> bool:
-    """True if ``op`` is computed by a ``static inline`` helper rather than an operator."""
-    return C_RULES[op].operator is None
+#: The C operators that compare (the rules of the comparison ops).
+COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 
 
-def can_fail(op: str, dtype: str) -> bool:
-    """Can ``op`` on loop dtype ``dtype`` report an error (set ``ERROR_FLAG``)?
+def mixed_signs(loop: tuple[str, ...]) -> bool:
+    """Whether a loop (operand dtypes, then the result's) reads a signed and an unsigned
+    integer: C would convert the signed one to unsigned, a negative value to a huge one.
 
-    >>> can_fail("power", "int32"), can_fail("power", "float32"), can_fail("add", "int32")
-    (True, False, False)
+    >>> mixed_signs(("int64", "uint64", "bool")), mixed_signs(("int16", "int16", "bool"))
+    (True, False)
     """
+    return {"int", "uint"} <= {dtype_info(d).kind for d in loop[:-1]}
+
+
+def is_helper(op: str, loop: tuple[str, ...]) -> bool:
+    """True if ``op`` on loop dtypes ``loop`` is computed by a ``static inline`` helper
+    rather than a C operator."""
+    return C_RULES[op].operator is None or mixed_signs(loop)
+
+
+def _mixed_comparison(operator: str, loop: tuple[str, ...]) -> str:
+    # A negative signed operand is below every unsigned value, so the answer is the
+    # operator's on (-1, 0); otherwise both values fit the unsigned type.
+    if dtype_info(loop[0]).kind == "int":
+        return f"return a < 0 ? (-1 {operator} 0) : ({UNSIGNED[loop[0]]})a {operator} b;"
+    return f"return b < 0 ? (0 {operator} -1) : a {operator} ({UNSIGNED[loop[1]]})b;"
+
+
+def helper_body(op: str, loop: tuple[str, ...]) -> str:
+    """The C body of the helper computing ``op`` on loop dtypes ``loop``."""
     rule = C_RULES[op]
-    return rule.body is not None and ERROR_FLAG in rule.body(dtype)
+    if rule.body is not None:
+        return rule.body(loop[-2])  # the op's compute dtype: its (last) operand's
+    if rule.operator in COMPARISONS and mixed_signs(loop):
+        return _mixed_comparison(rule.operator, loop)
+    raise CompileError(f"internal: csource computes {op} on {loop[:-1]} by C's {rule.operator}")
 
 
-def helper_name(op: str, dtype: str, out_dtype: str | None = None) -> str:
-    """The helper computing ``op`` on operands of loop dtype ``dtype`` (giving
-    ``out_dtype``, when that differs)."""
-    tail = "" if out_dtype in (None, dtype) else f"_{out_dtype}"
-    return f"csource_{op}_{dtype}{tail}"
+def can_fail(op: str, loop: tuple[str, ...]) -> bool:
+    """Can ``op`` on loop dtypes ``loop`` report an error (set ``ERROR_FLAG``)?
+
+    >>> can_fail("power", ("int32",) * 3), can_fail("power", ("float32",) * 3)
+    (True, False)
+    >>> can_fail("add", ("int32",) * 3)
+    False
+    """
+    return is_helper(op, loop) and ERROR_FLAG in helper_body(op, loop)
 
 
-def helper_definition(op: str, dtype: str, out_dtype: str | None = None) -> str:
-    """The ``static inline`` C function computing ``op`` on operands of loop dtype
-    ``dtype`` (taken in its compute type: float for float16), returning ``out_dtype``."""
-    out = C_TYPES[out_dtype or dtype]
-    rule = C_RULES[op]
-    params = ", ".join(f"{COMPUTE_TYPES[dtype]} {x}" for x in "abc"[: rule.arity])
-    name = helper_name(op, dtype, out_dtype)
-    return f"static inline {out} {name}({params}) {{ {rule.body(dtype)} }}"
+def helper_name(op: str, loop: tuple[str, ...]) -> str:
+    """The helper computing ``op`` on loop dtypes ``loop`` (the operands', then the
+    result's): named by the operands' one dtype (or each of theirs, when they differ),
+    then the result's when that differs."""
+    *operands, out = loop
+    compute = operands[-1]
+    taken = compute if len(set(operands)) == 1 else "_".join(operands)
+    tail = "" if out == compute else f"_{out}"
+    return f"csource_{op}_{taken}{tail}"
+
+
+def helper_definition(op: str, loop: tuple[str, ...]) -> str:
+    """The ``static inline`` C function computing ``op`` on operands of loop dtypes
+    ``loop[:-1]`` (each taken in its compute type: float for float16), returning
+    ``loop[-1]``."""
+    *operands, out = loop
+    params = ", ".join(f"{COMPUTE_TYPES[d]} {x}" for d, x in zip(operands, "abc"))
+    name = helper_name(op, loop)
+    return f"static inline {C_TYPES[out]} {name}({params}) {{ {helper_body(op, loop)} }}"
 
 
 def c_literal(value, dtype: str) -> str:

@@ -65,6 +65,7 @@ from .loops import (
     with_vector_width,
 )
 from .ops import EPILOGUES, FUNCTION_STAGES, STAGES
+from .reduce import concatenate_stage, table_source
 from .row_blocks import BLOCK_ELEMENTS, SHORT_ROW, emit_row_blocks
 from .rows import (
     PREFETCH_IMPORT,
@@ -199,6 +200,8 @@ class _Lowering:
         self.streams = False  # whether a row group or stage streams (STREAM_IMPORT)
         self.scratch_views: dict[tuple, str] = {}  # (buffer, shape) -> its view's name
         self.tiles: set[str] = set()  # the matrix-product tiles the kernel imports
+        #: The concatenates' tables of (operand, offset) rows: module constants.
+        self.tables: dict[str, list[tuple[int, int]]] = {}
 
     # -- planning ---------------------------------------------------------------
 
@@ -294,6 +297,12 @@ class _Lowering:
         }
         views = {n for n in stored if n.op.name in VIEWS}
         last_use = {n: max(users.get(n, {stage_of[n]})) for n in stored}
+        # Outputs are read at the end (those not written in place are copied out then);
+        # set before the views pass their last uses down, so that an output which is a
+        # view of a scratch buffer keeps that buffer from being reused by later stages.
+        for o in is_output:
+            if o in last_use:
+                last_use[o] = end
         # A view keeps the buffer it looks into alive; consumers first, so a view of a
         # view passes its last use down the chain to the buffer (in producer order the
         # buffer was reused while a transpose of a reshape of it was still to be read).
@@ -302,9 +311,6 @@ class _Lowering:
                 base = n.args[0]
                 if base in last_use:
                     last_use[base] = max(last_use[base], last_use[n])
-        for o in is_output:
-            if o in last_use:
-                last_use[o] = end
         # Stages sharing a prange run chunk by chunk: a buffer read in one must not be
         # reused by another stage of the group, so its value lives to the group's end.
         groups = self.plan_groups(stages)
@@ -524,6 +530,14 @@ class _Lowering:
             parallel = self.use_parallel(operand.type.shape)
         else:
             parallel = self.use_parallel(node.type.shape)
+        if name == "concatenate":  # which operands share a loop depends on their layouts
+            contiguous = [self.arrays[a].contiguous for a in node.args]
+            table = f"concatenate{index}"
+            body, tables = concatenate_stage(
+                node, operands, self.arrays[node].name, parallel, contiguous, table
+            )
+            self.tables.update(tables)
+            return lines + body
         return lines + STAGES[name](node, operands, self.arrays[node].name, parallel)
 
     def emit_nest(self, stage: Stage, index: int, group: int, stored, dest) -> list[str]:
@@ -954,6 +968,7 @@ class _Lowering:
             ),
             "",
             *(rules.HELPERS[h] for h in sorted(self.helpers)),
+            *(table_source(name, rows) for name, rows in self.tables.items()),
             *self.stages.source,
             "",
             f"SIGNATURE = nbt.void({', '.join(types)})",

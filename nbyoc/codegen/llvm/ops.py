@@ -16,6 +16,7 @@ from .reduce import arg_stage, concatenate_stage, reduce_stage
 from .windows import gather_stage, pool_stage, resize_stage
 
 #: op -> emitter: with rules.SCALAR_RULES and the views, what the backend supports.
+#: (concatenate's also takes its operands' layouts and a name for its tables.)
 STAGES = {
     "sum": reduce_stage,
     "mean": reduce_stage,

@@ -261,8 +261,11 @@ def _cast(x, to):
 
 
 register_elementwise(
-    "cast", 1, _cast, "Elementwise conversion to dtype ``to`` (as ``x.astype(to)``; floats "
-    "to integers truncate toward zero, out-of-range values are undefined, as in NumPy)",
+    "cast", 1, _cast, "Elementwise conversion to dtype ``to`` (as ``x.astype(to)``). Floats "
+    "to integers truncate toward zero, on every backend as in NumPy, wherever the truncated "
+    "value fits ``to`` (for uint32: -1 < x < 2**32); NaN, infinities and other values are "
+    "undefined, as in C: NumPy warns and gives what its processor gives, and a backend may "
+    "give something else (clip to the range first where they can occur)",
     loop=_cast_loop, attrs={"to": Attr("dtype")},
 )  # fmt: skip
 

@@ -3,9 +3,11 @@
 and the ``split`` builder. Their attributes follow ONNX's conventions (so a frontend
 maps onto them directly) and are stored in normal form.
 
-Most are defined by decomposition into ``reshape``, ``slice`` and ``concatenate``, so a
-backend needs no rows for them; ``slice`` is a view on llvm, ``identity`` and
-``broadcast_to`` are elementwise copies that fuse into a loop nest.
+Most are defined by decomposition into ``reshape``, ``slice``, ``broadcast_to`` and
+``concatenate``, so a backend needs no rows for them; a repeat count (``tile``'s, an edge
+or constant ``pad``'s) is a broadcast, so a decomposition's size never depends on it.
+``slice`` is a view on llvm, ``identity`` and ``broadcast_to`` are elementwise copies that
+fuse into a loop nest.
 
 >>> import nbyoc
 >>> x = nbyoc.var("x", (4, 6))
@@ -257,12 +259,19 @@ def _tile_rule(types, attrs):
 
 
 def _tile_decomposition(x, repeats):
-    for axis, count in enumerate(repeats):
-        if count == 0:
-            x = call_op("slice", x, starts=(0,), ends=(0,), axes=(axis,))
-        elif count > 1:
-            x = call_op("concatenate", *([x] * count), axis=axis)
-    return x
+    # Each repeated axis of length d becomes (count, d) with a broadcast along count, and
+    # the result is read back flat: one copy whatever the counts (a concatenate of
+    # ``count`` operands was ``count`` loops to compile: 33 s for repeats (300, 1)).
+    if all(count == 1 for count in repeats):
+        return x
+    shape = x.type.shape
+    spread, wide = [], []
+    for size, count in zip(shape, repeats):
+        spread += [size] if count == 1 else [1, size]
+        wide += [size] if count == 1 else [count, size]
+    x = call_op("reshape", x, newshape=tuple(spread))
+    x = call_op("broadcast_to", x, shape=tuple(wide))
+    return call_op("reshape", x, newshape=tuple(d * r for d, r in zip(shape, repeats)))
 
 
 _register("tile", 1, _tile_rule, lambda x, repeats: np.tile(x, repeats),
@@ -318,19 +327,19 @@ def _pad_decomposition(x, pads, mode, value):
         def part(start, end, step=1, x=x, axis=axis):
             return call_op("slice", x, starts=(start,), ends=(end,), axes=(axis,), steps=(step,))
 
-        def block(count, x=x, axis=axis):
+        def spread(piece, count, x=x, axis=axis):
+            # ``piece`` (a 0-d value, or x's length-1 edge) broadcast to ``count`` along
+            # the axis: one copy whatever the count, never a concatenate of ``count``
+            # operands nor a constant the padding's size made at compile time.
             shape = list(x.type.shape)
             shape[axis] = count
-            return const(np.full(shape, value, x.type.dtype))
+            return call_op("broadcast_to", piece, shape=tuple(shape))
 
         if mode == "constant":
-            sides = [block(before), block(after)]
+            fill = const(np.full((), value, x.type.dtype))
+            sides = [spread(fill, before), spread(fill, after)]
         elif mode == "edge":
-            first, last = part(0, 1), part(size - 1, size)
-            sides = [
-                call_op("concatenate", *[first] * before, axis=axis) if before else None,
-                call_op("concatenate", *[last] * after, axis=axis) if after else None,
-            ]
+            sides = [spread(part(0, 1), before), spread(part(size - 1, size), after)]
         elif mode == "wrap":  # the other end's elements, as if the axis were a ring
             sides = [part(size - before, size), part(0, after)]
         else:  # reflect: the mirror image without the edge element itself
