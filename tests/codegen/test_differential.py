@@ -31,7 +31,7 @@ from ..tolerance import assert_within, error_bounds
 BACKENDS = ["llvm", "csource", "examplejson"]
 
 SETTINGS = settings(
-    max_examples=examples(40),
+    max_examples=examples(60),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
