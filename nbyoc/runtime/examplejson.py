@@ -31,7 +31,7 @@ import threading
 import numpy as np
 
 from ..codegen.examplejson.parse import parse_examplejson
-from ..errors import LoadError, NbyocError
+from ..errors import ExecutionError, LoadError, NbyocError
 from ..ir.nodes import Call, Constant, Expr, Function, Tuple, Var
 from ..ir.traversal import last_reads, post_order
 from .llvm import PARALLEL_THRESHOLD, compiled_kernel
@@ -88,6 +88,8 @@ class _Program:
         free: list[int] = []
         holder: dict[Expr, int] = {}
         self.steps = []
+        self.ops: list[str] = []  # each step's op, for error messages
+        self.symbol = func.attrs.get("global_symbol", "subgraph")
         for position, call in enumerate(calls):
             args = tuple(slot[a] for a in call.args)
             if call in out_of:
@@ -104,6 +106,7 @@ class _Program:
                 dest = ("buf", reuse)
             slot[call] = len(slot)
             self.steps.append((op_kernel(call, parallel_threshold), args, dest, slot[call]))
+            self.ops.append(call.op.name)
             for a in set(call.args):
                 if last_use[a] == position and a in holder and a not in out_of:
                     free.append(holder[a])
@@ -123,16 +126,19 @@ class _Program:
             buffers = [np.empty(shape, dtype) for shape, dtype in self.buffers]
             self._per_thread[threading.get_ident()] = buffers
         values = [None] * self.n_slots
-        values[: self.n_in] = inputs
+        # (the kernels' signatures take writeable arrays; a read-only input is copied)
+        values[: self.n_in] = [x if x.flags.writeable else x.copy() for x in inputs]
         for index, data in self.constants:
             values[index] = data
-        for kernel, args, (where, k), into in self.steps:
+        for step, (kernel, args, (where, k), into) in enumerate(self.steps):
             dest = outputs[k] if where == "out" else buffers[k]
-            operands = [values[a] for a in args]
             try:
-                kernel(*operands, dest)
-            except TypeError:  # a read-only input: the kernels take writeable arrays
-                kernel(*[x if x.flags.writeable else x.copy() for x in operands], dest)
+                kernel(*[values[a] for a in args], dest)
+            except Exception as e:  # e.g. a gather index out of range, 2 ** -1 on integers
+                raise ExecutionError(
+                    f"{self.symbol}: node {step + 1} of {len(self.steps)} "
+                    f"({self.ops[step]}) failed: {type(e).__name__}: {e}"
+                ) from e
             values[into] = dest
         for k, source in self.copies:
             np.copyto(outputs[k], values[source])
