@@ -114,6 +114,11 @@ class AllocationError(NbyocError, MemoryError):
     (``except MemoryError`` still catches it)."""
 
 
+class ConfigurationError(NbyocError, ValueError):
+    """An environment variable (or setting) has a value nbyoc cannot use; the message
+    names it and says what it takes."""
+
+
 class CacheSecurityError(NbyocError, PermissionError):
     """The cache directory, or a file in it, could be written by someone else; the message
     says which path, why, and how to fix it (``chmod``/``chown``, or another

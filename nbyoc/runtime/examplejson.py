@@ -41,18 +41,19 @@ TYPE_KEY = "examplejson"
 
 
 def op_kernel(call: Call, parallel_threshold: int = PARALLEL_THRESHOLD):
-    """The cached Numba kernel computing ``call``'s op on its operand types:
-    ``kernel(*operands, out)``. An op whose kernel takes more (a matmul's packing
-    scratch, the addresses of the stage functions it calls) gets them bound here, the
-    scratch one set per thread."""
+    """(kernel, compiled) for ``call``'s op on its operand types: the cached Numba kernel
+    ``kernel(*operands, out)``, and the ``CompiledKernel`` to hold while using it. An op
+    whose kernel takes more (a matmul's packing scratch, the addresses of the stage
+    functions it calls) gets them bound here, the scratch one set per thread."""
     params = [Var(f"in{k}", a.type) for k, a in enumerate(call.args)]
     symbol = f"ej_{call.op.name}"
     single = Function(params, Call(call.op, params, call.attrs), {"global_symbol": symbol})
-    lowered, kernel, trailing = compiled_kernel(single, True, parallel_threshold)
+    compiled = compiled_kernel(single, True, parallel_threshold)
+    lowered, kernel, trailing = compiled.lowered, compiled.kernel, compiled.trailing
     if lowered.constants:  # one op on parameters has none
         raise NbyocError(f"internal: the {call.op.name} kernel reads constants")
     if not lowered.scratch and not trailing:
-        return kernel
+        return kernel, compiled
     local = threading.local()
 
     def with_extras(*arrays):
@@ -61,7 +62,7 @@ def op_kernel(call: Call, parallel_threshold: int = PARALLEL_THRESHOLD):
             scratch = local.scratch = tuple(np.empty(n, t) for t, n in lowered.scratch)
         return kernel(*arrays, *scratch, *trailing)
 
-    return with_extras
+    return with_extras, compiled
 
 
 class _Program:
@@ -89,6 +90,7 @@ class _Program:
         holder: dict[Expr, int] = {}
         self.steps = []
         self.ops: list[str] = []  # each step's op, for error messages
+        self.compiled: list = []
         self.symbol = func.attrs.get("global_symbol", "subgraph")
         for position, call in enumerate(calls):
             args = tuple(slot[a] for a in call.args)
@@ -105,7 +107,9 @@ class _Program:
                 holder[call] = reuse
                 dest = ("buf", reuse)
             slot[call] = len(slot)
-            self.steps.append((op_kernel(call, parallel_threshold), args, dest, slot[call]))
+            kernel, compiled = op_kernel(call, parallel_threshold)
+            self.compiled.append(compiled)  # (keeps each kernel loaded while this runs)
+            self.steps.append((kernel, args, dest, slot[call]))
             self.ops.append(call.op.name)
             for a in set(call.args):
                 if last_use[a] == position and a in holder and a not in out_of:

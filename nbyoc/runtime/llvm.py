@@ -11,17 +11,22 @@ errors, or copies strided, misaligned and read-only inputs to contiguous ones
 again. Scratch buffers are allocated once per thread and kept.
 
 Compiled kernels are cached in memory (by the function's structural digest
-and the options: a second identical compile does not touch Numba) and on
-disk (see ``nbyoc.runtime.kernels``). The saved form is the function's JSON
-and the options; loading regenerates the kernel source from the graph.
+and the options: a second identical compile does not touch Numba) while
+something holds them, plus the ``nbyoc.cache.kernels_kept()`` most recently
+used ones, and on disk (see ``nbyoc.runtime.kernels``). The saved form is the
+function's JSON and the options; loading regenerates the kernel source from
+the graph.
 """
 
 from __future__ import annotations
 
+import collections
 import threading
+import weakref
 
 import numpy as np
 
+from .. import cache
 from ..codegen.llvm import target
 from ..codegen.llvm.lower import Lowered, lower
 from ..codegen.llvm.rules import STORAGE
@@ -38,6 +43,7 @@ from .arguments import (
 from .fastcall import fixed_arity
 from .jit_address import data_addresses, stage_addresses, supported
 from .kernels import load_kernel_module
+from .kernels import release as release_kernels
 from .module import Module, load_function, register_loader, save_function
 from .outputs import allocate_result, allocators
 from .threads import start_threads
@@ -49,29 +55,63 @@ SAVE_VERSION = 1
 #: 2x faster at 2**16; launching the threads costs about 2 us.
 PARALLEL_THRESHOLD = 1 << 15
 
-_COMPILED: dict[tuple, tuple[Lowered, object, tuple]] = {}
+
+class CompiledKernel:
+    """A compiled kernel: its lowering, the callable, and the trailing arguments of every
+    call (the addresses of its large stage functions, when it calls any through them;
+    they follow the scratch buffers). Whoever runs it holds this object: the kernel
+    stays loaded while it is alive (``release_unused``)."""
+
+    __slots__ = ("__weakref__", "kernel", "key", "lowered", "trailing")
+
+    def __init__(self, lowered: Lowered, kernel, trailing: tuple, key: str):
+        self.lowered, self.kernel, self.trailing, self.key = lowered, kernel, trailing, key
+
+
+#: Every compiled kernel something still holds, by function digest and options.
+_LIVE: weakref.WeakValueDictionary[tuple, CompiledKernel] = weakref.WeakValueDictionary()
+#: The most recently used ones, held so that compiling the same function again soon
+#: (a test, a notebook cell, jit's next signature) finds them (``cache.kernels_kept()``).
+_RECENT: collections.OrderedDict[tuple, CompiledKernel] = collections.OrderedDict()
 _LOCK = threading.RLock()
 
 
-def compiled_kernel(
-    func: Function, fuse: bool, parallel_threshold: int
-) -> tuple[Lowered, object, tuple]:
-    """(lowering, kernel, trailing arguments) for ``func``, from the in-memory cache when
-    possible. The trailing arguments (the addresses of its large stage functions, when
-    it calls any through them) follow the scratch buffers in every call."""
+def compiled_kernel(func: Function, fuse: bool, parallel_threshold: int) -> CompiledKernel:
+    """The compiled kernel of ``func``, from memory when possible (a second identical
+    compile does not touch Numba)."""
     # (the streaming threshold shapes the source too, and a test or user may change it)
     key = (structural_digest(func), fuse, parallel_threshold, target.stream_min_bytes())
     with _LOCK:
-        entry = _COMPILED.get(key)
+        entry = _LIVE.get(key)
         if entry is None:
             lowered = lower(func, fuse, parallel_threshold, function_pointers=supported())
             if lowered.parallel:
                 start_threads()
             module = load_kernel_module(lowered.source)
             trailing = (stage_addresses(module, lowered.addressed),) if lowered.addressed else ()
-            entry = (lowered, storage_views(lowered, getattr(module, lowered.kernel)), trailing)
-            _COMPILED[key] = entry
+            kernel = storage_views(lowered, getattr(module, lowered.kernel))
+            entry = CompiledKernel(lowered, kernel, trailing, module.__nbyoc_key__)
+            _LIVE[key] = entry
+        _RECENT[key] = entry
+        _RECENT.move_to_end(key)
+        kept = cache.kernels_kept()
+        if len(_RECENT) > kept:
+            while len(_RECENT) > kept:
+                _RECENT.popitem(last=False)
+            release_unused(keep_recent=True)
     return entry
+
+
+def release_unused(keep_recent: bool = False) -> int:
+    """Let go of the kernels nothing holds (and, unless ``keep_recent``, of those only the
+    recently-used list holds); return how many (``nbyoc.cache.release``)."""
+    with _LOCK:
+        if not keep_recent:
+            _RECENT.clear()
+        return release_kernels({entry.key for entry in _LIVE.values()})
+
+
+cache.on_release(release_unused)
 
 
 def storage_views(lowered: Lowered, kernel):
@@ -145,7 +185,9 @@ class LLVMModule(Module):
             )
         self.func, self.fuse, self.parallel_threshold = func, fuse, parallel_threshold
         self.symbol = func.attrs.get("global_symbol", "")
-        self.lowered, self.kernel, self._trailing = compiled_kernel(func, fuse, parallel_threshold)
+        self.compiled = compiled_kernel(func, fuse, parallel_threshold)  # (keeps it loaded)
+        self.lowered, self.kernel = self.compiled.lowered, self.compiled.kernel
+        self._trailing = self.compiled.trailing
         constants = self.lowered.constants  # read through their addresses (``lower``)
         self._constants = (data_addresses(constants),) if constants else ()
         params = [(p.name_hint, p.type) for p in func.params]
