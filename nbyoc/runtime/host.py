@@ -103,8 +103,7 @@ class HostFunction:
 
         t = self._types[step.out]
         if isinstance(t, TensorType):
-            what = f"the result of {step.label}"
-            return allocation_error(what, t.shape, np.dtype(t.dtype), cause)
+            return allocation_error(step.label, t.shape, np.dtype(t.dtype), cause)
         return AllocationError(f"{step.label} ran out of memory ({type(cause).__name__}: {cause})")
 
 
