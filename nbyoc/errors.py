@@ -114,6 +114,22 @@ class ExecutionError(NbyocError, RuntimeError):
     """An operation failed while running; the message names the node."""
 
 
+class AllocationError(NbyocError, MemoryError):
+    """A result array could not be allocated; the message names its shape, dtype and size
+    (``except MemoryError`` still catches it)."""
+
+
+class ConfigurationError(NbyocError, ValueError):
+    """An environment variable (or setting) has a value nbyoc cannot use; the message
+    names it and says what it takes."""
+
+
+class CacheSecurityError(NbyocError, PermissionError):
+    """The cache directory, or a file in it, could be written by someone else; the message
+    says which path, why, and how to fix it (``chmod``/``chown``, or another
+    ``NBYOC_CACHE_DIR``)."""
+
+
 # --- frontends and optional dependencies ----------------------------------------
 
 

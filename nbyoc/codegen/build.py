@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..errors import CompileError
+from ..errors import CacheSecurityError, CompileError
 from ..ir.nodes import Function, IRModule
 from ..progress import progress
 from ..runtime.module import Module
@@ -50,6 +50,8 @@ def _build_one(name: str, func: Function, options: Mapping) -> Module:
             raise CompileError(f"unknown option for the {compiler!r} codegen: {e}") from None
     try:
         runtime_module = codegen(func, **kwargs)
+    except CacheSecurityError:
+        raise  # not the codegen's failure: the cache's own message says what to fix
     except Exception as e:  # the original stays chained as __cause__
         raise CompileError(
             f"the {compiler!r} codegen failed on @{name}: {type(e).__name__}: {e}"

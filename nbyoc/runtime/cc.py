@@ -10,7 +10,9 @@ gives up exact floating-point exception flags, which nothing here reads), and
 OpenMP (without it they run serially). ``native=True`` adds ``-march=native``:
 code for this machine's CPU (wider vectors), which may not run on another.
 The library is cached under a hash of the source, the compiler's identity and
-the flags, so compiling the same source again runs no compiler.
+the flags, so compiling the same source again runs no compiler; it is reused
+only if its bytes have the digest recorded when it was built
+(``nbyoc.cache.recorded``), else built again.
 """
 
 from __future__ import annotations
@@ -123,7 +125,9 @@ def build_shared_library(source: str, name: str, native: bool = False) -> Path:
     key_text = "\n".join([__version__, identity, *flags, source])
     key = f"{name}-{hashlib.blake2b(key_text.encode(), digest_size=16).hexdigest()}"
     library = cache.entry_path("csource", key, ".so")
-    if library.exists():
+    # A library is loaded (and so runs) only if it holds the bytes nbyoc built: any
+    # other file of that name, or one without a record, is built again.
+    if cache.recorded(library):
         return library
     source_path = library.with_suffix(".c")
     cache.atomic_write(source_path, source.encode())
@@ -141,7 +145,9 @@ def build_shared_library(source: str, name: str, native: bool = False) -> Path:
                 f"the C compiler failed on {source_path} "
                 f"({' '.join(command + flags)}):\n{result.stderr.strip()}"
             )
+        digest = cache.file_digest(Path(tmp))
         os.replace(tmp, library)
+        cache.record(library, digest)
     except (OSError, subprocess.SubprocessError) as e:
         raise CompileError(f"could not run the C compiler on {source_path}: {e}") from None
     finally:

@@ -2,10 +2,12 @@
 compiler and called through cffi with DLTensors.
 
 ``get_function(symbol)`` returns a destination-passing callable. Before any
-native code runs, every argument is checked in Python (count, dtype, shape;
-inputs that are not C-contiguous are copied to contiguous ones; outputs must
-be contiguous and writeable) and again by the C entry point (device, ndim,
-dtype, shape, layout, and outputs overlapping other arguments). The DLTensor
+native code runs, every argument is checked in Python (an exact ndarray, or a
+real array under a subclass; count, dtype, shape; inputs that are strided or
+misaligned are copied; outputs must be contiguous and writeable, and a
+misaligned one is written through an aligned temporary) and
+again by the C entry point (device, ndim, dtype, shape, layout, alignment, and
+outputs overlapping other arguments). The DLTensor
 structs are built once per thread; a call only fills in the data pointers.
 
 The saved form is the external function's JSON and the codegen options; loading
@@ -23,13 +25,22 @@ from ..codegen.csource.emit import Subgraph, emit_c
 from ..codegen.csource.rules import DLPACK_DTYPES
 from ..errors import ArgumentError, ExecutionError, LoadError, NbyocError
 from ..ir.nodes import Function
-from .arguments import ArgumentSpec
+from .arguments import (
+    ArgumentSpec,
+    aligned_destinations,
+    check_destinations,
+    readable_inputs,
+)
 from .cc import build_shared_library
 from .module import Module, load_function, register_loader, save_function
 from .threads import quiet_openmp
 
 TYPE_KEY = "csource"
 SAVE_VERSION = 1
+#: The entry point's code for an argument whose data is not aligned to its element size
+#: (``codegen.csource.entry``): the careful path copies such an input, and has such an
+#: output written through an aligned temporary.
+MISALIGNED = 5
 
 _STRUCTS = """
 typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
@@ -82,6 +93,7 @@ class CSourceModule(Module):
         self._outputs = ArgumentSpec.of(
             [(n, t) for n, t, o in arguments if o], f"{self.symbol} outputs"
         )
+        self._signature = ArgumentSpec.of([(n, t) for n, t, _ in arguments], self.symbol)
         # Per-thread DLTensors, by thread id (cheaper to look up than threading.local).
         self._per_thread: dict[int, tuple] = {}
         self._keep_alive: list = []
@@ -121,42 +133,58 @@ class CSourceModule(Module):
         entry = self._entry
         from_buffer = self._ffi.from_buffer
         per_thread, get_ident = self._per_thread, threading.get_ident
+        careful, ndarray = self._run_carefully, np.ndarray
 
-        def run(*arrays):
+        def run(*arrays, **named):
+            if named:
+                raise self._signature.keywords_refused(named)
             pointers, rows = per_thread.get(get_ident()) or self._thread_tensors()
             try:
                 if len(arrays) != n_args:
                     raise TypeError
-                # The fast path. Anything without the right shape and dtype goes to the
-                # careful path; from_buffer refuses strided or (for outputs) read-only buffers.
+                # The fast path, for exact ndarrays only: any other object's .shape and
+                # .dtype are whatever it says (a bytearray subclass can claim a megabyte).
+                # from_buffer refuses strided or (for outputs) read-only buffers; the C
+                # entry point refuses misaligned ones (MISALIGNED, below).
                 for (slot, dtype, shape, writable), a in zip(rows, arrays):
-                    if a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
+                    if (
+                        type(a) is not ndarray
+                        or a.shape != shape
+                        or (a.dtype is not dtype and a.dtype != dtype)
+                    ):
                         raise TypeError
                     slot.data = from_buffer(a, require_writable=writable)
             except (TypeError, ValueError, BufferError, AttributeError):
-                arrays = self._checked(arrays)  # the careful path: clear errors, contiguous copies
-                for (slot, _, _, writable), a in zip(rows, arrays):
-                    slot.data = from_buffer(a, require_writable=writable)
+                return careful(arrays, pointers, rows)
             rc = entry(pointers, n_args)
+            if rc == MISALIGNED:
+                return careful(arrays, pointers, rows)
             if rc:
                 self._raise(rc)
 
         run.__name__ = symbol
         return run
 
-    def _checked(self, arrays) -> list[np.ndarray]:
+    def _run_carefully(self, arrays, pointers, rows) -> None:
+        """Check everything with clear errors (only real arrays get through), copy inputs
+        that are strided or misaligned, and run."""
         inputs = self._inputs.check(arrays[: self._n_inputs])
         outputs = self._outputs.check(arrays[self._n_inputs :])
-        for i, out in enumerate(outputs):
-            if not (out.flags.c_contiguous and out.flags.writeable):
-                raise ArgumentError(
-                    f"{self._outputs.where}: output {i} must be C-contiguous and writeable"
-                )
-        return [np.ascontiguousarray(a) for a in inputs] + list(outputs)
+        check_destinations(self._outputs.where, outputs, inputs)
+        written, copies = aligned_destinations(outputs)
+        arrays = [*readable_inputs(inputs), *written]  # (kept alive until the call returns)
+        from_buffer = self._ffi.from_buffer
+        for (slot, _, _, writable), a in zip(rows, arrays):
+            slot.data = from_buffer(a, require_writable=writable)
+        rc = self._entry(pointers, len(arrays))
+        if rc:
+            self._raise(rc)
+        for out, result in copies:
+            np.copyto(out, result)
 
     def _raise(self, rc: int):
         message = self._ffi.string(self._last_error()).decode(errors="replace")
-        if rc in (1, 2):
+        if rc in (1, 2, MISALIGNED):
             raise ArgumentError(f"{self.symbol}: {message}")
         raise ExecutionError(f"{self.symbol} failed: {message or f'error code {rc}'}")
 

@@ -31,7 +31,7 @@ import threading
 import numpy as np
 
 from ..codegen.examplejson.parse import parse_examplejson
-from ..errors import LoadError, NbyocError
+from ..errors import ExecutionError, LoadError, NbyocError
 from ..ir.nodes import Call, Constant, Expr, Function, Tuple, Var
 from ..ir.traversal import last_reads, post_order
 from .llvm import PARALLEL_THRESHOLD, compiled_kernel
@@ -41,18 +41,19 @@ TYPE_KEY = "examplejson"
 
 
 def op_kernel(call: Call, parallel_threshold: int = PARALLEL_THRESHOLD):
-    """The cached Numba kernel computing ``call``'s op on its operand types:
+    """(kernel, compiled) for ``call``'s op on its operand types: the cached Numba kernel
     ``kernel(*distinct operands, out)``, each operand passed once however often the call
     reads it (``distinct_operands``: a concatenate of one tensor 600 times takes one
-    array, not 600). An op whose kernel takes more (a matmul's packing scratch, the
-    addresses of the stage functions it calls) gets them bound here, the scratch one set
-    per thread."""
+    array, not 600), and the ``CompiledKernel`` to hold while using it. An op whose
+    kernel takes more (a matmul's packing scratch, the addresses of the stage functions
+    it calls) gets them bound here, the scratch one set per thread."""
     single = single_op_function(call)
-    lowered, kernel, trailing = compiled_kernel(single, True, parallel_threshold)
+    compiled = compiled_kernel(single, True, parallel_threshold)
+    lowered, kernel, trailing = compiled.lowered, compiled.kernel, compiled.trailing
     if lowered.constants:  # one op on parameters has none
         raise NbyocError(f"internal: the {call.op.name} kernel reads constants")
     if not lowered.scratch and not trailing:
-        return kernel
+        return kernel, compiled
     local = threading.local()
 
     def with_extras(*arrays):
@@ -61,7 +62,7 @@ def op_kernel(call: Call, parallel_threshold: int = PARALLEL_THRESHOLD):
             scratch = local.scratch = tuple(np.empty(n, t) for t, n in lowered.scratch)
         return kernel(*arrays, *scratch, *trailing)
 
-    return with_extras
+    return with_extras, compiled
 
 
 def distinct_operands(call: Call) -> list[Expr]:
@@ -108,6 +109,9 @@ class _Program:
         free: list[int] = []
         holder: dict[Expr, int] = {}
         self.steps = []
+        self.ops: list[str] = []  # each step's op, for error messages
+        self.compiled: list = []
+        self.symbol = func.attrs.get("global_symbol", "subgraph")
         for position, call in enumerate(calls):
             args = tuple(slot[a] for a in distinct_operands(call))
             if call in out_of:
@@ -123,7 +127,10 @@ class _Program:
                 holder[call] = reuse
                 dest = ("buf", reuse)
             slot[call] = len(slot)
-            self.steps.append((op_kernel(call, parallel_threshold), args, dest, slot[call]))
+            kernel, compiled = op_kernel(call, parallel_threshold)
+            self.compiled.append(compiled)  # (keeps each kernel loaded while this runs)
+            self.steps.append((kernel, args, dest, slot[call]))
+            self.ops.append(call.op.name)
             for a in set(call.args):
                 if last_use[a] == position and a in holder and a not in out_of:
                     free.append(holder[a])
@@ -143,16 +150,19 @@ class _Program:
             buffers = [np.empty(shape, dtype) for shape, dtype in self.buffers]
             self._per_thread[threading.get_ident()] = buffers
         values = [None] * self.n_slots
-        values[: self.n_in] = inputs
+        # (the kernels' signatures take writeable arrays; a read-only input is copied)
+        values[: self.n_in] = [x if x.flags.writeable else x.copy() for x in inputs]
         for index, data in self.constants:
             values[index] = data
-        for kernel, args, (where, k), into in self.steps:
+        for step, (kernel, args, (where, k), into) in enumerate(self.steps):
             dest = outputs[k] if where == "out" else buffers[k]
-            operands = [values[a] for a in args]
             try:
-                kernel(*operands, dest)
-            except TypeError:  # a read-only input: the kernels take writeable arrays
-                kernel(*[x if x.flags.writeable else x.copy() for x in operands], dest)
+                kernel(*[values[a] for a in args], dest)
+            except Exception as e:  # e.g. a gather index out of range, 2 ** -1 on integers
+                raise ExecutionError(
+                    f"{self.symbol}: node {step + 1} of {len(self.steps)} "
+                    f"({self.ops[step]}) failed: {type(e).__name__}: {e}"
+                ) from e
             values[into] = dest
         for k, source in self.copies:
             np.copyto(outputs[k], values[source])

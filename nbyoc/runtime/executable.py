@@ -27,11 +27,14 @@ from ..ir.traversal import post_order
 from ..ir.types import TupleType, tensor_types
 from .arguments import ArgumentSpec
 from .host import HostFunction
-from .outputs import allocators, is_pooled
+from .outputs import allocate_result, allocators, is_pooled
 
 
 class Executable:
     """Call it with arrays: ``fn(*arrays)`` -> ndarray, or a tuple for several outputs.
+
+    Arguments are positional, in the order of ``main``'s parameters (``signature``);
+    a keyword argument is refused with an ``ArgumentError`` that lists them.
 
     ``module`` is the partitioned ``IRModule``; ``runtime_modules`` maps the
     global symbol of each external function to the runtime module running it.
@@ -63,7 +66,9 @@ class Executable:
     #: no Python frame of ours in between (a tenth of a 1 us call on a 10x10 graph).
     __call__ = property(operator.attrgetter("_call"))
 
-    def _call_main(self, *args):
+    def _call_main(self, *args, **named):
+        if named:
+            raise self._spec.keywords_refused(named)
         direct = self._direct
         if direct is not None:  # one external function that does not check its arguments
             return direct(*self._spec.check(args))
@@ -176,11 +181,20 @@ def _direct_call(module: IRModule, runtime_modules: dict, spec: ArgumentSpec):
 
 
 def _allocating(run, ret_type):
-    """Wrap a destination-passing function so it allocates its outputs and returns them."""
-    kinds = allocators([(t.shape, np.dtype(t.dtype)) for t in tensor_types(ret_type)])
+    """Wrap a destination-passing function so it allocates its outputs and returns them.
+    (Its callers have checked the inputs: an allocation that fails is not a wrong call.)"""
+    specs = [(t.shape, np.dtype(t.dtype)) for t in tensor_types(ret_type)]
+    kinds = allocators(specs)
+    name = getattr(run, "__name__", "function")
 
     def call(*inputs):
-        outputs = [new(inputs) if big else new() for new, big in kinds]
+        try:
+            outputs = [new(inputs) if big else new() for new, big in kinds]
+        except MemoryError:
+            outputs = [
+                allocate_result(shape, dtype, inputs, f"@{name}: output {k}")
+                for k, (shape, dtype) in enumerate(specs)
+            ]
         run(*inputs, *outputs)
         return _nest(ret_type, iter(outputs))
 

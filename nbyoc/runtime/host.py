@@ -20,10 +20,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import ExecutionError, NbyocError
+from ..errors import AllocationError, ExecutionError, NbyocError
 from ..ir.nodes import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from ..ir.op import Op
 from ..ir.traversal import operands, post_order
+from ..ir.types import TensorType
 
 
 class _Step(NamedTuple):
@@ -72,6 +73,7 @@ class HostFunction:
                 computed.append(node)
         self._steps = _schedule(computed, slots, func.body, len(func.params), callees)
         self._template = template
+        self._types = {slots[n]: n.type for n in nodes}
         self._n_params = len(func.params)
         self._result = slots[func.body]
 
@@ -95,9 +97,19 @@ class HostFunction:
                     values[i] = None
         except NbyocError:
             raise
+        except MemoryError as e:
+            raise self._allocation_error(step, e) from None
         except Exception as e:
             raise ExecutionError(f"{step.label} failed: {type(e).__name__}: {e}") from e
         return values[self._result]
+
+    def _allocation_error(self, step: _Step, cause: MemoryError) -> AllocationError:
+        from .outputs import allocation_error
+
+        t = self._types[step.out]
+        if isinstance(t, TensorType):
+            return allocation_error(step.label, t.shape, np.dtype(t.dtype), cause)
+        return AllocationError(f"{step.label} ran out of memory ({type(cause).__name__}: {cause})")
 
 
 def _kernel(node: Expr, callees: Mapping[str, Callable]) -> tuple[Callable, dict, str]:

@@ -1,25 +1,32 @@
 """The llvm runtime: one fused Numba kernel per external function.
 
-Checks are split so the common call stays short: Numba's dispatcher refuses
-wrong dtypes, ranks and layouts (the kernel has one explicit signature, so
-it never compiles a new one), and the kernel checks every shape before its
-first read. Anything refused there is retried on a careful path that raises
-nbyoc's own clear errors, or copies strided and read-only inputs to
-contiguous ones and runs again. Scratch buffers are allocated once per
-thread and kept.
+Checks are split so the common call stays short: only exact ndarrays go
+straight to the kernel (Numba takes an ndarray subclass's word for its dtype,
+rank and flags); Numba's dispatcher refuses wrong dtypes, ranks, layouts and
+misaligned arrays (the kernel has one explicit signature, so it never compiles
+a new one), and the kernel checks every shape before its first read. Anything
+refused there is retried on a careful path that raises nbyoc's own clear
+errors, or copies strided, misaligned and read-only inputs to contiguous ones
+(and has a misaligned output written through an aligned temporary) and runs
+again. Scratch buffers are allocated once per thread and kept.
 
 Compiled kernels are cached in memory (by the function's structural digest
-and the options: a second identical compile does not touch Numba) and on
-disk (see ``nbyoc.runtime.kernels``). The saved form is the function's JSON
-and the options; loading regenerates the kernel source from the graph.
+and the options: a second identical compile does not touch Numba) while
+something holds them, plus the ``nbyoc.cache.kernels_kept()`` most recently
+used ones, and on disk (see ``nbyoc.runtime.kernels``). The saved form is the
+function's JSON and the options; loading regenerates the kernel source from
+the graph.
 """
 
 from __future__ import annotations
 
+import collections
 import threading
+import weakref
 
 import numpy as np
 
+from .. import cache
 from ..codegen.llvm import target
 from ..codegen.llvm.lower import Lowered, lower
 from ..codegen.llvm.rules import STORAGE
@@ -27,11 +34,18 @@ from ..errors import ArgumentError, ExecutionError, LoadError, NbyocError
 from ..ir.nodes import Function
 from ..ir.structural import structural_digest
 from ..ir.types import tensor_types
-from .arguments import ArgumentSpec
+from .arguments import (
+    ArgumentSpec,
+    aligned_destinations,
+    check_destinations,
+    readable_inputs,
+)
+from .fastcall import fixed_arity
 from .jit_address import data_addresses, stage_addresses, supported
 from .kernels import load_kernel_module
+from .kernels import release as release_kernels
 from .module import Module, load_function, register_loader, save_function
-from .outputs import allocators
+from .outputs import allocate_result, allocators
 from .threads import start_threads
 
 TYPE_KEY = "llvm"
@@ -41,29 +55,63 @@ SAVE_VERSION = 1
 #: 2x faster at 2**16; launching the threads costs about 2 us.
 PARALLEL_THRESHOLD = 1 << 15
 
-_COMPILED: dict[tuple, tuple[Lowered, object, tuple]] = {}
+
+class CompiledKernel:
+    """A compiled kernel: its lowering, the callable, and the trailing arguments of every
+    call (the addresses of its large stage functions, when it calls any through them;
+    they follow the scratch buffers). Whoever runs it holds this object: the kernel
+    stays loaded while it is alive (``release_unused``)."""
+
+    __slots__ = ("__weakref__", "kernel", "key", "lowered", "trailing")
+
+    def __init__(self, lowered: Lowered, kernel, trailing: tuple, key: str):
+        self.lowered, self.kernel, self.trailing, self.key = lowered, kernel, trailing, key
+
+
+#: Every compiled kernel something still holds, by function digest and options.
+_LIVE: weakref.WeakValueDictionary[tuple, CompiledKernel] = weakref.WeakValueDictionary()
+#: The most recently used ones, held so that compiling the same function again soon
+#: (a test, a notebook cell, jit's next signature) finds them (``cache.kernels_kept()``).
+_RECENT: collections.OrderedDict[tuple, CompiledKernel] = collections.OrderedDict()
 _LOCK = threading.RLock()
 
 
-def compiled_kernel(
-    func: Function, fuse: bool, parallel_threshold: int
-) -> tuple[Lowered, object, tuple]:
-    """(lowering, kernel, trailing arguments) for ``func``, from the in-memory cache when
-    possible. The trailing arguments (the addresses of its large stage functions, when
-    it calls any through them) follow the scratch buffers in every call."""
+def compiled_kernel(func: Function, fuse: bool, parallel_threshold: int) -> CompiledKernel:
+    """The compiled kernel of ``func``, from memory when possible (a second identical
+    compile does not touch Numba)."""
     # (the streaming threshold shapes the source too, and a test or user may change it)
     key = (structural_digest(func), fuse, parallel_threshold, target.stream_min_bytes())
     with _LOCK:
-        entry = _COMPILED.get(key)
+        entry = _LIVE.get(key)
         if entry is None:
             lowered = lower(func, fuse, parallel_threshold, function_pointers=supported())
             if lowered.parallel:
                 start_threads()
             module = load_kernel_module(lowered.source)
             trailing = (stage_addresses(module, lowered.addressed),) if lowered.addressed else ()
-            entry = (lowered, storage_views(lowered, getattr(module, lowered.kernel)), trailing)
-            _COMPILED[key] = entry
+            kernel = storage_views(lowered, getattr(module, lowered.kernel))
+            entry = CompiledKernel(lowered, kernel, trailing, module.__nbyoc_key__)
+            _LIVE[key] = entry
+        _RECENT[key] = entry
+        _RECENT.move_to_end(key)
+        kept = cache.kernels_kept()
+        if len(_RECENT) > kept:
+            while len(_RECENT) > kept:
+                _RECENT.popitem(last=False)
+            release_unused(keep_recent=True)
     return entry
+
+
+def release_unused(keep_recent: bool = False) -> int:
+    """Let go of the kernels nothing holds (and, unless ``keep_recent``, of those only the
+    recently-used list holds); return how many (``nbyoc.cache.release``)."""
+    with _LOCK:
+        if not keep_recent:
+            _RECENT.clear()
+        return release_kernels({entry.key for entry in _LIVE.values()})
+
+
+cache.on_release(release_unused)
 
 
 def storage_views(lowered: Lowered, kernel):
@@ -92,6 +140,33 @@ def storage_views(lowered: Lowered, kernel):
     return call
 
 
+#: The allocating call's short paths (``fastcall.fixed_arity``): the common case, one
+#: output and nothing but the inputs to pass, and the general one.
+_ONE_OUTPUT = """
+def call({params}):
+    try:
+        if rest or named or not ({exact}):
+            raise TypeError
+        out = new(({args})) if big else new()  # (the pool places it by the inputs)
+        kernel({args}out)
+    except Exception:
+        return careful(given(({args}), rest), named)
+    return out
+"""
+_OUTPUTS = """
+def call({params}):
+    try:
+        if rest or named or not ({exact}):
+            raise TypeError
+        inputs = ({args})
+        outs = [new(inputs) if big else new() for new, big in kinds]
+        kernel({args}*constants, *outs, *scratch(), *trailing)
+    except Exception:
+        return careful(given(({args}), rest), named)
+    return outs[0] if len(outs) == 1 else tuple(outs)
+"""
+
+
 @register_loader(TYPE_KEY)
 class LLVMModule(Module):
     """One external function as a fused Numba kernel."""
@@ -110,7 +185,9 @@ class LLVMModule(Module):
             )
         self.func, self.fuse, self.parallel_threshold = func, fuse, parallel_threshold
         self.symbol = func.attrs.get("global_symbol", "")
-        self.lowered, self.kernel, self._trailing = compiled_kernel(func, fuse, parallel_threshold)
+        self.compiled = compiled_kernel(func, fuse, parallel_threshold)  # (keeps it loaded)
+        self.lowered, self.kernel = self.compiled.lowered, self.compiled.kernel
+        self._trailing = self.compiled.trailing
         constants = self.lowered.constants  # read through their addresses (``lower``)
         self._constants = (data_addresses(constants),) if constants else ()
         params = [(p.name_hint, p.type) for p in func.params]
@@ -120,6 +197,9 @@ class LLVMModule(Module):
             [(f"out{k}", t) for k, t in enumerate(outs)], f"{self.symbol} outputs"
         )
         self._out_specs = [(t.shape, np.dtype(t.dtype)) for t in outs]
+        self._signature = ArgumentSpec.of(
+            [*params, *((f"out{k}", t) for k, t in enumerate(outs))], self.symbol
+        )
         self._scratch: dict[int, tuple] = {}
 
     def _scratch_buffers(self) -> tuple:
@@ -132,34 +212,53 @@ class LLVMModule(Module):
         return buffers
 
     def _run_carefully(self, inputs, outputs, spec: ArgumentSpec | None = None) -> None:
-        """Check everything with clear errors, make inputs contiguous, run the kernel."""
+        """Check everything with clear errors (only real arrays get through), copy inputs
+        that are strided, misaligned or read-only, run the kernel (into an aligned
+        temporary for a misaligned output)."""
         inputs = (spec or self._inputs).check(inputs)
         outputs = self._outputs.check(outputs)
-        for k, out in enumerate(outputs):
-            if not (out.flags.c_contiguous and out.flags.writeable):
-                raise ArgumentError(
-                    f"{self._outputs.where}: out{k} must be C-contiguous and writeable"
-                )
-        inputs = [
-            a if a.flags.c_contiguous and a.flags.writeable else np.array(a, order="C")
-            for a in inputs
-        ]
+        check_destinations(self._outputs.where, outputs, inputs)
+        inputs = readable_inputs(inputs, writeable=True)
+        written, copies = aligned_destinations(outputs)
         try:
             self.kernel(
-                *inputs, *self._constants, *outputs, *self._scratch_buffers(), *self._trailing
+                *inputs, *self._constants, *written, *self._scratch_buffers(), *self._trailing
             )
         except Exception as e:
             raise ExecutionError(f"{self.symbol} failed: {type(e).__name__}: {e}") from e
+        for out, result in copies:
+            np.copyto(out, result)
+
+    def _call_carefully(self, inputs, spec: ArgumentSpec | None):
+        """The allocating call's careful path: the arguments are checked before any output
+        is allocated, so a wrong call on a huge graph says what is wrong with it, and a
+        failed allocation says how much it asked for."""
+        inputs = (spec or self._inputs).check(inputs)
+        where = spec.where if spec is not None else self.symbol
+        outs = [
+            allocate_result(shape, dtype, inputs, f"{where}: output {k}")
+            for k, (shape, dtype) in enumerate(self._out_specs)
+        ]
+        self._run_carefully(inputs, outs, spec)
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
     def get_function(self, symbol: str):
         """The checked destination-passing function: inputs, then outputs."""
         self._check_symbol(symbol)
-        n_in = len(self.func.params)
+        n_in, n_args = len(self.func.params), len(self.func.params) + len(self._out_specs)
+        ndarray = np.ndarray
 
-        def run(*arrays):
+        def run(*arrays, **named):
+            if named:
+                raise self._signature.keywords_refused(named)
             inputs, outputs = arrays[:n_in], arrays[n_in:]
-            if len(arrays) != n_in + len(self._out_specs):
-                self._outputs.check(outputs)  # raises the count error
+            if len(arrays) != n_args:
+                self._signature.check(arrays)  # raises the count error
+            for a in arrays:
+                # Numba believes what an ndarray subclass says its dtype, rank and flags
+                # are (numba.core.typing.typeof): only exact ndarrays reach the kernel here.
+                if type(a) is not ndarray:
+                    return self._run_carefully(inputs, outputs)
             for k, out in enumerate(outputs):
                 others = [*inputs, *outputs[:k]]
                 if any(np.may_share_memory(out, other) for other in others):
@@ -176,33 +275,29 @@ class LLVMModule(Module):
 
     def allocating_function(self, symbol: str, spec: ArgumentSpec | None = None):
         """A function of the inputs that allocates and returns the outputs; it checks
-        its own arguments (errors name ``spec``'s parameters when given)."""
+        its own arguments (errors name ``spec``'s parameters when given).
+
+        Only exact ndarrays take the short path (Numba's dispatcher then checks their
+        dtype, rank and layout from the array itself, and the kernel their shapes and
+        alignment); anything else, and any failure, goes to ``_call_carefully``."""
         self._check_symbol(symbol)
-        kernel, constants, trailing = self.kernel, self._constants, self._trailing
         kinds = allocators(self._out_specs)
-        careful = self._run_carefully
-        if len(kinds) == 1 and not constants and not self.lowered.scratch and not trailing:
-            ((new, big),) = kinds
+        named_spec = spec or self._inputs
 
-            def call(*inputs):  # the common case, kept short
-                out = new(inputs) if big else new()  # (the pool places it by the inputs)
-                try:
-                    kernel(*inputs, out)
-                except Exception:
-                    careful(inputs, (out,), spec)
-                return out
+        def careful(inputs, named):
+            if named:
+                raise named_spec.keywords_refused(named)
+            return self._call_carefully(inputs, spec)
 
-        else:
-            scratch = self._scratch_buffers
-
-            def call(*inputs):
-                outs = [new(inputs) if big else new() for new, big in kinds]
-                try:
-                    kernel(*inputs, *constants, *outs, *scratch(), *trailing)
-                except Exception:
-                    careful(inputs, outs, spec)
-                return outs[0] if len(outs) == 1 else tuple(outs)
-
+        namespace = {
+            "kernel": self.kernel, "constants": self._constants, "trailing": self._trailing,
+            "kinds": kinds, "scratch": self._scratch_buffers, "careful": careful,
+        }  # fmt: skip
+        simple = len(kinds) == 1 and not (self._constants or self.lowered.scratch or self._trailing)
+        if simple:
+            ((namespace["new"], namespace["big"]),) = kinds
+        template = _ONE_OUTPUT if simple else _OUTPUTS
+        call = fixed_arity(len(self.func.params), template, namespace)
         call.checks_arguments = True
         return call
 

@@ -30,10 +30,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ArgumentError, DuplicateRegistrationError, LoadError, NbyocError
+from ..errors import DuplicateRegistrationError, LoadError, NbyocError
 from ..ir.nodes import Function
 from ..ir.types import tensor_types
-from .arguments import ArgumentSpec
+from .arguments import (
+    ArgumentSpec,
+    aligned_destinations,
+    check_destinations,
+    readable_inputs,
+)
 
 
 class Module(abc.ABC):
@@ -269,9 +274,11 @@ def destination_passing(func: Function, impl: Callable[[list, list], None]) -> C
 
     The result takes ``func``'s inputs then its outputs (one array per tensor
     of the result type, flattened). Before ``impl(inputs, outputs)`` runs it
-    checks every shape and dtype, makes inputs C-contiguous, and refuses
-    outputs that are not C-contiguous, not writeable, or overlap an input or
-    each other, so compiled code never sees an array it could misuse.
+    checks every shape and dtype (``ArgumentSpec``: only real arrays), makes
+    inputs C-contiguous and aligned, refuses outputs that are not C-contiguous
+    and writeable, or overlap an input or each other, and has a misaligned
+    output written through an aligned temporary, so compiled code never sees an
+    array it could misuse.
     """
     name = func.attrs.get("global_symbol", "function")
     inputs = ArgumentSpec.of([(p.name_hint, p.type) for p in func.params], f"{name} inputs")
@@ -280,19 +287,18 @@ def destination_passing(func: Function, impl: Callable[[list, list], None]) -> C
     )
     n_in = len(func.params)
 
-    def run(*arrays):
+    def run(*arrays, **named):
+        if named:
+            raise ArgumentSpec.of(
+                [*zip(inputs.names, inputs.types), *zip(outputs.names, outputs.types)], name
+            ).keywords_refused(named)
         ins = inputs.check(arrays[:n_in])
         outs = outputs.check(arrays[n_in:])
-        ins = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in ins]
-        for i, out in enumerate(outs):
-            if not (out.flags.c_contiguous and out.flags.writeable):
-                raise ArgumentError(f"{outputs.where}: out{i} must be C-contiguous and writeable")
-            for other in [*ins, *outs[:i]]:
-                if np.may_share_memory(out, other):
-                    raise ArgumentError(
-                        f"{outputs.where}: out{i} overlaps another argument; pass distinct arrays"
-                    )
-        impl(ins, outs)
+        check_destinations(outputs.where, outs, ins)
+        outs, copies = aligned_destinations(outs)
+        impl(readable_inputs(ins), outs)
+        for out, written in copies:
+            np.copyto(out, written)
 
     run.__name__ = name
     return run

@@ -44,6 +44,8 @@ import threading
 
 import numpy as np
 
+from ..errors import AllocationError
+
 #: Results at least this large are served from the pool.
 POOL_MIN_BYTES = 1 << 22
 #: Free buffers kept per size; more are released to the system.
@@ -164,6 +166,44 @@ def is_pooled(array: np.ndarray) -> bool:
         # the references to ``base`` besides this array's: the local name's, the
         # argument's and _READY's (while it keeps it); any other is another array on it
         return sys.getrefcount(base) == 3 + kept
+
+
+def allocate_result(shape: tuple[int, ...], dtype: np.dtype, inputs, what: str) -> np.ndarray:
+    """``allocate``, raising ``AllocationError`` (a ``MemoryError``) that names ``what``
+    is being allocated, its shape, dtype and size when the memory is not there.
+
+    >>> allocate_result((1 << 40, 1 << 20), np.dtype(np.float32), (), "f: output 0")
+    Traceback (most recent call last):
+        ...
+    nbyoc.errors.AllocationError: f: output 0, a (1099511627776, 1048576) float32 array, ...
+    """
+    try:
+        return allocate(shape, dtype, inputs)
+    except MemoryError as e:
+        raise allocation_error(what, shape, dtype, e) from None
+
+
+def allocation_error(what: str, shape, dtype: np.dtype, cause: BaseException) -> AllocationError:
+    """The error for an array of ``shape`` and ``dtype`` that could not be allocated."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    return AllocationError(
+        f"{what}, a {tuple(shape)} {dtype.name} array, needs {readable_bytes(nbytes)} "
+        f"({nbytes} bytes) and could not be allocated ({type(cause).__name__}: {cause}); "
+        f"free memory, or compute it in smaller pieces (e.g. nbyoc.dask.apply over blocks)"
+    )
+
+
+def readable_bytes(n: int) -> str:
+    """``n`` bytes in binary units, one decimal.
+
+    >>> readable_bytes(1536), readable_bytes(4 << 40)
+    ('1.5 KiB', '4.0 TiB')
+    """
+    units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    value, unit = float(n), 0
+    while value >= 1024 and unit < len(units) - 1:
+        value, unit = value / 1024, unit + 1
+    return f"{n} bytes" if unit == 0 else f"{value:.1f} {units[unit]}"
 
 
 def allocator(shape: tuple[int, ...], dtype: np.dtype):

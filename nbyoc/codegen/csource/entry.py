@@ -7,7 +7,8 @@ everything the kernels rely on and returns a non-zero code with a message
 (``<sym>_last_error()``, per thread) instead of reading or writing out of
 bounds, and refuses an output that overlaps another argument. Codes: 1
 argument count, 2 a bad tensor, 3 an error NumPy would raise (negative
-integer power), 4 out of memory.
+integer power), 4 out of memory, 5 a tensor whose data is not aligned to its
+element size (the caller copies such an input).
 """
 
 from __future__ import annotations
@@ -56,6 +57,13 @@ static int nbyoc_check_tensor(const DLTensor* t, const char* what, int32_t ndim,
     }
   }
   if (t->data == NULL && size > 0) { snprintf(message, length, "%s has no data", what); return 2; }
+  /* The kernels dereference typed pointers: data at an address that is not a multiple of
+     the element size is undefined behaviour (and vectorised code may fault on it). */
+  uintptr_t address = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
+  if (size > 0 && bits >= 16 && address % (uintptr_t)(bits / 8) != 0) {
+    snprintf(message, length, "%s is not aligned to its %d-byte elements", what, (int)(bits / 8));
+    return 5;
+  }
   return 0;
 }
 

@@ -896,6 +896,10 @@ class _Lowering:
         outputs = [o.type for o in self.outputs]
         args, types, checks = [], [], []
         internal = []  # the shape conditions of the arrays the runtime itself passes
+        # Numba types a misaligned array as aligned, and the code reads it through typed
+        # pointers; a caller's array not aligned to its elements goes to the runtime's
+        # careful path (copied in, or written through an aligned temporary) instead.
+        misaligned = []
 
         def add(name, t_dtype, shape, readonly=False, user=True):
             args.append(name)
@@ -907,6 +911,9 @@ class _Lowering:
                 checks.append(f"if {' or '.join(conditions)}:")
                 checks.append(f'    raise ValueError("nbyoc: {name} does not have shape {shape}")')
             internal.extend([] if user else conditions)
+            itemsize = np.dtype(storage_dtype(t_dtype)).itemsize
+            if user and itemsize > 1:
+                misaligned.append(f"{name}.ctypes.data % {itemsize}")
 
         # Constants and scratch come from the runtime, never from a caller: one check
         # for all of them, one raise (a raise per array cost Numba 0.2 s per constant
@@ -923,6 +930,9 @@ class _Lowering:
             add(f"out{k}", t.dtype, t.shape)
         for k, (dtype, n) in enumerate(scratch):
             add(f"s{k}", dtype, (n,), user=False)
+        if misaligned:  # one check and one raise for all of them (see the constants')
+            checks.append(f"if {' or '.join(misaligned)}:")
+            checks.append('    raise ValueError("nbyoc: an argument is not aligned")')
         if internal:
             checks.append(f"if {' or '.join(internal)}:")
             checks.append('    raise ValueError("nbyoc: runtime arrays of wrong shapes")')
