@@ -156,7 +156,7 @@ def test_a_node_s_kernel_takes_each_distinct_operand_once():
     # A concatenate of one tensor 600 times compiled a kernel of 600 parameters (over
     # 4 GiB and minutes); its kernel now takes the tensor once.
     x = nbyoc.var("x", (2, 3))
-    kernel = op_kernel(nbyoc.concatenate([x] * 40, axis=0))
+    kernel, _compiled = op_kernel(nbyoc.concatenate([x] * 40, axis=0))
     data = np.arange(6, dtype=np.float32).reshape(2, 3)
     out = np.empty((80, 3), np.float32)
     kernel(data, out)
