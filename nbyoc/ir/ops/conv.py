@@ -38,11 +38,16 @@ def _per_axis(name: str, what: str, values, count: int, default: int) -> tuple[i
     return values
 
 
+def check_spatial(name: str, x: TensorType) -> None:
+    """Refuse an ``x`` that is not (N, C, spatial...): the type rules index its axes."""
+    if x.ndim < 3:
+        raise NbyocTypeError(f"{name}({x!r}): needs (N, C, spatial...) input with a spatial axis")
+
+
 def window_geometry(name: str, x: TensorType, kernel, attrs) -> dict:
     """The normal form of a windowed op's attributes and its output's spatial shape."""
+    check_spatial(name, x)
     k = x.ndim - 2
-    if k < 1:
-        raise NbyocTypeError(f"{name}({x!r}): needs (N, C, spatial...) input with a spatial axis")
     spatial = x.shape[2:]
     strides = _per_axis(name, "strides", attrs["strides"], k, 1)
     dilations = _per_axis(name, "dilations", attrs["dilations"], k, 1)
@@ -107,6 +112,7 @@ def _conv_rule(types, attrs):
     for t in types:
         if not dtype_info(t.dtype).is_float:
             raise NbyocTypeError(f"conv({describe(types)}): takes float tensors")
+    check_spatial("conv", x)
     group = attrs["group"]
     if w.ndim != x.ndim or group < 1 or x.shape[1] % group or w.shape[0] % group:
         raise NbyocTypeError(
@@ -162,6 +168,7 @@ register_op(Op("conv", None, _conv_rule, _conv_reference, "matmul",
 def _pool_rule(name: str):
     def infer(types, attrs):
         (x,) = types
+        check_spatial(name, x)
         kernel = tuple(attrs["kernel_shape"])
         if len(kernel) != x.ndim - 2 or any(kk < 1 for kk in kernel):
             raise NbyocTypeError(
@@ -341,8 +348,9 @@ def _resize_rule(types, attrs):
     sizes, scales = attrs["sizes"], attrs["scales"]
     if sizes is None and scales is None:
         raise NbyocTypeError("resize: give sizes or scales (one per axis)")
-    if scales is not None and (len(scales) != x.ndim or any(not v > 0 for v in scales)):
-        raise NbyocTypeError(f"resize({x!r}): scales needs {x.ndim} positive values")
+    # A scale must be finite: the output size is floor(size * scale).
+    if scales is not None and (len(scales) != x.ndim or any(not 0 < v < math.inf for v in scales)):
+        raise NbyocTypeError(f"resize({x!r}): scales needs {x.ndim} positive, finite values")
     if sizes is not None and (len(sizes) != x.ndim or any(n < 0 for n in sizes)):
         raise NbyocTypeError(f"resize({x!r}): sizes needs {x.ndim} non-negative values")
     # Normal form holds both: the sizes (from scales, rounded down, if not given) and the
