@@ -7,10 +7,12 @@ array known while importing (an initializer, a constant, folded shape arithmetic
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ... import limits
 from ...errors import ModelImportError, NeedsConstantError
 from ...ir.builder import const
 from ...ir.nodes import Expr, Var
@@ -70,7 +72,24 @@ class Node:
         )
 
     def ints(self, index: int, what: str) -> tuple[int, ...]:
-        return tuple(int(v) for v in self.known(index, what).reshape(-1))
+        values = self.known(index, what)
+        if not np.issubdtype(values.dtype, np.integer):
+            raise self.fail(f"input {index} ({what}) must hold integers, got {values.dtype}")
+        return tuple(int(v) for v in values.reshape(-1))
+
+    def axis(self, axis: int, ndim: int, what: str = "axis") -> int:
+        """``axis`` (negative counts from the end) as an index into ``ndim`` axes."""
+        if not -ndim <= axis < ndim:
+            raise self.fail(f"{what} {axis} is out of range for a {ndim}-D input")
+        return axis % ndim
+
+    def computing(self, shape, dtype) -> None:
+        """Refuse (``LimitError``) to compute, while importing, a value of ``shape`` and
+        ``dtype`` larger than the limit ``folded_bytes``: called before allocating it."""
+        if any(d < 0 for d in shape):
+            raise self.fail(f"cannot make a value of shape {tuple(shape)} (negative size)")
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+        limits.check("folded_bytes", nbytes, "a value computed while importing")
 
     def refuse(self, attribute: str, allowed) -> None:
         """Refuse ``attribute`` unless its value is ``allowed`` (a feature nbyoc does
