@@ -393,3 +393,25 @@ def test_resize_scales_must_be_positive_and_finite(scale):
     # issue 35: an infinite scale raised OverflowError computing the output size.
     with pytest.raises(NbyocTypeError, match="scales needs 4 positive, finite values"):
         nbyoc.resize(nbyoc.var("x", (1, 1, 2, 2)), scales=(1.0, 1.0, scale, 1.0))
+
+
+def test_conv_transpose_makes_only_the_output_its_pads_keep():
+    # issue 35 (found by the from_onnx fuzz test): a stride of 2**40 cropped back by pads
+    # to a small output made a 128 TiB array before cropping.
+    import tracemalloc
+
+    stride = 2**40
+    x, w = nbyoc.var("x", (1, 1, 3)), nbyoc.var("w", (1, 1, 3))
+    # Uncropped: 2 * stride + 3 positions; the pads keep positions 1 to 7, where only
+    # x[0] * w[1] and x[0] * w[2] land.
+    y = nbyoc.conv_transpose(x, w, strides=(stride,), pads=(1, 2 * stride - 5))
+    assert y.shape == (1, 1, 7)
+    run = nbyoc.compile(nbyoc.function([x, w], y), backend=[])
+    tracemalloc.start()
+    try:
+        got = run(np.ones((1, 1, 3), np.float32), np.array([[[1, 2, 3]]], np.float32))
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    np.testing.assert_array_equal(got, [[[2, 3, 0, 0, 0, 0, 0]]])
+    assert peak < 1 << 20

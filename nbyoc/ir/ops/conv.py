@@ -287,20 +287,27 @@ def _conv_transpose_reference(x, w, *bias, strides, pads, dilations, group, outp
     c, mg = x.shape[1] // group, w.shape[1]
     full = [s * (n - 1) + e + d * (kk - 1) + 1 for n, s, e, d, kk in
             zip(x.shape[2:], strides, output_padding, dilations, w.shape[2:])]  # fmt: skip
-    out = np.zeros((x.shape[0], mg * group, *full), dtype)
-    for g in range(group):
-        xs = x[:, g * c : (g + 1) * c].astype(dtype, copy=False)
-        ws = w[g * c : (g + 1) * c].astype(dtype, copy=False)
-        # Each kernel tap scatters x * w[tap] onto a strided grid of the output.
-        for tap in np.ndindex(*w.shape[2:]):
-            contribution = np.tensordot(xs, ws[(slice(None), slice(None), *tap)], axes=([1], [0]))
-            target = tuple(slice(t * d, t * d + s * (n - 1) + 1, s) for t, d, s, n in
-                           zip(tap, dilations, strides, x.shape[2:]))  # fmt: skip
+    # Only the output the pads keep is made: the uncropped result can be far larger (a
+    # huge stride cropped back by huge pads is a small output).
+    kept = [f - pads[i] - pads[k + i] for i, f in enumerate(full)]
+    out = np.zeros((x.shape[0], mg * group, *kept), dtype)
+    for tap in np.ndindex(*w.shape[2:]):
+        # Input position j lands at t * d + s * j - begin: only the j that land inside count.
+        source, target = [], []
+        for t, d, s, n, begin, size in zip(tap, dilations, strides, x.shape[2:], pads, kept):
+            at = t * d - begin
+            first, last = max(0, -(at // s)), min(n, -((at - size) // s))  # ceilings
+            source.append(slice(first, last))
+            target.append(slice(at + s * first, at + s * (last - 1) + 1, s))
+        if any(part.start >= part.stop for part in source):
+            continue
+        for g in range(group):
+            xs = x[(slice(None), slice(g * c, (g + 1) * c), *source)].astype(dtype, copy=False)
+            ws = w[(slice(g * c, (g + 1) * c), slice(None), *tap)].astype(dtype, copy=False)
+            contribution = np.tensordot(xs, ws, axes=([1], [0]))
             out[(slice(None), slice(g * mg, (g + 1) * mg), *target)] += np.moveaxis(
                 contribution, -1, 1
             )
-    crop = tuple(slice(pads[i], full[i] - pads[k + i]) for i in range(k))
-    out = out[(slice(None), slice(None), *crop)]
     if bias:
         out = out + bias[0].reshape((-1,) + (1,) * k)
     return np.ascontiguousarray(out.astype(dtype, copy=False))
