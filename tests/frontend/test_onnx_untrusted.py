@@ -140,6 +140,12 @@ INVALID = {
         model([helper.make_node("Add", ["x", "w"], ["y"])], [x_input([4])],
               [redimensioned(floats("w", np.ones(4)), [-4])]),
         "initializer 'w': declares negative dims [-4]"),
+    "Split num_outputs=2**40": (
+        model([helper.make_node("Split", ["x"], ["y", "z"], num_outputs=2**40)], [x_input([4])]),
+        "Split node: num_outputs is 1099511627776, but the node has 2 outputs"),
+    "MaxPool without kernel_shape": (
+        model([helper.make_node("MaxPool", ["x"], ["y"])], [x_input([1, 1, 4, 4])]),
+        "MaxPool node: kernel_shape is required"),
     "two nodes define one name": (
         model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["x"], ["y"])],
               [x_input([4])]),
@@ -268,3 +274,11 @@ def test_a_constant_nodes_external_tensor_is_confined_too(tmp_path, monkeypatch)
     data = model([helper.make_node("Constant", [], ["y"], value=value)])
     with pytest.raises(ModelImportError, match="Constant node: attribute 'value' keeps its data"):
         nbyoc.from_onnx(data)
+
+
+def test_names_that_are_not_utf8_are_refused():
+    # A byte flipped in a name: protobuf hands the field over as bytes.
+    data = model([helper.make_node("Relu", ["x"], ["y"])], [x_input([4])])
+    broken = data.replace(b"Relu", b"R\x80lu")
+    with pytest.raises(ModelImportError, match=r"the model's op type b'R\\x80lu' is not UTF-8"):
+        nbyoc.from_onnx(broken)

@@ -24,7 +24,7 @@ import onnx
 from onnx import helper
 
 from ... import limits
-from ...errors import LimitError, ModelImportError, NbyocError, NeedsConstantError
+from ...errors import LimitError, ModelImportError, NbyocError, NeedsConstantError, shown
 from ...ir.builder import function, var
 from ...ir.nodes import Call, Expr, Function
 from ...ir.traversal import post_order
@@ -174,6 +174,24 @@ def _input_shape(value_info, shapes: dict) -> tuple[int, ...]:
     return tuple(dims)
 
 
+def check_text(model: onnx.ModelProto) -> None:
+    """Refuse a model whose names are not UTF-8 text (protobuf hands such a string field
+    over as bytes, which no later step expects)."""
+    graph = model.graph
+    named = [("opset domain", o.domain) for o in model.opset_import]
+    named += [("graph input", i.name) for i in graph.input]
+    named += [("graph output", o.name) for o in graph.output]
+    named += [("initializer", t.name) for t in graph.initializer]
+    for node in graph.node:
+        named += [("node name", node.name), ("op type", node.op_type), ("domain", node.domain)]
+        named += [("node input", n) for n in node.input]
+        named += [("node output", n) for n in node.output]
+        named += [("attribute name", a.name) for a in node.attribute]
+    for what, name in named:
+        if not isinstance(name, str):
+            raise ModelImportError(f"the model's {what} {shown(name)} is not UTF-8 text")
+
+
 def check_single_assignment(graph: onnx.GraphProto) -> None:
     """Refuse a graph that defines one name twice (ONNX graphs are in SSA form: a value
     is a graph input, an initializer or a node's output, once). An initializer may also
@@ -206,6 +224,7 @@ def import_model(model, shapes: dict, constants: dict, base_dir=None) -> Functio
     proto = load_model(model)
     base_dir = model_directory(model, base_dir)
     graph = proto.graph
+    check_text(proto)
     opset = default_opset(proto)
     check_ops(graph, opset)
     check_single_assignment(graph)

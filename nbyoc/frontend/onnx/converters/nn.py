@@ -190,6 +190,8 @@ def _pool(nbyoc_op: str):
         if node.n_outputs > 1:
             raise node.fail("the Indices output is not supported")
         node.refuse("storage_order", 0)
+        if node.attr("kernel_shape") is None:
+            raise node.fail("kernel_shape is required")
         attrs = {"kernel_shape": tuple(node.attr("kernel_shape")), **_window_attrs(node)}
         include_pad = bool(node.attr("count_include_pad", 0))
         if nbyoc_op == "avg_pool":

@@ -151,6 +151,8 @@ def _split(node: Node, sizes):
         count = node.attr("num_outputs", node.n_outputs)
         if count < 1:
             raise node.fail(f"num_outputs is {count}; a split makes at least one part")
+        if count != node.n_outputs:
+            raise node.fail(f"num_outputs is {count}, but the node has {node.n_outputs} outputs")
         length = x.type.shape[axis]
         if node.attr("num_outputs") is not None and length % count:
             # opset 18: the last part is smaller when the length does not divide
