@@ -72,6 +72,8 @@ BOMBS = {
                   initializers=[floats("k", [[1.0]]), ints("r", [2**15, 2**15])]),
     "Dropout": model([helper.make_node("Dropout", ["x"], ["y", "mask"])],
                      inputs=[x_input([2**20, 2**20])]),
+    "ReduceMax": model([helper.make_node("ReduceMax", ["e"], ["y"], axes=[0])],
+                       initializers=[redimensioned(floats("e", []), [0, 2**40])], opset=13),
 }  # fmt: skip
 
 
@@ -146,6 +148,26 @@ INVALID = {
     "MaxPool without kernel_shape": (
         model([helper.make_node("MaxPool", ["x"], ["y"])], [x_input([1, 1, 4, 4])]),
         "MaxPool node: kernel_shape is required"),
+    "ReduceMax of a 0-D input over axis 0": (
+        model([helper.make_node("ReduceMax", ["x"], ["y"], axes=[0])], [x_input([])], opset=13),
+        "ReduceMax node: axes holds 0 is out of range for a 0-D input"),
+    "ArgMax of a 0-D input, last index": (
+        model([helper.make_node("ArgMax", ["x"], ["y"], select_last_index=1)], [x_input([])]),
+        "ArgMax node: axis 0 is out of range for a 0-D input"),
+    "LayerNormalization axis 5 of 2-D": (
+        model([helper.make_node("LayerNormalization", ["x", "g"], ["y"], axis=5, stash_type=11)],
+              [x_input([2, 3])], [floats("g", [1, 1, 1])]),
+        "LayerNormalization node: axis 5 is out of range for a 2-D input"),
+    "Resize keeping the aspect ratio of an empty axis": (
+        model([helper.make_node("Resize", ["e", "", "", "n"], ["y"],
+                                keep_aspect_ratio_policy="not_larger")],
+              initializers=[redimensioned(floats("e", []), [1, 0, 2]), ints("n", [1, 4, 4])]),
+        "keep_aspect_ratio_policy='not_larger' on an empty axis"),
+    "Resize with an unknown policy": (
+        model([helper.make_node("Resize", ["x", "", "", "n"], ["y"],
+                                keep_aspect_ratio_policy="sideways")],
+              [x_input([1, 1, 2])], [ints("n", [1, 4, 4])]),
+        "keep_aspect_ratio_policy='sideways' is not one of"),
     "two nodes define one name": (
         model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["x"], ["y"])],
               [x_input([4])]),
