@@ -168,6 +168,9 @@ INVALID = {
                                 keep_aspect_ratio_policy="sideways")],
               [x_input([1, 1, 2])], [ints("n", [1, 4, 4])]),
         "keep_aspect_ratio_policy='sideways' is not one of"),
+    "Upsample without scales": (
+        model([helper.make_node("Upsample", ["x"], ["y"])], [x_input([1, 1, 2, 2])], opset=7),
+        "Upsample node: scales is required"),
     "two nodes define one name": (
         model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["x"], ["y"])],
               [x_input([4])]),

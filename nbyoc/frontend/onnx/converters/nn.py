@@ -299,6 +299,8 @@ def resize(node: Node):
 
 @converter("Upsample", since=7)
 def upsample_attribute(node: Node):
+    if node.attr("scales") is None:
+        raise node.fail("scales is required")
     return _resize(node, node.expr(0), tuple(node.attr("scales")), None, "asymmetric", "floor")
 
 
