@@ -24,15 +24,16 @@ import onnx
 from onnx import helper
 
 from ... import limits
-from ...errors import LimitError, ModelImportError, NbyocError, NeedsConstantError, shown
+from ...errors import LimitError, ModelImportError, NbyocError, NeedsConstantError
 from ...ir.builder import function, var
 from ...ir.nodes import Call, Expr, Function
 from ...ir.traversal import post_order
 from ...ir.types import tensor_types
 from ...runtime.host import HostFunction
+from .checks import check_single_assignment, check_text
 from .converters import CONVERTERS, converter_for
 from .dtypes import onnx_dtype
-from .node import Node, Value, as_expr
+from .node import Node, Value, as_expr, where_of
 from .tensors import tensor_array
 
 #: The default-domain opsets the converters cover: 7 to 28 (onnx 1.23's). Versions 22 to
@@ -174,51 +175,6 @@ def _input_shape(value_info, shapes: dict) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def check_text(model: onnx.ModelProto) -> None:
-    """Refuse a model whose names are not UTF-8 text (protobuf hands such a string field
-    over as bytes, which no later step expects)."""
-    graph = model.graph
-    named = [("opset domain", o.domain) for o in model.opset_import]
-    named += [("graph input", i.name) for i in graph.input]
-    named += [("graph output", o.name) for o in graph.output]
-    named += [("initializer", t.name) for t in graph.initializer]
-    for node in graph.node:
-        named += [("node name", node.name), ("op type", node.op_type), ("domain", node.domain)]
-        named += [("node input", n) for n in node.input]
-        named += [("node output", n) for n in node.output]
-        named += [("attribute name", a.name) for a in node.attribute]
-    for what, name in named:
-        if not isinstance(name, str):
-            raise ModelImportError(f"the model's {what} {shown(name)} is not UTF-8 text")
-
-
-def check_single_assignment(graph: onnx.GraphProto) -> None:
-    """Refuse a graph that defines one name twice (ONNX graphs are in SSA form: a value
-    is a graph input, an initializer or a node's output, once). An initializer may also
-    be listed as a graph input (its default value, before IR version 4)."""
-    defined: dict[str, str] = {}
-
-    def define(name: str, by: str) -> None:
-        if name in defined:
-            raise ModelImportError(
-                f"{name!r} is defined twice, by {defined[name]} and by {by}: an ONNX graph "
-                f"defines each name once"
-            )
-        defined[name] = by
-
-    for tensor in graph.initializer:
-        define(tensor.name, f"initializer {tensor.name!r}")
-    initializers = set(defined)
-    for info in graph.input:
-        if info.name not in initializers:
-            define(info.name, f"graph input {info.name!r}")
-    for node in graph.node:
-        by = f"{node.op_type} node {node.name!r}" if node.name else f"a {node.op_type} node"
-        for name in node.output:
-            if name:  # "": an optional output left out
-                define(name, by)
-
-
 def import_model(model, shapes: dict, constants: dict, base_dir=None) -> Function:
     """The nbyoc Function of ``model`` (see ``nbyoc.from_onnx``)."""
     proto = load_model(model)
@@ -267,8 +223,7 @@ def _convert(proto_node, values: dict, opset: int, base_dir: str | None) -> None
             f"{proto_node.op_type} node {proto_node.name!r} reads {missing}, which no earlier "
             f"node, input or initializer defines (the graph must be in topological order)"
         )
-    where = f"{proto_node.op_type} node {proto_node.name!r}" if proto_node.name else (
-        f"{proto_node.op_type} node")  # fmt: skip
+    where = where_of(proto_node.op_type, proto_node.name)
     node = Node(
         proto_node.op_type, proto_node.name, [values[n] if n else None for n in names], names,
         _attributes(proto_node, base_dir, where), opset, len(proto_node.output),

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ... import limits
-from ...errors import ModelImportError, NeedsConstantError
+from ...errors import ModelImportError, NeedsConstantError, shown
 from ...ir.builder import const
 from ...ir.nodes import Expr, Var
 from ...ir.traversal import post_order
@@ -35,7 +35,7 @@ class Node:
 
     @property
     def where(self) -> str:
-        return f"{self.op_type} node {self.name!r}" if self.name else f"{self.op_type} node"
+        return where_of(self.op_type, self.name)
 
     def fail(self, message: str) -> ModelImportError:
         return ModelImportError(f"{self.where}: {message}")
@@ -97,6 +97,11 @@ class Node:
         value = self.attrs.get(attribute, allowed)
         if value != allowed:
             raise self.fail(f"{attribute}={value!r} is not supported (only {allowed!r})")
+
+
+def where_of(op_type: str, name: str) -> str:
+    """How errors name a node: ``Conv node 'conv1'``, or ``Conv node`` without a name."""
+    return f"{op_type} node {shown(name)}" if name else f"{op_type} node"
 
 
 def as_expr(value: Value) -> Expr:
