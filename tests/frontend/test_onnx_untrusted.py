@@ -129,7 +129,7 @@ INVALID = {
     "Pad axes=[7] on 2-D": (
         model([helper.make_node("Pad", ["x", "p", "", "a"], ["y"])], [x_input([2, 3])],
               [ints("p", [1, 1]), ints("a", [7])]),
-        "Pad node: axes holds 7 is out of range for a 2-D input"),
+        "Pad node: axes entry 7 is out of range for a 2-D input"),
     "Slice bounds as floats": (
         model([helper.make_node("Slice", ["x", "b", "e"], ["y"])], [x_input([4])],
               [floats("b", [0.5]), floats("e", [np.inf])]),
@@ -150,7 +150,7 @@ INVALID = {
         "MaxPool node: kernel_shape is required"),
     "ReduceMax of a 0-D input over axis 0": (
         model([helper.make_node("ReduceMax", ["x"], ["y"], axes=[0])], [x_input([])], opset=13),
-        "ReduceMax node: axes holds 0 is out of range for a 0-D input"),
+        "ReduceMax node: axes entry 0 is out of range for a 0-D input"),
     "ArgMax of a 0-D input, last index": (
         model([helper.make_node("ArgMax", ["x"], ["y"], select_last_index=1)], [x_input([])]),
         "ArgMax node: axis 0 is out of range for a 0-D input"),

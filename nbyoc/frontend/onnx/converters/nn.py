@@ -252,7 +252,7 @@ def _resize(node: Node, x, scales, sizes, coordinates, nearest="round_prefer_flo
     rank = x.type.ndim
     axes = node.attr("axes")
     if axes is not None:
-        axes = [node.axis(a, rank, "axes holds") for a in axes]
+        axes = [node.axis(a, rank, "axes entry") for a in axes]
     if policy != "stretch" and sizes is not None:
         # One scale for the listed axes (the smallest or largest asked for), the sizes
         # it gives rounded half up, as ONNX's reference does.

@@ -46,7 +46,7 @@ def _reduce(node: Node, nbyoc_op: str, x, axes_from_input: bool):
         return call_op("identity", x)
     keepdims = bool(node.attr("keepdims", 1))
     rank = x.type.ndim
-    reduced = {node.axis(a, rank, "axes holds") for a in axes} if axes else set(range(rank))
+    reduced = {node.axis(a, rank, "axes entry") for a in axes} if axes else set(range(rank))
     if nbyoc_op in EMPTY and any(x.type.shape[a] == 0 for a in reduced):
         # ONNX defines the max and min of nothing (NumPy refuses): -inf and inf, or the
         # integer dtype's extremes, False and True for bools.

@@ -126,7 +126,7 @@ def _pad(node: Node, x, pads, value, axes=None):
             raise node.fail(f"pads holds {len(pads)} values for {k} axes (2 per axis)")
         full = [0] * (2 * rank)
         for i, axis in enumerate(axes):
-            axis = node.axis(axis, rank, "axes holds")
+            axis = node.axis(axis, rank, "axes entry")
             full[axis], full[rank + axis] = pads[i], pads[k + i]
         pads = full
     return call_op("pad", x, pads=tuple(pads), mode=mode, value=float(value))
