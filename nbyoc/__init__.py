@@ -13,7 +13,7 @@ Build a typed tensor graph, compile it, call it with NumPy arrays:
 This module only re-exports the public API.
 """
 
-from . import cache, codegen, dask, errors, ir, runtime, transform
+from . import cache, codegen, dask, errors, ir, limits, runtime, transform
 from ._version import __version__
 from .codegen import csource as _csource_backend  # noqa: F401 - registers the backend
 from .codegen import examplejson as _examplejson_backend  # noqa: F401 - registers the backend
@@ -53,6 +53,7 @@ __all__ = [
     "jit",
     "function",
     "ir",
+    "limits",
     "load",
     "load_module",
     "parse",

@@ -14,6 +14,40 @@ True
 
 from __future__ import annotations
 
+import reprlib
+
+
+class _Short(reprlib.Repr):
+    """Quotes a value read from input, which may be huge (a 60 MB token, an integer of
+    5,000 digits, which ``repr`` refuses to write), in at most a few hundred characters."""
+
+    def __init__(self):
+        super().__init__()
+        self.maxstring, self.maxlong, self.maxother = 80, 60, 200
+        self.maxlist = self.maxtuple = self.maxdict = self.maxset = 10
+        self.maxlevel = 4
+
+    def repr_int(self, x, level):
+        if x.bit_length() > 200:
+            return f"<an integer of about {int(x.bit_length() * 0.30103) + 1} digits>"
+        return super().repr_int(x, level)
+
+
+_SHORT = _Short()
+
+
+def shown(value) -> str:
+    """``repr(value)``, cut short if it is long: how a message quotes input.
+
+    >>> shown("x" * 1000), len(shown("x" * 1000))
+    ("'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'", 80)
+    >>> shown(10**5000)
+    '<an integer of about 5001 digits>'
+    >>> shown([1, 2]), shown("float32")
+    ('[1, 2]', "'float32'")
+    """
+    return _SHORT.repr(value)
+
 
 class NbyocError(Exception):
     """Base class of every error nbyoc raises on purpose."""
@@ -58,6 +92,21 @@ class ParseError(NbyocError, ValueError):
 
 class LoadError(NbyocError, ValueError):
     """A serialised graph or module is malformed, truncated or of a newer format."""
+
+
+class LimitError(NbyocError, ValueError):
+    """An input asks for more than a limit of ``nbyoc.limits`` allows (a folded constant,
+    an archive member, a nesting depth). ``limit`` names the limit, ``value`` is what the
+    input asked for and ``maximum`` the limit's value; the message says how to raise it.
+    A ``ValueError``, as Python's own limit on integer digits is."""
+
+    def __init__(self, message: str, limit: str = "", value: int = 0, maximum: int = 0):
+        super().__init__(message)
+        self.limit, self.value, self.maximum = limit, value, maximum
+
+    def within(self, where: str) -> LimitError:
+        """The same refusal, its message prefixed by ``where`` (the node or file at fault)."""
+        return LimitError(f"{where}: {self}", self.limit, self.value, self.maximum)
 
 
 # --- registries ---------------------------------------------------------------

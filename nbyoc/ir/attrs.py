@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import NbyocError, NbyocTypeError
+from ..errors import NbyocError, NbyocTypeError, shown
 
 #: A string attribute's value must be a word, so every format can write it as one token.
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}\Z")
@@ -88,19 +88,19 @@ def _float_token(value: float) -> str:
 def _parse_float(token: str) -> float:
     # float() also reads "1_0" and " 1"; the formats only ever write repr() or nan/inf.
     if not re.fullmatch(r"[-+]?(\d+\.?\d*([eE][-+]?\d+)?|\.\d+([eE][-+]?\d+)?|inf|nan)", token):
-        raise ValueError(f"{token!r} is not a number")
+        raise ValueError(f"{shown(token)} is not a number")
     return float(token)
 
 
 def _parse_int(token: str) -> int:
     if not re.fullmatch(r"-?\d{1,20}", token):
-        raise ValueError(f"{token!r} is not an integer")
+        raise ValueError(f"{shown(token)} is not an integer")
     return int(token)
 
 
 def _parse_bool(token: str) -> bool:
     if token not in ("0", "1"):
-        raise ValueError(f"{token!r} is not 0 or 1")
+        raise ValueError(f"{shown(token)} is not 0 or 1")
     return token == "1"
 
 
@@ -153,15 +153,15 @@ class Attr:
         kind = KINDS[self.kind]
         try:
             value = kind.normalise(value)
-        except (TypeError, ValueError, NbyocError):
+        except (TypeError, ValueError, OverflowError, NbyocError):  # 10**400 is no float
             hint = " or None" if self.optional else ""
             raise NbyocTypeError(
-                f"{op}: attribute {name} must be {kind.meaning}{hint}, got {value!r}"
+                f"{op}: attribute {name} must be {kind.meaning}{hint}, got {shown(value)}"
             ) from None
         if self.choices is not None and value not in self.choices:
             raise NbyocTypeError(
                 f"{op}: attribute {name} must be one of "
-                f"{', '.join(map(repr, self.choices))}, got {value!r}"
+                f"{', '.join(map(repr, self.choices))}, got {shown(value)}"
             )
         return value
 

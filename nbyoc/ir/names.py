@@ -22,7 +22,7 @@ from __future__ import annotations
 import keyword
 import re
 
-from ..errors import IRError
+from ..errors import IRError, shown
 
 #: ASCII identifiers: what C and Python both accept as a name.
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -58,7 +58,7 @@ def check_identifier(name, what: str = "name") -> str:
     names in a module: an external function's name is also its global symbol)."""
     if not isinstance(name, str) or not IDENTIFIER.match(name) or len(name) > MAX_SYMBOL:
         raise IRError(
-            f"{what} {name!r} is not an identifier (ASCII letters, digits and '_', not "
+            f"{what} {shown(name)} is not an identifier (ASCII letters, digits and '_', not "
             f"starting with a digit, at most {MAX_SYMBOL} characters)"
         )
     return name
@@ -72,12 +72,12 @@ def check_symbol(name, what: str = "symbol") -> str:
     check_identifier(name, what)
     if name in _C_KEYWORDS or keyword.iskeyword(name) or name in _RESERVED_NAMES:
         raise IRError(
-            f"{what} {name!r} is a C or Python keyword or a type the generated "
+            f"{what} {shown(name)} is a C or Python keyword or a type the generated "
             f"code defines; choose another name"
         )
     if name.startswith(_RESERVED_PREFIXES) or _RESERVED_C_PREFIX.match(name):
         raise IRError(
-            f"{what} {name!r} takes a prefix reserved for generated code "
+            f"{what} {shown(name)} takes a prefix reserved for generated code "
             f"({', '.join(_RESERVED_PREFIXES)} or '_' and a capital); choose another name"
         )
     return name
@@ -88,7 +88,8 @@ def check_var_name(name) -> str:
     ``.``, ``:``, ``/`` or ``-``."""
     if not isinstance(name, str) or not VAR_NAME.match(name):
         raise IRError(
-            f"a variable name is 1 to 256 letters, digits, '_', '.', ':', '/' or '-', got {name!r}"
+            f"a variable name is 1 to 256 letters, digits, '_', '.', ':', '/' or '-', "
+            f"got {shown(name)}"
         )
     return name
 
@@ -99,6 +100,6 @@ def check_backend_name(name) -> str:
     if not isinstance(name, str) or not BACKEND_NAME.match(name):
         raise IRError(
             f"a backend name is 1 to 64 ASCII letters, digits, '_', '.' or '-' (starting "
-            f"with a letter, digit or '_'), got {name!r}"
+            f"with a letter, digit or '_'), got {shown(name)}"
         )
     return name

@@ -22,14 +22,15 @@ nbyoc.errors.ParseError: line 1, column 38: %y is not defined; ...
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import re
+import sys
 from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import NbyocError, ParseError
+from .. import limits
+from ..errors import LimitError, NbyocError, ParseError, shown
 from .dtypes import dtype_info
 from .nodes import Call, Constant, Function, GlobalVar, IRModule, Tuple, TupleGetItem, Var
 from .types import FuncType, TensorType, TupleType
@@ -94,6 +95,8 @@ class _Parser:
         self.text = text
         self.tokens = tokenize(text)
         self.pos = 0
+        self.depth = 0  # brackets open around what is being parsed
+        self.max_depth = limits.get("nesting")
 
     # -- token helpers --------------------------------------------------------
 
@@ -115,13 +118,13 @@ class _Parser:
     def expect(self, text: str, what: str | None = None) -> Token:
         tok = self.peek()
         if tok.text != text or tok.kind not in ("punct", "name"):
-            self.fail(f"expected {what or repr(text)}, found {tok.text!r}", tok)
+            self.fail(f"expected {what or repr(text)}, found {shown(tok.text)}", tok)
         return self.next()
 
     def expect_kind(self, kind: str, what: str) -> Token:
         tok = self.peek()
         if tok.kind != kind:
-            self.fail(f"expected {what}, found {tok.text!r}", tok)
+            self.fail(f"expected {what}, found {shown(tok.text)}", tok)
         return self.next()
 
     def fail(self, message: str, tok: Token):
@@ -135,15 +138,30 @@ class _Parser:
             if e.line is not None:
                 raise
             raise ParseError(str(e), *line_and_column(self.text, tok.offset)) from None
+        except LimitError as e:
+            line, column = line_and_column(self.text, tok.offset)
+            raise e.within(f"line {line}, column {column}") from None
         except NbyocError as e:
             raise ParseError(str(e), *line_and_column(self.text, tok.offset)) from e
+
+    def nested(self, tok: Token, parse, *args):
+        """``parse(*args)`` inside the bracket at ``tok``: refused (``LimitError``) deeper
+        than the limit ``nesting``, before the parser recurses that deep."""
+        self.depth += 1
+        try:
+            if self.depth > self.max_depth:
+                line, column = line_and_column(self.text, tok.offset)
+                limits.check("nesting", self.depth, f"line {line}, column {column}: brackets")
+            return parse(*args)
+        finally:
+            self.depth -= 1
 
     def comma_list(self, close: str, item) -> list:
         items = []
         while not self.accept(close):
             items.append(item())
             if not self.accept(","):
-                self.expect(close, f"',' or {close!r}")
+                self.expect(close, f"',' or {shown(close)}")
                 break
         return items
 
@@ -158,7 +176,7 @@ class _Parser:
             return func
         if tok.text == "def":
             return self.module()
-        self.fail(f"expected 'fn' or 'def' to start, found {tok.text!r}", tok)
+        self.fail(f"expected 'fn' or 'def' to start, found {shown(tok.text)}", tok)
 
     def module(self) -> IRModule:
         # First pass: signatures only, so calls may refer to functions defined later.
@@ -256,13 +274,22 @@ class _Parser:
             self.expect("]")
             return self.build(tok, TensorType, dims, dtype)
         if self.accept("("):
-            return TupleType(self.comma_list(")", self.type))
-        self.fail(f"expected a type like Tensor[(10, 10), float32], found {tok.text!r}", tok)
+            return self.build(tok, TupleType, self.nested(tok, self.comma_list, ")", self.type))
+        self.fail(f"expected a type like Tensor[(10, 10), float32], found {shown(tok.text)}", tok)
 
     def integer(self, what: str) -> int:
         tok = self.expect_kind("number", what)
         if not re.fullmatch(r"[-+]?\d+", tok.text):
-            self.fail(f"expected {what} (an integer), found {tok.text!r}", tok)
+            self.fail(f"expected {what} (an integer), found {shown(tok.text)}", tok)
+        return self.int_value(tok)
+
+    def int_value(self, tok: Token) -> int:
+        """The integer ``tok`` spells; one longer than Python converts is a ParseError."""
+        most = getattr(sys, "get_int_max_str_digits", lambda: 0)()  # Python >= 3.10.7
+        digits = len(tok.text.lstrip("+-"))
+        if digits > most > 0:
+            self.fail(f"an integer of {digits} digits is longer than Python converts "
+                      f"(sys.get_int_max_str_digits() = {most})", tok)  # fmt: skip
         return int(tok.text)
 
     # -- expressions ----------------------------------------------------------
@@ -284,7 +311,7 @@ class _Parser:
                     f"{tok.text} is not a function of this module (use 'def' to define it)", tok
                 )
             self.expect("(")
-            args = self.comma_list(")", lambda: self.expr(scope, globals_))
+            args = self.nested(tok, self.comma_list, ")", lambda: self.expr(scope, globals_))
             return self.build(tok, Call, globals_[tok.text[1:]], args)
         if tok.text == "const" and tok.kind == "name":
             self.next()
@@ -303,12 +330,14 @@ class _Parser:
                 else:
                     args.append(self.expr(scope, globals_))
 
-            self.comma_list(")", argument)
+            self.nested(tok, self.comma_list, ")", argument)
             return self.build(tok, Call, tok.text, args, attrs)
         if self.accept("("):
-            return self.build(tok, Tuple, self.comma_list(")", lambda: self.expr(scope, globals_)))
+            fields = self.nested(tok, self.comma_list, ")", lambda: self.expr(scope, globals_))
+            return self.build(tok, Tuple, fields)
         self.fail(
-            f"expected an expression (%name, op(...), const(...), (...)), found {tok.text!r}", tok
+            f"expected an expression (%name, op(...), const(...), (...)), found {shown(tok.text)}",
+            tok,
         )
 
     def keyword(self):
@@ -320,10 +349,14 @@ class _Parser:
         tok = self.peek()
         if tok.kind == "string":
             self.next()
-            return json.loads(tok.text)
+            try:
+                return json.loads(tok.text)  # the printer writes strings as JSON does
+            except ValueError as e:
+                self.fail(f"bad string {tok.text}: {getattr(e, 'msg', e)}", tok)
         if tok.text in ("[", "(") and tok.kind == "punct":
             self.next()
-            return tuple(self.comma_list("]" if tok.text == "[" else ")", self.attr_value))
+            close = "]" if tok.text == "[" else ")"
+            return tuple(self.nested(tok, self.comma_list, close, self.attr_value))
         if tok.kind == "name" and tok.text in ("True", "False", "None"):
             self.next()
             return {"True": True, "False": False, "None": None}[tok.text]
@@ -339,9 +372,10 @@ class _Parser:
         if tok.kind == "name" and tok.text in ("nan", "inf"):
             value = float(tok.text)
         elif tok.kind == "number":
-            value = int(tok.text) if re.fullmatch(r"[-+]?\d+", tok.text) else float(tok.text)
+            integer = re.fullmatch(r"[-+]?\d+", tok.text)
+            value = self.int_value(tok) if integer else float(tok.text)
         else:
-            self.fail(f"expected a number, found {tok.text!r}", tok)
+            self.fail(f"expected a number, found {shown(tok.text)}", tok)
         return -value if negative else value
 
     def constant(self, tok: Token) -> Constant:
@@ -359,8 +393,9 @@ class _Parser:
         return self.build(literal_tok, _literal_constant, literal, dtype)
 
     def literal(self):
+        tok = self.peek()
         if self.accept("["):
-            return self.comma_list("]", self.literal)
+            return self.nested(tok, self.comma_list, "]", self.literal)
         return self.number()
 
 
@@ -375,7 +410,7 @@ def _flatten(values):
 def _literal_constant(values, dtype: str) -> Constant:
     t = TensorType((), dtype)  # validates the dtype
     if dtype_info(t.dtype).is_integer and any(isinstance(v, float) for v in _flatten(values)):
-        raise ParseError(f"an {dtype} constant cannot hold the non-integer values {values!r}")
+        raise ParseError(f"an {dtype} constant cannot hold the non-integer values {shown(values)}")
     try:
         return Constant(np.asarray(values, dtype=dtype))
     except (ValueError, OverflowError, TypeError) as e:
@@ -388,7 +423,7 @@ def _decode_constant(fields: dict) -> Constant:
     t = TensorType(fields["shape"], fields["dtype"])
     try:
         raw = base64.b64decode(fields["base64"], validate=True)
-    except (binascii.Error, TypeError) as e:
+    except (ValueError, TypeError) as e:  # binascii.Error, non-ASCII text, not a string
         raise ParseError(f"bad base64 data in constant: {e}") from None
     if len(raw) != t.size * t.itemsize:
         raise ParseError(

@@ -21,12 +21,12 @@ True
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 
 import numpy as np
 
-from ..errors import LoadError, NbyocError
+from .. import limits
+from ..errors import LimitError, LoadError, NbyocError, shown
 from .nodes import Call, Constant, Expr, Function, GlobalVar, IRModule, Tuple, TupleGetItem, Var
 from .op import get_op
 from .traversal import post_order
@@ -57,16 +57,22 @@ def from_json(text: str | bytes, constants: list | None = None) -> Function | IR
     """
     from .verify import verify
 
+    limits.check_json_nesting(text, "the JSON document")
     try:
         doc = json.loads(text)
     except (ValueError, TypeError, RecursionError) as e:
         raise LoadError(f"not valid JSON: {e}") from None
     try:
         return verify(_Reader(doc, constants).read())
-    except LoadError:
+    except (LoadError, LimitError):
         raise
     except NbyocError as e:
         raise LoadError(f"the graph in this JSON is invalid: {e}") from e
+    except RecursionError:  # only with the nesting limit raised past what Python allows
+        raise LoadError(
+            "the JSON nests deeper than Python's recursion limit allows; lower the limit "
+            "nbyoc.limits 'nesting'"
+        ) from None
 
 
 class _Writer:
@@ -147,16 +153,17 @@ class _Reader:
         if key not in obj:
             if optional:
                 return None
-            self.fail(f"missing field {key!r}")
+            self.fail(f"missing field {shown(key)}")
         value = obj[key]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            self.fail(f"field {key!r} should be {getattr(kind, '__name__', kind)}, got {value!r}")
+            expected = getattr(kind, "__name__", kind)
+            self.fail(f"field {shown(key)} should be {expected}, got {shown(value)}")
         return value
 
     def read(self):
         doc = self.doc
         if self.field(doc, "format", str) != FORMAT:
-            self.fail(f"not an nbyoc IR document (format {doc['format']!r})")
+            self.fail(f"not an nbyoc IR document (format {shown(doc['format'])})")
         version = self.field(doc, "version", int)
         if version > VERSION:
             self.fail(
@@ -173,7 +180,7 @@ class _Reader:
                 self.fail("a function document holds exactly one function")
             return self.function(funcs[0], {})
         if kind != "module":
-            self.fail(f"kind must be 'function' or 'module', got {kind!r}")
+            self.fail(f"kind must be 'function' or 'module', got {shown(kind)}")
         return self.module(funcs)
 
     def module(self, funcs: list) -> IRModule:
@@ -183,10 +190,12 @@ class _Reader:
             self.where = f"functions[{i}]"
             name = self.field(f, "name", str)
             if name in signatures:
-                self.fail(f"function {name!r} is stored twice")
+                self.fail(f"function {shown(name)} is stored twice")
             params = [self.tensor_type(p) for p in self.field(f, "params", list)]
             try:
                 signatures[name] = GlobalVar(name, FuncType(params, self.type(f.get("ret"))))
+            except LimitError:  # a stored type too deep: the message says where
+                raise
             except NbyocError as e:
                 self.fail(str(e))
         functions = {}
@@ -205,6 +214,8 @@ class _Reader:
             self.where = f"{where}.nodes[{j}]"
             try:
                 values.append(self.node(node, values, globals_))
+            except LimitError as e:
+                raise e.within(self.where) from None
             except LoadError:
                 raise
             except NbyocError as e:
@@ -225,7 +236,7 @@ class _Reader:
             callee = self.field(node, "function", str, optional=True)
             if callee is not None:
                 if callee not in globals_:
-                    self.fail(f"calls unknown function {callee!r}")
+                    self.fail(f"calls unknown function {shown(callee)}")
                 return Call(globals_[callee], args)
             op = get_op(self.field(node, "op", str))
             return Call(op, args, self.attrs(op, self.field(node, "attrs", dict)))
@@ -240,11 +251,11 @@ class _Reader:
             return TupleGetItem(
                 self.ref(self.field(node, "value", int), values), self.field(node, "index", int)
             )
-        self.fail(f"unknown node kind {kind!r}")
+        self.fail(f"unknown node kind {shown(kind)}")
 
     def ref(self, index, values: list) -> Expr:
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(values):
-            self.fail(f"operand {index!r} does not refer to an earlier value")
+            self.fail(f"operand {shown(index)} does not refer to an earlier value")
         return values[index]
 
     @staticmethod
@@ -253,9 +264,12 @@ class _Reader:
         specs = op.attrs
         return {k: specs[k].from_json(op.name, k, v) if k in specs else v for k, v in attrs.items()}
 
-    def type(self, obj):
+    def type(self, obj, depth: int = 1):
         if isinstance(obj, dict) and "fields" in obj:
-            return TupleType([self.type(f) for f in self.field(obj, "fields", list)])
+            # Checked on the way down: a type too deep to build is refused before the
+            # reader itself recurses that deep.
+            limits.check("nesting", depth, f"{self.where}: a stored tuple type")
+            return TupleType([self.type(f, depth + 1) for f in self.field(obj, "fields", list)])
         return self.tensor_type(obj)
 
     def tensor_type(self, obj) -> TensorType:
@@ -279,7 +293,7 @@ class _Reader:
             return Constant(data)
         try:
             raw = base64.b64decode(self.field(entry, "base64", str), validate=True)
-        except binascii.Error as e:
+        except ValueError as e:  # binascii.Error, or non-ASCII text
             self.fail(f"bad base64 data: {e}")
         if len(raw) != t.size * t.itemsize:
             self.fail(f"holds {len(raw)} bytes, {t!r} needs {t.size * t.itemsize}")

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from .. import limits
 from ..errors import NbyocTypeError
 from .dtypes import dtype_info, normalize_dtype
 
@@ -104,12 +105,19 @@ class TupleType(Type):
     """The type of a tuple value: one type per field."""
 
     fields: tuple[Type, ...]
+    #: How deeply tuples nest in this type (1: fields are tensors). Bounded by the limit
+    #: ``nesting``, so that printing, serialising and compiling, which recurse per
+    #: level, never exhaust Python's recursion limit.
+    depth: int = field(default=1, compare=False, repr=False)
 
     def __init__(self, fields):
         fields = tuple(fields)
         if not all(isinstance(f, Type) for f in fields):
             raise NbyocTypeError(f"tuple fields must be types, got {fields!r}")
+        depth = 1 + max((f.depth for f in fields if isinstance(f, TupleType)), default=0)
+        limits.check("nesting", depth, "a tuple type")
         object.__setattr__(self, "fields", fields)
+        object.__setattr__(self, "depth", depth)
 
     def __repr__(self) -> str:
         inner = ", ".join(map(repr, self.fields))

@@ -18,20 +18,31 @@ any archive); the built-in loaders regenerate code from the stored graph
 pickle, no stored source, no module named by the file is imported. Any problem raises
 ``LoadError``: a newer format, a truncated or corrupted file, an unknown
 ``type_key`` (the message lists the registered loaders).
+
+Nothing is decompressed before its size is checked against the limits (``nbyoc.limits``):
+each member against ``member_bytes``, and everything read together against
+``compression_ratio`` times the archive's size (the first ``RATIO_EXEMPT`` bytes are
+exempt). Members are read only as far as they claim to reach, with the methods
+nbyoc writes (stored, deflate: bzip2 and LZMA can inflate without bound or ask for
+large dictionaries), so a member that lies about its size is cut off and fails its
+CRC check; a ``.npy`` constant's header must describe exactly the bytes that follow it.
+A refusal by a limit raises ``LimitError``.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import re
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from .. import limits
 from .._version import __version__
-from ..errors import LoadError, NbyocError
+from ..errors import LimitError, LoadError, NbyocError, shown
 from ..ir.names import BACKEND_NAME
 from ..ir.nodes import IRModule
 from ..ir.serialize import from_json, to_json
@@ -41,8 +52,14 @@ FORMAT = "nbyoc-archive"
 VERSION = 1
 #: A class written as ``module:qualname`` (shown in errors, never imported).
 WRITER = re.compile(r"[A-Za-z_][\w.]{0,199}:[A-Za-z_][\w.]{0,199}\Z", re.ASCII)
-#: Refuse members larger than this (a corrupted size field must not exhaust memory).
-MAX_MEMBER_BYTES = 1 << 34
+#: Archives that inflate to at most this many bytes in all are exempt from the limit
+#: ``compression_ratio`` (a small graph's JSON may compress well; its size is harmless).
+RATIO_EXEMPT = 16 << 20
+#: The compression methods nbyoc writes, and so reads.
+METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
+#: The .npy format versions np.save writes for nbyoc's dtypes.
+NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0,
+               (2, 0): np.lib.format.read_array_header_2_0}  # fmt: skip
 
 
 def save_executable(executable, path) -> None:
@@ -97,15 +114,18 @@ def load_executable(path):
         raise LoadError(f"cannot read {path}: {e}") from None
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            manifest = _manifest(archive)
-            constants = [_array(archive, name) for name in manifest["constants"]]
-            module = from_json(_member(archive, "module.json"), constants=constants)
+            members = Members(archive, len(data))
+            manifest = _manifest(members)
+            constants = [_array(members, name) for name in manifest["constants"]]
+            module = from_json(members.read("module.json"), constants=constants)
             if not isinstance(module, IRModule):
                 raise LoadError("module.json does not hold a module")
             runtime = {}
             for entry in manifest["runtime_modules"]:
                 loader = _loader(entry)
-                runtime[entry["symbol"]] = loader(_member(archive, entry["file"]))
+                runtime[entry["symbol"]] = loader(members.read(entry["file"]))
+    except LimitError as e:
+        raise e.within(str(path)) from None
     except LoadError:
         raise
     except NbyocError as e:
@@ -148,28 +168,68 @@ def _loader(entry: dict):
         raise
 
 
-def _member(archive: zipfile.ZipFile, name: str) -> bytes:
-    if not isinstance(name, str):
-        raise LoadError(f"member name {name!r} is not a string")
-    try:
-        info = archive.getinfo(name)
-    except KeyError:
-        raise LoadError(f"the archive has no {name!r}") from None
-    if info.file_size > MAX_MEMBER_BYTES:
-        raise LoadError(f"{name!r} claims {info.file_size} bytes, more than nbyoc will read")
-    return archive.read(info)
+class Members:
+    """Reads an archive's members within the limits (see the module docstring).
+
+    >>> buffer = io.BytesIO()
+    >>> with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+    ...     z.writestr("zeros", bytes(100_000))
+    >>> archive = zipfile.ZipFile(buffer)
+    >>> len(Members(archive, len(buffer.getvalue())).read("zeros"))
+    100000
+    >>> with limits.override(member_bytes=1000):
+    ...     Members(archive, len(buffer.getvalue())).read("zeros")
+    Traceback (most recent call last):
+        ...
+    nbyoc.errors.LimitError: member 'zeros': 100,000 bytes, more than the limit member_bytes = ...
+    """
+
+    def __init__(self, archive: zipfile.ZipFile, size: int):
+        self.archive, self.size = archive, size
+        self.inflated = 0  # bytes read so far, from every member
+
+    def read(self, name: str) -> bytes:
+        """The bytes of member ``name``, checked before they are decompressed."""
+        if not isinstance(name, str):
+            raise LoadError(f"member name {shown(name)} is not a string")
+        try:
+            info = self.archive.getinfo(name)
+        except KeyError:
+            raise LoadError(f"the archive has no {shown(name)}") from None
+        if info.compress_type not in METHODS:
+            raise LoadError(
+                f"{shown(name)} is compressed with method {info.compress_type}; nbyoc archives "
+                f"use {' or '.join(METHODS.values())}"
+            )
+        declared = info.file_size
+        what = f"member {shown(name)}"
+        limits.check("member_bytes", declared, what)
+        total = self.inflated + declared
+        if total > RATIO_EXEMPT:
+            ratio = math.ceil(total / max(self.size, 1))
+            limits.check("compression_ratio", ratio, f"{what}: the {self.size:,}-byte archive")
+        # zipfile inflates only up to the size the member claims, then checks the CRC at
+        # its end: reading one byte more reaches that end.
+        with self.archive.open(info) as stream:
+            data = stream.read(declared)
+            if stream.read(1) or len(data) != declared:
+                raise LoadError(f"{shown(name)} does not hold the {declared:,} bytes it claims")
+        self.inflated = total
+        return data
 
 
-def _manifest(archive: zipfile.ZipFile) -> dict:
+def _manifest(members: Members) -> dict:
+    text = members.read("manifest.json")
+    limits.check_json_nesting(text, "manifest.json")
     try:
-        manifest = json.loads(_member(archive, "manifest.json"))
-    except ValueError as e:
+        manifest = json.loads(text)
+    except (ValueError, RecursionError) as e:
         raise LoadError(f"manifest.json is not valid JSON: {e}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise LoadError("not an nbyoc archive (manifest format tag missing)")
     version = manifest.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise LoadError(f"bad archive version {version!r}")
+        raise LoadError(f"bad archive version {shown(version)}")
     if version > VERSION:
         raise LoadError(
             f"this archive has format version {version} (written by nbyoc "
@@ -184,20 +244,41 @@ def _manifest(archive: zipfile.ZipFile) -> dict:
         if not isinstance(entry, dict) or not all(
             isinstance(entry.get(k), str) for k in ("symbol", "type_key", "file")
         ):
-            raise LoadError(f"bad runtime module entry in manifest.json: {entry!r}")
+            raise LoadError(f"bad runtime module entry in manifest.json: {shown(entry)}")
     backend = manifest.get("backend")
     names = [backend] if isinstance(backend, str) else backend
     if not isinstance(names, list) or not all(
         isinstance(n, str) and BACKEND_NAME.match(n) for n in names
     ):
-        raise LoadError(f"manifest.json: bad backend {backend!r}")
+        raise LoadError(f"manifest.json: bad backend {shown(backend)}")
     return manifest
 
 
-def _array(archive: zipfile.ZipFile, name: str) -> np.ndarray:
+def _array(members: Members, name: str) -> np.ndarray:
+    """A ``.npy`` member, its header checked against the bytes that follow it before any
+    array is made (``np.load`` would allocate the shape the header claims first)."""
+    raw = members.read(name)
+    stream = io.BytesIO(raw)
     try:
-        return np.load(io.BytesIO(_member(archive, name)), allow_pickle=False)
+        version = np.lib.format.read_magic(stream)
+        if version not in NPY_HEADERS:
+            raise LoadError(
+                f"{shown(name)} is a .npy file of version {version}, not written by nbyoc"
+            )
+        shape, fortran, dtype = NPY_HEADERS[version](stream)
     except LoadError:
         raise
-    except Exception as e:  # np.load raises many kinds on corrupted data
-        raise LoadError(f"{name!r} is not a valid .npy array: {e}") from None
+    except Exception as e:  # numpy raises ValueError, SyntaxError, ... on a corrupted header
+        raise LoadError(
+            f"{shown(name)} is not a valid .npy array: {type(e).__name__}: {e}"
+        ) from None
+    if dtype.hasobject or dtype.itemsize == 0:
+        raise LoadError(f"{shown(name)} holds {dtype} elements, which no nbyoc constant has")
+    offset, count = stream.tell(), math.prod(shape)
+    if len(raw) - offset != count * dtype.itemsize:
+        raise LoadError(
+            f"{shown(name)} claims shape {shape} of {dtype} ({count * dtype.itemsize:,} bytes) but "
+            f"holds {len(raw) - offset:,} bytes"
+        )
+    array = np.frombuffer(raw, dtype, count, offset)
+    return array.reshape(shape, order="F" if fortran else "C")

@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DuplicateRegistrationError, LoadError, NbyocError
+from .. import limits
+from ..errors import DuplicateRegistrationError, LimitError, LoadError, NbyocError, shown
 from ..ir.nodes import Function
 from ..ir.types import tensor_types
 from .arguments import (
@@ -161,7 +162,7 @@ def get_loader(type_key: str) -> Callable[[bytes], Module]:
     if loader is None:
         known = ", ".join(sorted({*_LOADERS, *BUILTIN_LOADERS, *_entry_points()})) or "none"
         raise LoadError(
-            f"no loader for module type {type_key!r}; loadable here: {known}. A backend's "
+            f"no loader for module type {shown(type_key)}; loadable here: {known}. A backend's "
             f"loader is registered by importing its module (@nbyoc.register_loader) or "
             f"through an {ENTRY_POINT_GROUP!r} entry point of the package that provides it"
         )
@@ -228,6 +229,8 @@ def load_module(path, type_key: str) -> Module:
     loader = get_loader(type_key)
     try:
         module = loader(data)
+    except LimitError as e:
+        raise e.within(str(path)) from None
     except LoadError:
         raise
     except NbyocError as e:  # e.g. a ParseError naming the line of an ExampleJSON file
@@ -252,6 +255,7 @@ def load_function(type_key: str, version: int, data: bytes) -> tuple[Function, d
     from ..ir.serialize import from_json
 
     what = f"a saved {type_key} module"
+    limits.check_json_nesting(data, what)
     try:
         doc = json.loads(data)
     except (ValueError, TypeError, RecursionError) as e:
@@ -260,7 +264,9 @@ def load_function(type_key: str, version: int, data: bytes) -> tuple[Function, d
         raise LoadError(f"not {what} (format tag missing)")
     saved = doc.get("version")
     if not isinstance(saved, int) or isinstance(saved, bool) or not 1 <= saved <= version:
-        raise LoadError(f"{what} of version {saved!r} is not readable here (this reads {version})")
+        raise LoadError(
+            f"{what} of version {shown(saved)} is not readable here (this reads {version})"
+        )
     if not isinstance(doc.get("options"), dict):
         raise LoadError(f"{what}: 'options' must be an object")
     func = from_json(json.dumps(doc.get("function")))

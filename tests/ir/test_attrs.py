@@ -155,3 +155,9 @@ def test_json_refuses_a_malformed_float(attrs_op):
     assert '"inf"' in text  # portable JSON: no bare Infinity
     with pytest.raises(nbyoc.errors.LoadError, match="alpha must be a number"):
         nbyoc.from_json(text.replace('"inf"', '"lots"'))
+
+
+def test_an_integer_too_large_for_a_float_attribute_is_a_type_error():
+    # issue 35: 10**400 raised OverflowError through from_json and load_module.
+    with pytest.raises(NbyocTypeError, match="attribute alpha must be a number"):
+        Attr("float", 0.0).normalise("leaky_relu", "alpha", 10**400)

@@ -345,7 +345,7 @@ def test_resize_refuses_what_it_cannot_mean():
     x = nbyoc.var("x", (1, 1, 2, 2))
     with pytest.raises(NbyocTypeError, match="give sizes or scales"):
         nbyoc.resize(x)
-    with pytest.raises(NbyocTypeError, match="scales needs 4 positive values"):
+    with pytest.raises(NbyocTypeError, match="scales needs 4 positive, finite values"):
         nbyoc.resize(x, scales=(2, 2))
     with pytest.raises(NbyocTypeError, match="linear mode takes float tensors"):
         nbyoc.resize(nbyoc.var("i", (1, 1, 2, 2), "int32"), scales=(1, 1, 2, 2), mode="linear")
@@ -371,3 +371,47 @@ def test_pool_geometry_matches_the_loop_oracle(geometry, kind, count_include_pad
         got = nbyoc.compile(nbyoc.function([v], y), backend=backend)(x)
         assert got.dtype == x.dtype, backend
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=backend)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: nbyoc.conv(nbyoc.var("x", (4,)), nbyoc.var("w", (4,))),
+        lambda: nbyoc.conv(nbyoc.var("x", (1,)), nbyoc.var("w", (1,))),
+        lambda: nbyoc.max_pool(nbyoc.var("x", (4,)), kernel_shape=(1,)),
+        lambda: nbyoc.avg_pool(nbyoc.var("x", (1, 4)), kernel_shape=(1,)),
+    ],
+)
+def test_windowed_ops_on_inputs_without_a_spatial_axis_are_type_errors(make):
+    # issue 35: conv on 1-D input raised IndexError; a pool said "needs -1 positive sizes".
+    with pytest.raises(NbyocTypeError, match=r"needs \(N, C, spatial...\) input"):
+        make()
+
+
+@pytest.mark.parametrize("scale", [float("inf"), float("nan"), 0.0, -2.0])
+def test_resize_scales_must_be_positive_and_finite(scale):
+    # issue 35: an infinite scale raised OverflowError computing the output size.
+    with pytest.raises(NbyocTypeError, match="scales needs 4 positive, finite values"):
+        nbyoc.resize(nbyoc.var("x", (1, 1, 2, 2)), scales=(1.0, 1.0, scale, 1.0))
+
+
+def test_conv_transpose_makes_only_the_output_its_pads_keep():
+    # issue 35 (found by the from_onnx fuzz test): a stride of 2**40 cropped back by pads
+    # to a small output made a 128 TiB array before cropping.
+    import tracemalloc
+
+    stride = 2**40
+    x, w = nbyoc.var("x", (1, 1, 3)), nbyoc.var("w", (1, 1, 3))
+    # Uncropped: 2 * stride + 3 positions; the pads keep positions 1 to 7, where only
+    # x[0] * w[1] and x[0] * w[2] land.
+    y = nbyoc.conv_transpose(x, w, strides=(stride,), pads=(1, 2 * stride - 5))
+    assert y.shape == (1, 1, 7)
+    run = nbyoc.compile(nbyoc.function([x, w], y), backend=[])
+    tracemalloc.start()
+    try:
+        got = run(np.ones((1, 1, 3), np.float32), np.array([[[1, 2, 3]]], np.float32))
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    np.testing.assert_array_equal(got, [[[2, 3, 0, 0, 0, 0, 0]]])
+    assert peak < 1 << 20

@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nbyoc
-from nbyoc.errors import LoadError
+from nbyoc import limits
+from nbyoc.errors import LimitError, LoadError
 from nbyoc.ir import IRModule
 
 from ..strategies import assert_same_results, graphs, random_inputs
@@ -76,7 +77,6 @@ def corrupt(doc_mutator):
     [
         ("not json", "not valid JSON"),
         ("[1, 2]", "expected an object"),
-        ("[" * 100000, "not valid JSON"),
         (corrupt(lambda d: d.update(version=99)), "newer than this nbyoc"),
         (corrupt(lambda d: d.update(format="other")), "not an nbyoc IR document"),
         (corrupt(lambda d: first_call(d).update(op="nope")), "unknown op"),
@@ -117,3 +117,67 @@ def test_mutated_documents_load_correctly_or_raise_load_error(data):
     except LoadError:
         return
     nbyoc.verify(g)  # whatever loads is a well-formed graph
+
+
+def _deep_tuple_document(depth: int) -> str:
+    """A function whose result is a tuple nested ``depth`` deep: a flat list of nodes,
+    each a tuple of the one before (issue 35's 3,000-level document)."""
+    nodes = [{"kind": "tuple", "fields": [k]} for k in range(depth)]
+    function = {"params": [{"name": "x", "shape": [3], "dtype": "float32"}], "nodes": nodes,
+                "result": depth, "attrs": {}}  # fmt: skip
+    return json.dumps({"format": "nbyoc-ir", "version": 1, "kind": "function",
+                       "functions": [function], "constants": []})  # fmt: skip
+
+
+def test_a_tuple_nested_deeper_than_the_limit_is_refused_at_read_time():
+    # issue 35: 3,000 levels passed from_json, then str, to_json and compile raised
+    # RecursionError.
+    with pytest.raises(LimitError, match=r"nodes\[100\]: a tuple type: nested 101 levels deep"):
+        nbyoc.from_json(_deep_tuple_document(3000))
+    f = nbyoc.from_json(_deep_tuple_document(100))
+    assert nbyoc.structural_equal(nbyoc.from_json(nbyoc.to_json(f)), f)
+    assert str(f).count("(") > 100  # printing recurses per level: within the limit, it works
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 100000,
+        _deep_tuple_document(1).replace('"attrs": {}', '"attrs": {}, "ret": ' +
+                                         '{"fields": [' * 3000 + "{}" + "]}" * 3000),
+    ],
+)  # fmt: skip
+def test_json_nested_beyond_the_limit_is_refused_before_it_is_decoded(text):
+    with pytest.raises(LimitError, match=r"nested .* levels deep, more than the limit nesting"):
+        nbyoc.from_json(text)
+
+
+def test_a_stored_type_deeper_than_the_limit_is_refused_without_recursing():
+    deep = {"shape": [3], "dtype": "float32"}
+    for _ in range(121):
+        deep = {"fields": [deep]}
+    doc = json.loads(_deep_tuple_document(1))
+    doc["functions"][0]["ret"] = deep
+    # The JSON's brackets pass (a level of a type is two of them, with room for the rest
+    # of the document); the reader refuses the type on its way down.
+    with (
+        pytest.raises(LimitError, match="stored tuple type: nested 121"),
+        limits.override(nesting=120),
+    ):
+        nbyoc.from_json(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        # issue 35: these escaped as OverflowError and ValueError
+        (lambda d: first_call(d).update(op="leaky_relu", args=[0], attrs={"alpha": 10**400}),
+         "alpha must be a number"),
+        (lambda d: d["constants"][0].update(base64="é" * 4), "bad base64 data"),
+        (lambda d: d["functions"][0]["params"][0].update(name="x" * 10**6), "got 'xxxxx"),
+    ],
+)  # fmt: skip
+def test_extreme_values_are_load_errors_with_short_messages(mutate, needle):
+    with pytest.raises(LoadError) as info:
+        nbyoc.from_json(corrupt(mutate))
+    assert needle in str(info.value) and len(str(info.value)) < 1000

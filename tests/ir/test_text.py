@@ -5,7 +5,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import nbyoc
-from nbyoc.errors import ParseError
+from nbyoc import limits
+from nbyoc.errors import LimitError, ParseError
 from nbyoc.ir import IRModule
 
 from ..strategies import assert_same_results, graphs, random_inputs
@@ -184,6 +185,51 @@ def test_parse_rejects_non_text():
 
 
 @pytest.mark.parametrize("text", ["fn () { " + "(" * 5000, "fn () { const(" + "[" * 5000])
-def test_absurd_nesting_is_a_parse_error_not_a_crash(text):
-    with pytest.raises(ParseError, match="nests too deeply"):
+def test_absurd_nesting_is_refused_by_the_nesting_limit_not_a_crash(text):
+    # Refused at the 101st bracket, before the parser recurses any deeper.
+    with pytest.raises(LimitError, match=r"line 1, column .*: brackets: nested 101 levels deep"):
         nbyoc.parse(text)
+
+
+X = "fn (%x: Tensor[(1, 1, 2, 2), float32]) "
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        # issue 35: each of these escaped as JSONDecodeError, ValueError or OverflowError
+        (X + '{ sum(%x, axis="\\q") }', 'bad string "\\q": Invalid \\escape'),
+        (X + "{ sum(%x, axis=" + "9" * 5000 + ") }", "an integer of 5000 digits is longer"),
+        (X + "{ add(%x, const(" + "9" * 5000 + ", dtype=float32)) }", "5000 digits"),
+        (X + "{ resize(%x, scales=[1.0, 1.0, inf, 1.0]) }", "4 positive, finite values"),
+        (X + "{ leaky_relu(%x, alpha=1" + "0" * 400 + ") }", "alpha must be a number"),
+        (X + '{ add(%x, const(base64="é", shape=[], dtype=float32)) }', "bad base64 data"),
+        ("fn (%x: Tensor[(3,), float32], %w: Tensor[(3,), float32]) { conv(%x, %w) }",
+         "needs (N, C, spatial...) input"),
+    ],
+)  # fmt: skip
+def test_malformed_values_are_parse_errors(text, needle):
+    with pytest.raises(ParseError) as info:
+        nbyoc.parse(text)
+    assert needle in str(info.value)
+
+
+def _deep_tuple(depth: int) -> str:
+    lines = ["fn (%x: Tensor[(3,), float32]) {", "  %0 = (%x,);"]
+    lines += [f"  %{k} = (%{k - 1},);" for k in range(1, depth)]
+    return "\n".join([*lines, f"  %{depth - 1}", "}"])
+
+
+def test_a_tuple_nested_deeper_than_the_limit_is_refused_where_it_is_built():
+    # issue 35: 3,000 levels were read, then printing and compiling hit RecursionError.
+    with pytest.raises(
+        LimitError, match="line 102, column 10: a tuple type: nested 101 levels deep"
+    ):
+        nbyoc.parse(_deep_tuple(3000))
+    f = nbyoc.parse(_deep_tuple(100))
+    assert nbyoc.ir.structural_equal(nbyoc.parse(str(f)), f)
+    with limits.override(nesting=5), pytest.raises(LimitError, match="nested 6 levels deep"):
+        nbyoc.parse(_deep_tuple(6))
+    with pytest.raises(LimitError, match="brackets: nested 101"):
+        nbyoc.parse("fn (%x: Tensor[(3,), float32]) {" + "exp(" * 101 + "%x" + ")" * 101 + "}")
+    nbyoc.parse("fn (%x: Tensor[(3,), float32]) {" + "exp(" * 100 + "%x" + ")" * 100 + "}")

@@ -19,11 +19,10 @@ Tensor[(10, 10), float32]
 from __future__ import annotations
 
 import base64
-import binascii
 
 import numpy as np
 
-from ...errors import NbyocError, ParseError
+from ...errors import NbyocError, ParseError, shown
 from ...ir.names import check_symbol
 from ...ir.nodes import Call, Constant, Expr, Function, Tuple, Var
 from ...ir.op import get_op, list_ops
@@ -52,12 +51,13 @@ def parse_examplejson(text: str) -> dict[str, Function]:
             except NbyocError as e:
                 raise ParseError(str(e), number) from None
             if name in subgraphs or (current is not None and current.name == name):
-                raise ParseError(f"subgraph {name!r} is defined twice", number)
+                raise ParseError(f"subgraph {shown(name)} is defined twice", number)
             current = _Subgraph(name, number)
             continue
         if current is None:
             raise ParseError(
-                f"expected a subgraph name (a line holding one name) before {tokens[0]!r}", number
+                f"expected a subgraph name (a line holding one name) before {shown(tokens[0])}",
+                number,
             )
         current.line(tokens, number)
     if current is not None:
@@ -75,7 +75,7 @@ def _int(token: str, what: str, line: int) -> int:
     try:
         return int(token)
     except ValueError:
-        raise ParseError(f"expected {what} (an integer), found {token!r}", line) from None
+        raise ParseError(f"expected {what} (an integer), found {shown(token)}", line) from None
 
 
 def _sections(tokens: list[str], line: int) -> dict[str, list[str]]:
@@ -86,10 +86,10 @@ def _sections(tokens: list[str], line: int) -> dict[str, list[str]]:
         if token.endswith(":"):
             key = token[:-1]
             if key in sections:
-                raise ParseError(f"{token!r} appears twice", line)
+                raise ParseError(f"{shown(token)} appears twice", line)
             sections[key] = []
         elif key is None:
-            raise ParseError(f"expected a keyword such as 'inputs:' before {token!r}", line)
+            raise ParseError(f"expected a keyword such as 'inputs:' before {shown(token)}", line)
         else:
             sections[key].append(token)
     return sections
@@ -105,12 +105,14 @@ class _Subgraph:
 
     def define(self, ident: int, value: Expr, line: int) -> None:
         if ident in self.values:
-            raise ParseError(f"id {ident} is already defined in subgraph {self.name!r}", line)
+            raise ParseError(f"id {ident} is already defined in subgraph {shown(self.name)}", line)
         self.values[ident] = value
 
     def lookup(self, ident: int, line: int) -> Expr:
         if ident not in self.values:
-            raise ParseError(f"id {ident} is not defined (yet) in subgraph {self.name!r}", line)
+            raise ParseError(
+                f"id {ident} is not defined (yet) in subgraph {shown(self.name)}", line
+            )
         return self.values[ident]
 
     def line(self, tokens: list[str], line: int) -> None:
@@ -126,7 +128,7 @@ class _Subgraph:
             self.outputs = ids
             return
         if len(tokens) < 2:
-            raise ParseError(f"expected an id after {head!r}", line)
+            raise ParseError(f"expected an id after {shown(head)}", line)
         ident = _int(tokens[1], "an id", line)
         if head == "input":
             rest = tokens[2:]
@@ -170,7 +172,7 @@ class _Subgraph:
         t = self._build(line, lambda: TensorType(dims, dtype))
         try:
             raw = base64.b64decode("".join(sections["data"]), validate=True)
-        except binascii.Error as e:
+        except ValueError as e:  # binascii.Error, or non-ASCII text, which base64 never holds
             raise ParseError(f"bad base64 data: {e}", line) from None
         if len(raw) != t.size * t.itemsize:
             raise ParseError(
@@ -182,7 +184,7 @@ class _Subgraph:
         op_name = FROM_GUIDE.get(name, name)
         if op_name not in list_ops():
             known = ", ".join(sorted(_op_names()))
-            raise ParseError(f"unknown op {name!r}; known ops: {known}", line)
+            raise ParseError(f"unknown op {shown(name)}; known ops: {known}", line)
         op = get_op(op_name)
         for required in ("inputs", "shape"):
             if required not in sections:
@@ -198,13 +200,14 @@ class _Subgraph:
             key = written[len(ATTR_PREFIX) :] if written.startswith(ATTR_PREFIX) else written
             if key not in op.attrs or (key in NODE_KEYS) != (written != key):
                 raise ParseError(
-                    f"{name} has no attribute {key!r}; it takes {', '.join(op.attrs) or 'none'}",
+                    f"{name} has no attribute {shown(key)}; it takes "
+                    f"{', '.join(op.attrs) or 'none'}",
                     line,
                 )
             try:
                 attrs[key] = op.attrs[key].from_tokens(values)
             except ValueError as e:
-                raise ParseError(f"{name}: attribute {key!r} {e}", line) from None
+                raise ParseError(f"{name}: attribute {shown(key)} {e}", line) from None
         call = self._build(line, lambda: Call(op, args, attrs))
         if call.type.shape != shape or call.type.dtype != dtype:
             raise ParseError(
@@ -216,7 +219,7 @@ class _Subgraph:
 
     def finish(self) -> Function:
         if self.last is None:
-            raise ParseError(f"subgraph {self.name!r} computes nothing", self.start)
+            raise ParseError(f"subgraph {shown(self.name)} computes nothing", self.start)
         ids = self.outputs if self.outputs is not None else [self.last]
         outputs = [self.values[i] for i in ids]
         body = outputs[0] if len(outputs) == 1 else Tuple(outputs)

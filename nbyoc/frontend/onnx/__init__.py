@@ -42,10 +42,13 @@ def require_onnx():
     return onnx
 
 
-def from_onnx(model, shapes=None, constants=None):
+def from_onnx(model, shapes=None, constants=None, base_dir=None):
     """The nbyoc ``Function`` computing an ONNX model.
 
-    ``model``: a path, the model's bytes, or an ``onnx.ModelProto``. ``shapes``:
+    ``model``: a path, the model's bytes, or an ``onnx.ModelProto``. ``base_dir``: the
+    directory a model's external data files are read from (by default the model file's
+    own; a model given as bytes or a ModelProto with external data needs it). External
+    data is read only from inside that directory. ``shapes``:
     ``{input name: shape}`` for inputs with dynamic dims (``-1``, named or unknown); a
     missing one is an error naming the input and the dims to give. ``constants``:
     ``{input name: array}`` to fix graph inputs as constants (for inputs an op needs
@@ -59,7 +62,7 @@ def from_onnx(model, shapes=None, constants=None):
     require_onnx()
     from .importer import import_model
 
-    return import_model(model, shapes or {}, constants or {})
+    return import_model(model, shapes or {}, constants or {}, base_dir)
 
 
 def __getattr__(name):

@@ -5,7 +5,11 @@ Before converting anything the importer checks the whole model, so a user learns
 everything that is wrong at once: the default-domain opset must be 7 to 21, and
 every op type must have a converter (the error lists each missing one with its
 count and domain). Reading a model never runs code from it: ONNX files are data
-(protobuf), read by ``onnx`` itself.
+(protobuf), read by ``onnx`` itself; tensors are read by ``tensors.tensor_array``, which
+checks their dims against their data and confines external data to the model's
+directory. A model that defines one name twice is refused (ONNX graphs are in SSA
+form), and every value computed while importing is checked against the limit
+``folded_bytes`` (``nbyoc.limits``) before it is computed.
 """
 
 from __future__ import annotations
@@ -17,15 +21,20 @@ from collections import Counter
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
-from ...errors import ModelImportError, NbyocError, NeedsConstantError
+from ... import limits
+from ...errors import LimitError, ModelImportError, NbyocError, NeedsConstantError
 from ...ir.builder import function, var
-from ...ir.nodes import Expr, Function
+from ...ir.nodes import Call, Expr, Function
+from ...ir.traversal import post_order
+from ...ir.types import tensor_types
 from ...runtime.host import HostFunction
+from .checks import check_single_assignment, check_text
 from .converters import CONVERTERS, converter_for
 from .dtypes import onnx_dtype
-from .node import Node, Value, as_expr
+from .node import Node, Value, as_expr, where_of
+from .tensors import tensor_array
 
 #: The default-domain opsets the converters cover: 7 to 28 (onnx 1.23's). Versions 22 to
 #: 25 of the ops converted here only added element types (bfloat16, float8, float4),
@@ -36,14 +45,15 @@ DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 def load_model(model) -> onnx.ModelProto:
-    """``model`` (a path, bytes or a ModelProto) as a ModelProto."""
+    """``model`` (a path, bytes or a ModelProto) as a ModelProto, its external data left
+    unread (``tensors.tensor_array`` reads it, from inside the model's directory)."""
     if isinstance(model, onnx.ModelProto):
         return model
     try:
         if isinstance(model, (bytes, bytearray, memoryview)):
             return onnx.load_from_string(bytes(model))
         if isinstance(model, (str, os.PathLike)):
-            return onnx.load(os.fspath(model))
+            return onnx.load(os.fspath(model), load_external_data=False)
     except OSError as e:
         raise ModelImportError(f"cannot read the ONNX model {model!r}: {e}") from None
     except Exception as e:  # protobuf's DecodeError and friends
@@ -113,14 +123,24 @@ def identifiers(names: list[str]) -> list[str]:
     return out
 
 
-def _attributes(proto) -> dict:
+def model_directory(model, base_dir) -> str | None:
+    """The directory external data is read from: ``base_dir`` if given, else the model
+    file's own directory; None for a model given as bytes or a ModelProto."""
+    if base_dir is not None:
+        return os.fspath(base_dir)
+    if isinstance(model, (str, os.PathLike)):
+        return os.path.dirname(os.path.abspath(os.fspath(model)))
+    return None
+
+
+def _attributes(proto, base_dir: str | None, where: str) -> dict:
     values = {}
     for attr in proto.attribute:
         value = helper.get_attribute_value(attr)
         if isinstance(value, bytes):
             value = value.decode("utf-8", "replace")
         elif isinstance(value, onnx.TensorProto):
-            value = numpy_helper.to_array(value)
+            value = tensor_array(value, base_dir, f"{where}: attribute {attr.name!r}")
         elif isinstance(value, list) and value and isinstance(value[0], bytes):
             value = [v.decode("utf-8", "replace") for v in value]
         values[attr.name] = value
@@ -155,12 +175,15 @@ def _input_shape(value_info, shapes: dict) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def import_model(model, shapes: dict, constants: dict) -> Function:
+def import_model(model, shapes: dict, constants: dict, base_dir=None) -> Function:
     """The nbyoc Function of ``model`` (see ``nbyoc.from_onnx``)."""
     proto = load_model(model)
+    base_dir = model_directory(model, base_dir)
     graph = proto.graph
+    check_text(proto)
     opset = default_opset(proto)
     check_ops(graph, opset)
+    check_single_assignment(graph)
     unknown = sorted((set(shapes) | set(constants)) - {i.name for i in graph.input})
     if unknown:
         raise ModelImportError(
@@ -169,7 +192,7 @@ def import_model(model, shapes: dict, constants: dict) -> Function:
         )
     values: dict[str, Value] = {}
     for tensor in graph.initializer:
-        values[tensor.name] = numpy_helper.to_array(tensor)
+        values[tensor.name] = tensor_array(tensor, base_dir, f"initializer {tensor.name!r}")
     params = []
     inputs = [i for i in graph.input if i.name not in values]
     for info, ident in zip(inputs, identifiers([i.name for i in inputs])):
@@ -183,7 +206,7 @@ def import_model(model, shapes: dict, constants: dict) -> Function:
         params.append(p)
         values[info.name] = p
     for proto_node in graph.node:
-        _convert(proto_node, values, opset)
+        _convert(proto_node, values, opset, base_dir)
     outputs = []
     for out in graph.output:
         if out.name not in values:
@@ -192,7 +215,7 @@ def import_model(model, shapes: dict, constants: dict) -> Function:
     return function(params, outputs[0] if len(outputs) == 1 else outputs)
 
 
-def _convert(proto_node, values: dict, opset: int) -> None:
+def _convert(proto_node, values: dict, opset: int, base_dir: str | None) -> None:
     names = list(proto_node.input)
     missing = [n for n in names if n and n not in values]
     if missing:
@@ -200,30 +223,38 @@ def _convert(proto_node, values: dict, opset: int) -> None:
             f"{proto_node.op_type} node {proto_node.name!r} reads {missing}, which no earlier "
             f"node, input or initializer defines (the graph must be in topological order)"
         )
+    where = where_of(proto_node.op_type, proto_node.name)
     node = Node(
         proto_node.op_type, proto_node.name, [values[n] if n else None for n in names], names,
-        _attributes(proto_node), opset, len(proto_node.output),
+        _attributes(proto_node, base_dir, where), opset, len(proto_node.output),
     )  # fmt: skip
     try:
         produced = converter_for(node.op_type, opset)(node)
+        produced = list(produced) if isinstance(produced, (list, tuple)) else [produced]
+        known = [v for v in node.inputs if v is not None]
+        if known and all(isinstance(v, np.ndarray) for v in known):
+            produced = _fold(produced)  # every input known: so is every output
     except (ModelImportError, NeedsConstantError):
         raise
+    except LimitError as e:
+        raise e.within(node.where) from None
     except NbyocError as e:
         raise ModelImportError(f"{node.where}: {e}") from e
-    produced = list(produced) if isinstance(produced, (list, tuple)) else [produced]
-    known = [v for v in node.inputs if v is not None]
-    if known and all(isinstance(v, np.ndarray) for v in known):
-        produced = _fold(produced)  # every input known: so is every output
     for name, value in zip(proto_node.output, produced):
         if name:
             values[name] = value
 
 
 def _fold(produced: list[Value]) -> list[Value]:
-    """The outputs' values, computed now (on the host) where they are expressions."""
+    """The outputs' values, computed now (on the host) where they are expressions. Every
+    value the computation makes is checked against the limit ``folded_bytes`` first."""
     exprs = [v for v in produced if isinstance(v, Expr)]
     if not exprs:
         return produced
+    for call in post_order(exprs):
+        if isinstance(call, Call):
+            nbytes = sum(t.size * t.itemsize for t in tensor_types(call.type))
+            limits.check("folded_bytes", nbytes, f"folding {call.op.name} of known values")
     results = HostFunction(function([], exprs[0] if len(exprs) == 1 else exprs))()
     results = iter(results if isinstance(results, tuple) else (results,))
     return [next(results) if isinstance(v, Expr) else v for v in produced]

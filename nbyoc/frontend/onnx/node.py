@@ -7,11 +7,13 @@ array known while importing (an initializer, a constant, folded shape arithmetic
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...errors import ModelImportError, NeedsConstantError
+from ... import limits
+from ...errors import ModelImportError, NeedsConstantError, shown
 from ...ir.builder import const
 from ...ir.nodes import Expr, Var
 from ...ir.traversal import post_order
@@ -33,7 +35,7 @@ class Node:
 
     @property
     def where(self) -> str:
-        return f"{self.op_type} node {self.name!r}" if self.name else f"{self.op_type} node"
+        return where_of(self.op_type, self.name)
 
     def fail(self, message: str) -> ModelImportError:
         return ModelImportError(f"{self.where}: {message}")
@@ -70,7 +72,24 @@ class Node:
         )
 
     def ints(self, index: int, what: str) -> tuple[int, ...]:
-        return tuple(int(v) for v in self.known(index, what).reshape(-1))
+        values = self.known(index, what)
+        if not np.issubdtype(values.dtype, np.integer):
+            raise self.fail(f"input {index} ({what}) must hold integers, got {values.dtype}")
+        return tuple(int(v) for v in values.reshape(-1))
+
+    def axis(self, axis: int, ndim: int, what: str = "axis") -> int:
+        """``axis`` (negative counts from the end) as an index into ``ndim`` axes."""
+        if not -ndim <= axis < ndim:
+            raise self.fail(f"{what} {axis} is out of range for a {ndim}-D input")
+        return axis % ndim
+
+    def computing(self, shape, dtype) -> None:
+        """Refuse (``LimitError``) to compute, while importing, a value of ``shape`` and
+        ``dtype`` larger than the limit ``folded_bytes``: called before allocating it."""
+        if any(d < 0 for d in shape):
+            raise self.fail(f"cannot make a value of shape {tuple(shape)} (negative size)")
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+        limits.check("folded_bytes", nbytes, "a value computed while importing")
 
     def refuse(self, attribute: str, allowed) -> None:
         """Refuse ``attribute`` unless its value is ``allowed`` (a feature nbyoc does
@@ -78,6 +97,11 @@ class Node:
         value = self.attrs.get(attribute, allowed)
         if value != allowed:
             raise self.fail(f"{attribute}={value!r} is not supported (only {allowed!r})")
+
+
+def where_of(op_type: str, name: str) -> str:
+    """How errors name a node: ``Conv node 'conv1'``, or ``Conv node`` without a name."""
+    return f"{op_type} node {shown(name)}" if name else f"{op_type} node"
 
 
 def as_expr(value: Value) -> Expr:

@@ -38,11 +38,16 @@ def _per_axis(name: str, what: str, values, count: int, default: int) -> tuple[i
     return values
 
 
+def check_spatial(name: str, x: TensorType) -> None:
+    """Refuse an ``x`` that is not (N, C, spatial...): the type rules index its axes."""
+    if x.ndim < 3:
+        raise NbyocTypeError(f"{name}({x!r}): needs (N, C, spatial...) input with a spatial axis")
+
+
 def window_geometry(name: str, x: TensorType, kernel, attrs) -> dict:
     """The normal form of a windowed op's attributes and its output's spatial shape."""
+    check_spatial(name, x)
     k = x.ndim - 2
-    if k < 1:
-        raise NbyocTypeError(f"{name}({x!r}): needs (N, C, spatial...) input with a spatial axis")
     spatial = x.shape[2:]
     strides = _per_axis(name, "strides", attrs["strides"], k, 1)
     dilations = _per_axis(name, "dilations", attrs["dilations"], k, 1)
@@ -107,6 +112,7 @@ def _conv_rule(types, attrs):
     for t in types:
         if not dtype_info(t.dtype).is_float:
             raise NbyocTypeError(f"conv({describe(types)}): takes float tensors")
+    check_spatial("conv", x)
     group = attrs["group"]
     if w.ndim != x.ndim or group < 1 or x.shape[1] % group or w.shape[0] % group:
         raise NbyocTypeError(
@@ -162,6 +168,7 @@ register_op(Op("conv", None, _conv_rule, _conv_reference, "matmul",
 def _pool_rule(name: str):
     def infer(types, attrs):
         (x,) = types
+        check_spatial(name, x)
         kernel = tuple(attrs["kernel_shape"])
         if len(kernel) != x.ndim - 2 or any(kk < 1 for kk in kernel):
             raise NbyocTypeError(
@@ -280,20 +287,27 @@ def _conv_transpose_reference(x, w, *bias, strides, pads, dilations, group, outp
     c, mg = x.shape[1] // group, w.shape[1]
     full = [s * (n - 1) + e + d * (kk - 1) + 1 for n, s, e, d, kk in
             zip(x.shape[2:], strides, output_padding, dilations, w.shape[2:])]  # fmt: skip
-    out = np.zeros((x.shape[0], mg * group, *full), dtype)
-    for g in range(group):
-        xs = x[:, g * c : (g + 1) * c].astype(dtype, copy=False)
-        ws = w[g * c : (g + 1) * c].astype(dtype, copy=False)
-        # Each kernel tap scatters x * w[tap] onto a strided grid of the output.
-        for tap in np.ndindex(*w.shape[2:]):
-            contribution = np.tensordot(xs, ws[(slice(None), slice(None), *tap)], axes=([1], [0]))
-            target = tuple(slice(t * d, t * d + s * (n - 1) + 1, s) for t, d, s, n in
-                           zip(tap, dilations, strides, x.shape[2:]))  # fmt: skip
+    # Only the output the pads keep is made: the uncropped result can be far larger (a
+    # huge stride cropped back by huge pads is a small output).
+    kept = [f - pads[i] - pads[k + i] for i, f in enumerate(full)]
+    out = np.zeros((x.shape[0], mg * group, *kept), dtype)
+    for tap in np.ndindex(*w.shape[2:]):
+        # Input position j lands at t * d + s * j - begin: only the j that land inside count.
+        source, target = [], []
+        for t, d, s, n, begin, size in zip(tap, dilations, strides, x.shape[2:], pads, kept):
+            at = t * d - begin
+            first, last = max(0, -(at // s)), min(n, -((at - size) // s))  # ceilings
+            source.append(slice(first, last))
+            target.append(slice(at + s * first, at + s * (last - 1) + 1, s))
+        if any(part.start >= part.stop for part in source):
+            continue
+        for g in range(group):
+            xs = x[(slice(None), slice(g * c, (g + 1) * c), *source)].astype(dtype, copy=False)
+            ws = w[(slice(g * c, (g + 1) * c), slice(None), *tap)].astype(dtype, copy=False)
+            contribution = np.tensordot(xs, ws, axes=([1], [0]))
             out[(slice(None), slice(g * mg, (g + 1) * mg), *target)] += np.moveaxis(
                 contribution, -1, 1
             )
-    crop = tuple(slice(pads[i], full[i] - pads[k + i]) for i in range(k))
-    out = out[(slice(None), slice(None), *crop)]
     if bias:
         out = out + bias[0].reshape((-1,) + (1,) * k)
     return np.ascontiguousarray(out.astype(dtype, copy=False))
@@ -341,8 +355,9 @@ def _resize_rule(types, attrs):
     sizes, scales = attrs["sizes"], attrs["scales"]
     if sizes is None and scales is None:
         raise NbyocTypeError("resize: give sizes or scales (one per axis)")
-    if scales is not None and (len(scales) != x.ndim or any(not v > 0 for v in scales)):
-        raise NbyocTypeError(f"resize({x!r}): scales needs {x.ndim} positive values")
+    # A scale must be finite: the output size is floor(size * scale).
+    if scales is not None and (len(scales) != x.ndim or any(not 0 < v < math.inf for v in scales)):
+        raise NbyocTypeError(f"resize({x!r}): scales needs {x.ndim} positive, finite values")
     if sizes is not None and (len(sizes) != x.ndim or any(n < 0 for n in sizes)):
         raise NbyocTypeError(f"resize({x!r}): sizes needs {x.ndim} non-negative values")
     # Normal form holds both: the sizes (from scales, rounded down, if not given) and the

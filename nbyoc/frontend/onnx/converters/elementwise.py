@@ -80,6 +80,8 @@ def mod(node: Node):
 def _fold(nbyoc_op: str):
     def convert(node: Node):
         values = [node.expr(i) for i in range(len(node.inputs)) if node.has(i)]
+        if not values:
+            raise node.fail("needs at least one input")
         result = values[0]
         for v in values[1:]:
             result = call_op(nbyoc_op, result, v)
@@ -109,6 +111,7 @@ def cast(node: Node):
 def cast_like(node: Node):
     like = node.expr(1).type.dtype  # only its dtype is read: a known input stays known
     if isinstance(node.inputs[0], np.ndarray):
+        node.computing(node.inputs[0].shape, like)
         return node.inputs[0].astype(like)
     return call_op("cast", node.expr(0), to=like)
 

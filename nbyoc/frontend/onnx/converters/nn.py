@@ -88,7 +88,7 @@ def layer_norm(node: Node):
     stash = onnx_dtype(node.attr("stash_type", 1), node.where)
     if node.n_outputs == 1 and stash == x.type.dtype:
         return call_op("layer_norm", x, scale, bias, axis=axis, epsilon=epsilon)
-    axes = tuple(range(axis % x.type.ndim, x.type.ndim))
+    axes = tuple(range(node.axis(axis, x.type.ndim), x.type.ndim))
     wide = call_op("cast", x, to=stash)
     mean = call_op("mean", wide, axis=axes, keepdims=True)
     centred = call_op("subtract", wide, mean)
@@ -190,6 +190,8 @@ def _pool(nbyoc_op: str):
         if node.n_outputs > 1:
             raise node.fail("the Indices output is not supported")
         node.refuse("storage_order", 0)
+        if node.attr("kernel_shape") is None:
+            raise node.fail("kernel_shape is required")
         attrs = {"kernel_shape": tuple(node.attr("kernel_shape")), **_window_attrs(node)}
         include_pad = bool(node.attr("count_include_pad", 0))
         if nbyoc_op == "avg_pool":
@@ -244,30 +246,34 @@ def _resize(node: Node, x, scales, sizes, coordinates, nearest="round_prefer_flo
     node.refuse("exclude_outside", 0)
     node.refuse("antialias", 0)
     policy = node.attr("keep_aspect_ratio_policy", "stretch")
+    if policy not in ("stretch", "not_larger", "not_smaller"):
+        raise node.fail(f"keep_aspect_ratio_policy={policy!r} is not one of stretch, "
+                        f"not_larger, not_smaller")  # fmt: skip
+    rank = x.type.ndim
     axes = node.attr("axes")
+    if axes is not None:
+        axes = [node.axis(a, rank, "axes entry") for a in axes]
     if policy != "stretch" and sizes is not None:
         # One scale for the listed axes (the smallest or largest asked for), the sizes
         # it gives rounded half up, as ONNX's reference does.
-        listed = [a % x.type.ndim for a in (axes or range(x.type.ndim))]
+        listed = axes or list(range(rank))
+        if any(x.type.shape[a] == 0 for a in listed):
+            raise node.fail(f"keep_aspect_ratio_policy={policy!r} on an empty axis")
         ratios = [n / x.type.shape[a] for a, n in zip(listed, sizes)]
         scale = {"not_larger": min, "not_smaller": max}[policy](ratios)
         sizes = [int(scale * x.type.shape[a] + 0.5) for a in listed]
         scales = [scale] * len(listed)
     if axes is not None:  # values for the listed axes only
-        rank = x.type.ndim
         if scales is not None:
             full = [1.0] * rank
             for a, v in zip(axes, scales):
-                full[a % rank] = v
+                full[a] = v
             scales = full
         if sizes is not None:
             full = list(x.type.shape)
             for a, v in zip(axes, sizes):
-                full[a % rank] = v
+                full[a] = v
             sizes = full
-    if policy not in ("stretch", "not_larger", "not_smaller"):
-        raise node.fail(f"keep_aspect_ratio_policy={policy!r} is not one of stretch, "
-                        f"not_larger, not_smaller")  # fmt: skip
     return call_op(
         "resize", x, sizes=tuple(sizes) if sizes is not None else None,
         scales=tuple(float(s) for s in scales) if scales is not None else None, mode=mode,
@@ -293,6 +299,8 @@ def resize(node: Node):
 
 @converter("Upsample", since=7)
 def upsample_attribute(node: Node):
+    if node.attr("scales") is None:
+        raise node.fail("scales is required")
     return _resize(node, node.expr(0), tuple(node.attr("scales")), None, "asymmetric", "floor")
 
 

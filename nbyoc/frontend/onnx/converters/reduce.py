@@ -46,13 +46,14 @@ def _reduce(node: Node, nbyoc_op: str, x, axes_from_input: bool):
         return call_op("identity", x)
     keepdims = bool(node.attr("keepdims", 1))
     rank = x.type.ndim
-    reduced = {a % rank for a in axes} if axes else set(range(rank))
+    reduced = {node.axis(a, rank, "axes entry") for a in axes} if axes else set(range(rank))
     if nbyoc_op in EMPTY and any(x.type.shape[a] == 0 for a in reduced):
         # ONNX defines the max and min of nothing (NumPy refuses): -inf and inf, or the
         # integer dtype's extremes, False and True for bools.
         shape = [1 if a in reduced else n for a, n in enumerate(x.type.shape)]
         if not keepdims:
             shape = [n for a, n in enumerate(shape) if a not in reduced]
+        node.computing(shape, x.type.dtype)
         return np.full(shape, EMPTY[nbyoc_op](np.dtype(x.type.dtype)), x.type.dtype)
     result = call_op(nbyoc_op, x, axis=axes or None, keepdims=keepdims)
     if result.type.dtype != x.type.dtype:
@@ -122,7 +123,7 @@ def _arg(nbyoc_op: str):
         if not node.attr("select_last_index", 0):
             return call_op(nbyoc_op, x, axis=axis, keepdims=keepdims)
         # The last extreme: the first one of the reversed axis, counted from the end.
-        axis %= x.type.ndim
+        axis = node.axis(axis, x.type.ndim)
         flipped = x[(slice(None),) * axis + (slice(None, None, -1),)]
         first = call_op(nbyoc_op, flipped, axis=axis, keepdims=keepdims)
         return call_op("subtract", x.type.shape[axis] - 1, first)

@@ -20,20 +20,28 @@ from ..node import Node
 from . import converter
 
 
+def _copy_zeros(node: Node, x, shape) -> tuple[int, ...]:
+    """ONNX Reshape's shape with each 0 replaced by the input's dim at that position."""
+    dims = x.type.shape
+    if any(n == 0 and i >= len(dims) for i, n in enumerate(shape)):
+        raise node.fail(f"shape {tuple(shape)} copies (0) a dim at a position the "
+                        f"{len(dims)}-D input does not have")  # fmt: skip
+    return tuple(dims[i] if n == 0 else n for i, n in enumerate(shape))
+
+
 @converter("Reshape", since=5)
 def reshape(node: Node):
     x = node.expr(0)
-    shape = list(node.ints(1, "shape"))
+    shape = node.ints(1, "shape")
     if not node.attr("allowzero", 0):  # 0 copies the input's dim at that position
-        shape = [x.type.shape[i] if n == 0 else n for i, n in enumerate(shape)]
+        shape = _copy_zeros(node, x, shape)
     return call_op("reshape", x, newshape=tuple(shape))
 
 
 @converter("Reshape")
 def reshape_attribute(node: Node):
     x = node.expr(0)
-    shape = [x.type.shape[i] if n == 0 else n for i, n in enumerate(node.attr("shape"))]
-    return call_op("reshape", x, newshape=tuple(shape))
+    return call_op("reshape", x, newshape=_copy_zeros(node, x, node.attr("shape")))
 
 
 @converter("Transpose")
@@ -114,9 +122,12 @@ def _pad(node: Node, x, pads, value, axes=None):
         raise node.fail(f"mode={mode!r} is not supported (constant, reflect, edge, wrap)")
     if axes is not None:  # pads for the listed axes only: zeros elsewhere
         rank, k = x.type.ndim, len(axes)
+        if len(pads) != 2 * k:
+            raise node.fail(f"pads holds {len(pads)} values for {k} axes (2 per axis)")
         full = [0] * (2 * rank)
         for i, axis in enumerate(axes):
-            full[axis % rank], full[rank + axis % rank] = pads[i], pads[k + i]
+            axis = node.axis(axis, rank, "axes entry")
+            full[axis], full[rank + axis] = pads[i], pads[k + i]
         pads = full
     return call_op("pad", x, pads=tuple(pads), mode=mode, value=float(value))
 
@@ -135,9 +146,13 @@ def pad(node: Node):
 
 def _split(node: Node, sizes):
     x = node.expr(0)
-    axis = node.attr("axis", 0)
+    axis = node.axis(node.attr("axis", 0), x.type.ndim)
     if sizes is None:
         count = node.attr("num_outputs", node.n_outputs)
+        if count < 1:
+            raise node.fail(f"num_outputs is {count}; a split makes at least one part")
+        if count != node.n_outputs:
+            raise node.fail(f"num_outputs is {count}, but the node has {node.n_outputs} outputs")
         length = x.type.shape[axis]
         if node.attr("num_outputs") is not None and length % count:
             # opset 18: the last part is smaller when the length does not divide
@@ -174,15 +189,38 @@ def size(node: Node):
 def constant_of_shape(node: Node):
     value = node.attr("value")
     fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
-    return np.full(node.ints(0, "shape"), fill[0], fill.dtype)
+    if fill.size != 1:
+        raise node.fail(f"value must hold one element, holds {fill.size}")
+    shape = node.ints(0, "shape")
+    node.computing(shape, fill.dtype)
+    return np.full(shape, fill[0], fill.dtype)
+
+
+def _scalar(node: Node, index: int, what: str) -> np.ndarray:
+    value = node.known(index, what)
+    if value.size != 1:
+        raise node.fail(f"input {index} ({what}) must hold one value, holds {value.size}")
+    return value.reshape(())
 
 
 @converter("Range", since=11)
 def range_(node: Node):
-    start, limit, delta = (node.known(i, n).reshape(()) for i, n in
+    start, limit, delta = (_scalar(node, i, n) for i, n in
                            enumerate(("start", "limit", "delta")))  # fmt: skip
+    if not all(np.isfinite(v) for v in (start, limit, delta)):
+        raise node.fail(f"start, limit and delta must be finite, got {start}, {limit}, {delta}")
     if delta == 0:
         raise node.fail("delta is 0")
+    # ONNX's count, in exact arithmetic for integers; known before anything is allocated.
+    if np.issubdtype(start.dtype, np.integer):
+        span, step = int(limit) - int(start), int(delta)
+        count = max(-(-span // step), 0)
+    else:
+        span = (float(limit) - float(start)) / float(delta)
+        if not math.isfinite(span):
+            raise node.fail(f"a range from {start} to {limit} by {delta} has no finite length")
+        count = max(math.ceil(span), 0)
+    node.computing((count,), start.dtype)
     return np.arange(start, limit, delta, dtype=start.dtype)
 
 
@@ -207,5 +245,6 @@ def dropout(node: Node):
     x = node.expr(0)
     out = call_op("identity", x)
     if node.n_outputs > 1:  # the mask: every element kept
+        node.computing(x.type.shape, bool)
         return [out, np.ones(x.type.shape, bool)]
     return out
