@@ -207,7 +207,11 @@ class Members:
         total = self.inflated + declared
         if total > RATIO_EXEMPT:
             ratio = math.ceil(total / max(self.size, 1))
-            limits.check("compression_ratio", ratio, f"{what}: the {self.size:,}-byte archive")
+            limits.check(
+                "compression_ratio",
+                ratio,
+                f"{what} claims {declared:,} bytes, so the {self.size:,}-byte archive",
+            )
         # zipfile inflates only up to the size the member claims, then checks the CRC at
         # its end: reading one byte more reaches that end.
         with self.archive.open(info) as stream:

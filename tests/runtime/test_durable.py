@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nbyoc
-from nbyoc.errors import ArgumentError, LoadError
+from nbyoc.errors import ArgumentError, LimitError, LoadError
 
 from ..helpers import run_in_threads
 
@@ -109,7 +109,7 @@ def manifest_edit(edit):
         (manifest_edit(lambda m: m["runtime_modules"][0].update(type_key="tpu")), "no loader for module type 'tpu'; loadable here: "),
         (manifest_edit(lambda m: m["runtime_modules"].clear()), "no runtime module for llvm_0"),
         (lambda n, d: None if n == "module.json" else d, "no 'module.json'"),
-        (lambda n, d: b"\x93NUMPY garbage" if n.endswith(".npy") else d, "not a valid .npy"),
+        (lambda n, d: b"\x93NUMPY garbage" if n.endswith(".npy") else d, "not written by nbyoc"),
         (lambda n, d: d[:-5] if n == "module.json" else d, "not valid JSON"),
         (lambda n, d: d.replace(b"llvm", b"lvvm") if n.endswith(".bin") else d, "not a saved llvm module"),
     ],
@@ -129,7 +129,7 @@ def test_pickled_constants_are_refused(tmp_path):
     pickled = io.BytesIO()
     np.save(pickled, np.array([object()], dtype=object), allow_pickle=True)
     rewrite(path, lambda n, d: pickled.getvalue() if n.endswith(".npy") else d)
-    with pytest.raises(LoadError, match=r"not a valid \.npy"):
+    with pytest.raises(LoadError, match="holds object elements"):
         nbyoc.load(path)
 
 
@@ -163,7 +163,7 @@ def test_fuzzed_archives_load_correctly_or_raise_load_error(archive_bytes, tmp_p
     path.write_bytes(bytes(blob))
     try:
         loaded = nbyoc.load(path)
-    except LoadError:
+    except (LoadError, LimitError):  # a flipped size field may claim a bomb
         return
     assert_close(loaded(*inputs()), expected())
 
