@@ -895,6 +895,12 @@ class _Lowering:
         inputs = [p.type for p in self.func.params]
         outputs = [o.type for o in self.outputs]
         args, types, checks = [], [], []
+        # Every shape condition, one check and one raise for all of them: Numba ends each
+        # raise by releasing every live array, so a raise per argument made the kernel's
+        # code grow as the square of its arguments (100 inputs: 57 s to compile). The
+        # runtime retries a refused call on its careful path, whose errors name the
+        # argument (``ArgumentSpec.check``).
+        shapes = []  # the shape conditions of the caller's arrays
         internal = []  # the shape conditions of the arrays the runtime itself passes
         # Numba types a misaligned array as aligned, and the code reads it through typed
         # pointers; a caller's array not aligned to its elements goes to the runtime's
@@ -907,17 +913,15 @@ class _Lowering:
             element = NUMBA_TYPES[storage_dtype(t_dtype)]
             types.append(f'nbt.Array({element}, {len(shape)}, "C"{ro})')
             conditions = [f"{name}.shape[{d}] != {n}" for d, n in enumerate(shape)]
-            if conditions and user:
-                checks.append(f"if {' or '.join(conditions)}:")
-                checks.append(f'    raise ValueError("nbyoc: {name} does not have shape {shape}")')
-            internal.extend([] if user else conditions)
+            (shapes if user else internal).extend(conditions)
             itemsize = np.dtype(storage_dtype(t_dtype)).itemsize
             if user and itemsize > 1:
                 misaligned.append(f"{name}.ctypes.data % {itemsize}")
 
-        # Constants and scratch come from the runtime, never from a caller: one check
-        # for all of them, one raise (a raise per array cost Numba 0.2 s per constant
-        # in a 20-block MLP's kernel with 80 weights: 24 s against 5.6 s).
+        # Constants and scratch come from the runtime, never from a caller: checked apart
+        # from the caller's arrays, so that a failure there says the runtime is wrong (a
+        # raise per constant cost Numba 0.2 s each in a 20-block MLP's kernel with 80
+        # weights: 24 s against 5.6 s).
         for k, t in enumerate(inputs):
             add(f"in{k}", t.dtype, t.shape)
         views = []  # each constant, viewed at its address
@@ -930,7 +934,10 @@ class _Lowering:
             add(f"out{k}", t.dtype, t.shape)
         for k, (dtype, n) in enumerate(scratch):
             add(f"s{k}", dtype, (n,), user=False)
-        if misaligned:  # one check and one raise for all of them (see the constants')
+        if shapes:
+            checks.append(f"if {' or '.join(shapes)}:")
+            checks.append('    raise ValueError("nbyoc: an argument has the wrong shape")')
+        if misaligned:  # one check and one raise for all of them (see the shapes')
             checks.append(f"if {' or '.join(misaligned)}:")
             checks.append('    raise ValueError("nbyoc: an argument is not aligned")')
         if internal:
