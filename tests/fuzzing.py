@@ -112,6 +112,16 @@ def run(reader: str, cases: list[tuple[str, bytes]], budget: Budget = Budget(),
     return report
 
 
+def assert_no_failures(cases: dict[str, list[tuple[str, bytes]]], directory: Path,
+                       budget: Budget = Budget()) -> None:  # fmt: skip
+    """Run each reader (a name in ``READERS``) on its cases and fail, describing every
+    failure, if any case failed; the failing inputs are kept in ``directory``."""
+    for reader, found in cases.items():
+        report = run(reader, found, budget)
+        report.keep_failures(directory)
+        assert not report.failures, report.describe()
+
+
 def _run_worker(reader: str, directory: Path, start: int, budget: Budget, report) -> int:
     """Run cases from ``start`` in one worker; the index to restart from."""
     env = {**os.environ, **WORKER_LIMITS, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}

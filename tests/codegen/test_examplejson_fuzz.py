@@ -48,10 +48,7 @@ def cases(slow: bool) -> dict[str, list]:
 
 @pytest.mark.parametrize("slow", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_mutated_examplejson_raises_only_nbyoc_errors_within_budget(slow, tmp_path):
-    for reader, found in cases(slow).items():
-        report = fuzzing.run(reader, found)
-        report.keep_failures(tmp_path)
-        assert not report.failures, report.describe()
+    fuzzing.assert_no_failures(cases(slow), tmp_path)
 
 
 @settings(max_examples=examples(60), deadline=5000, suppress_health_check=[HealthCheck.too_slow])

@@ -32,7 +32,4 @@ def cases(slow: bool) -> dict[str, list]:
 
 @pytest.mark.parametrize("slow", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_mutated_models_raise_only_nbyoc_errors_within_budget(slow, tmp_path):
-    for reader, found in cases(slow).items():
-        report = fuzzing.run(reader, found)
-        report.keep_failures(tmp_path)
-        assert not report.failures, report.describe()
+    fuzzing.assert_no_failures(cases(slow), tmp_path)
