@@ -549,6 +549,16 @@ def test_a_kernel_checks_every_shape_with_one_raise_and_the_error_names_the_argu
         run(*args[:2], np.zeros((2, 3), np.float32), args[3], out)
 
 
+def test_a_column_reduction_beside_a_constant_compiles_and_matches_the_host():
+    # A column-blocked reduction bound a local c0, the name of the kernel's first constant
+    # (a YOLO-style detector: Softmax over axis 1, then Sub from an initializer).
+    w = np.random.default_rng(0).standard_normal((1, 16, 300)).astype(np.float32)
+    x = nbyoc.var("x", (1, 16, 300))
+    f = nbyoc.function([x], nbyoc.softmax(x, axis=1) - nbyoc.const(w))
+    data = np.random.default_rng(1).standard_normal((1, 16, 300)).astype(np.float32)
+    assert_close_to_host(nbyoc.compile(f, backend="llvm"), f, [data])
+
+
 def test_negative_integer_power_raises_like_numpy():
     x, y = nbyoc.var("in0", (2,), "int64"), nbyoc.var("in1", (2,), "int64")
     fn = nbyoc.compile(nbyoc.function([x, y], x**y), backend="llvm")

@@ -41,6 +41,7 @@ from __future__ import annotations
 import collections
 import itertools
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -953,6 +954,7 @@ class _Lowering:
                 f"stage_at{k} = function_at(stage_addresses[{k}], {signature}_TYPE)"
                 for k, (_, signature) in enumerate(addressed)
             ]
+        _check_not_rebound(body, [*args, *(v.split(" = ")[0] for v in views)], self.symbol)
         kernel = "kernel"  # a name of our own, never the symbol
         # Numba's parfor fusion off: see the module docstring.
         parallel = '{"fusion": False}' if self.parallel else "False"
@@ -1087,3 +1089,28 @@ def plan_epilogues(stages: list[Stage]) -> None:
 def _array_type(dtype: str, ndim: int) -> str:
     """The Numba type of a C-contiguous array parameter of a stage function."""
     return f'nbt.Array({NUMBA_TYPES[storage_dtype(dtype)]}, {ndim}, "C")'
+
+
+#: A line binding a name: an assignment (not a comparison) or a for loop's target.
+_BINDS = re.compile(r"^\s*(?:for\s+)?([A-Za-z_]\w*)\s*(?:=(?!=)|in\s)")
+
+
+def _check_not_rebound(body: list[str], names: list[str], symbol: str) -> None:
+    """Refuse a kernel body that binds one of the kernel's own names again (its
+    arguments and constants): the stage code it shadowed would read the wrong array, or
+    Numba would refuse to unify the two types (a reduction's local ``c0`` once met the
+    first constant, ``c0``).
+
+    >>> _check_not_rebound(["w1 = in0[0:2]", "for i0 in range(2):"], ["in0", "c0"], "f")
+    >>> _check_not_rebound(["for c0 in range(2):"], ["in0", "c0"], "f")
+    Traceback (most recent call last):
+        ...
+    nbyoc.errors.CompileError: internal: the llvm kernel of @f binds its own name(s) c0 again
+    """
+    reserved = set(names)
+    bound = {m.group(1) for line in body if (m := _BINDS.match(line))} & reserved
+    if bound:
+        raise CompileError(
+            f"internal: the llvm kernel of @{symbol} binds its own name(s) "
+            f"{', '.join(sorted(bound))} again"
+        )

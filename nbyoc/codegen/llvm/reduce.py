@@ -61,13 +61,15 @@ def _block_views(source: str, dest: str, blocks) -> list[str]:
 
 def _column_tasks(outer: int, inner: int, loop: str) -> list[str]:
     """The loop over tasks of COLUMN_BLOCK inner indices: binds ``o``, the first inner
-    index ``c0`` and the task's ``width``."""
+    index ``first_column`` and the task's ``width``. (It was ``c0``, the name of the
+    kernel's first constant, which it then shadowed; ``lower`` now refuses a body that
+    binds one of the kernel's own names again.)"""
     per_outer = -(-inner // COLUMN_BLOCK)
     return [
         f"for task in {loop}({outer * per_outer}):",
         f"    o = task // {per_outer}",
-        f"    c0 = (task % {per_outer}) * {COLUMN_BLOCK}",
-        f"    width = min({COLUMN_BLOCK}, {inner} - c0)",
+        f"    first_column = (task % {per_outer}) * {COLUMN_BLOCK}",
+        f"    width = min({COLUMN_BLOCK}, {inner} - first_column)",
     ]
 
 
@@ -89,7 +91,7 @@ def _blocked_reduction(node, source, dest, parallel, blocks) -> list[str]:
             f"        {update}",
             f"    {dest}_blocks[o, 0] = {store}",
         ]
-    value = rules.load(f"{source}_blocks[o, k, c0 + c]", in_dtype)
+    value = rules.load(f"{source}_blocks[o, k, first_column + c]", in_dtype)
     start, update, result = reduction_code(node, value, reduced, "acc[c]")
     acc_type = rules.NP_TYPES[accumulator_dtype(node)]
     return [
@@ -102,7 +104,7 @@ def _blocked_reduction(node, source, dest, parallel, blocks) -> list[str]:
         "        for c in range(width):",
         f"            {update}",
         "    for c in range(width):",
-        f"        {dest}_blocks[o, c0 + c] = {rules.store(result, node.type.dtype)}",
+        f"        {dest}_blocks[o, first_column + c] = {rules.store(result, node.type.dtype)}",
     ]
 
 
@@ -156,8 +158,8 @@ def _blocked_arg(node, source, dest, parallel, blocks) -> list[str]:
             "            break",
             f"    {dest}_blocks[o, 0] = np.int64(index)",
         ]
-    value = rules.load(f"{source}_blocks[o, k, c0 + c]", dtype)
-    first = rules.load(f"{source}_blocks[o, 0, c0 + c]", dtype)
+    value = rules.load(f"{source}_blocks[o, k, first_column + c]", dtype)
+    first = rules.load(f"{source}_blocks[o, 0, first_column + c]", dtype)
     better = ">" if is_max else "<"
     return [
         *lines,
@@ -174,7 +176,7 @@ def _blocked_arg(node, source, dest, parallel, blocks) -> list[str]:
         "            best[c] = v if take else b",
         "            index[c] = k if take else index[c]",
         "    for c in range(width):",
-        f"        {dest}_blocks[o, c0 + c] = index[c]",
+        f"        {dest}_blocks[o, first_column + c] = index[c]",
     ]
 
 
