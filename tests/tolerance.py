@@ -82,6 +82,16 @@ MOVES = {"reshape", "transpose", "slice", "gather", "concatenate", "broadcast_to
          "unsqueeze", "flatten", "expand", "tile", "identity"}  # fmt: skip
 
 
+#: Ops that are sums of products of their first two operands (plus a third added once,
+#: a bias): op -> how many products each result element sums, from the operands and
+#: attributes. Their bound is the op itself applied to magnitudes and bounds.
+BILINEAR = {
+    "matmul": lambda a, b, attrs: a.shape[-1],
+    "gemm": lambda a, b, attrs: a.shape[0 if attrs.get("trans_a") else 1],
+    "conv": lambda x, w, attrs: math.prod(w.shape[1:]),
+}
+
+
 def _to_integer(v):
     return np.minimum(v - np.floor(v), np.ceil(v) - v)
 
@@ -153,13 +163,37 @@ def _call_bound(node, value, bound):
         return np.where(uncertain, np.inf, rounding)
     if op == "cast":
         return errors[0] + rounding
+    if op in BILINEAR:
+        return _bilinear_bound(node, attrs, operands, errors)
     gains = GAINS.get(op)
     if gains is None:
-        return np.full(node.type.shape, np.inf)  # an op this model does not know
+        # An op this model does not know: no bound of its own (the caller's fixed
+        # tolerance applies; not inf, which would skip the element), unless an operand
+        # is already uncertain.
+        uncertain = any(np.isinf(e).any() for e in errors)
+        return np.full(node.type.shape, np.inf if uncertain else 0.0)
     total = rounding
     for gain, error in zip(gains(*operands, out), errors):
         total = total + np.where(error > 0, gain * error, 0)
     return total
+
+
+def _bilinear_bound(node, attrs, operands, errors):
+    """A sum of K products per element, each operand off by its bound: the op applied
+    to (bound, |other|) and (|first|, bound), plus K roundings of each product's size
+    (a backend may sum in any order, and fuse multiply-adds)."""
+    reference = node.op.reference
+    if "alpha" in attrs:  # gemm: the bound scales with their magnitudes
+        attrs = {**attrs, "alpha": abs(attrs["alpha"]), "beta": abs(attrs["beta"])}
+    magnitudes = [np.abs(_f64(v)) for v in operands]
+    bias = [errors[2]] if len(operands) > 2 else []
+    zero = [np.zeros_like(magnitudes[2])] if len(operands) > 2 else []
+    through_first = reference(errors[0], magnitudes[1], *bias, **attrs)
+    through_second = reference(magnitudes[0], errors[1], *zero, **attrs)
+    size = reference(*magnitudes, **attrs)
+    k = BILINEAR[node.op.name](operands[0], operands[1], attrs)
+    rounding = (k + ULPS_PER_OP) * _ulp(node.type.dtype) * size
+    return through_first + through_second + rounding
 
 
 def _may_jump(node, operands, errors):
