@@ -83,15 +83,33 @@ def test_a_buffer_read_in_a_parallel_group_is_not_reused_inside_it():
     assert_close_to_host(fn, f, data, rtol=1e-5)
 
 
-def residual_blocks(count):
+def residual_blocks(count, dtype="float32"):
+    """``count`` blocks ``y + relu(y @ w1 + b1) @ w2 + b2``; in float64, the same float32
+    weights widened (the truth the float32 graph approximates)."""
     rng = np.random.default_rng(1)
-    x = nbyoc.var("x", (32, 64))
+    x = nbyoc.var("x", (32, 64), dtype)
     y = x
     for _ in range(count):
-        w1, w2 = (rng.standard_normal((64, 64)).astype(np.float32) * 0.1 for _ in range(2))
-        b1, b2 = (rng.standard_normal(64).astype(np.float32) * 0.1 for _ in range(2))
+        w1, w2 = ((rng.standard_normal((64, 64)) * 0.1).astype(np.float32) for _ in range(2))
+        b1, b2 = ((rng.standard_normal(64) * 0.1).astype(np.float32) for _ in range(2))
+        w1, w2, b1, b2 = (v.astype(dtype) for v in (w1, w2, b1, b2))
         y = y + (nbyoc.relu(y @ nbyoc.const(w1) + nbyoc.const(b1)) @ nbyoc.const(w2) + b2)
     return nbyoc.function([x], y)
+
+
+def assert_as_accurate_as_the_host(fn, count):
+    """``fn``'s result on the residual blocks is as close to the float64 truth as the
+    host's float32 result is, within a factor 4 (another summation order, fused
+    multiply-adds): across 100 blocks float32 rounding grows with the depth, and each
+    machine's BLAS sums in its own order, so no fixed rtol holds everywhere."""
+    x = np.ones((32, 64), np.float32)
+    truth = nbyoc.compile(residual_blocks(count, "float64"), backend="host")(x.astype(np.float64))
+    host = nbyoc.compile(residual_blocks(count), backend="host")(x)
+    got = fn(x)
+    assert got.dtype == np.float32 and got.shape == truth.shape
+    floor = 4 * np.finfo(np.float32).eps * np.abs(truth).max()
+    host_error = np.abs(host - truth).max()
+    assert np.abs(got - truth).max() <= 4 * host_error + floor, (host_error, floor)
 
 
 def test_repeated_blocks_compile_each_distinct_region_once():
@@ -102,7 +120,7 @@ def test_repeated_blocks_compile_each_distinct_region_once():
     # one kernel calls the stage function of each distinct block shape.
     assert len(fn.runtime_modules) == 1
     assert len(set(kernels._KERNELS) - before) == 1
-    assert_close_to_host(fn, f, [np.ones((32, 64), np.float32)], rtol=1e-4, atol=1e-4)
+    assert_as_accurate_as_the_host(fn, 100)
 
 
 def test_graphs_beyond_the_region_cap_split_and_equal_pieces_share_a_kernel():
@@ -112,7 +130,7 @@ def test_graphs_beyond_the_region_cap_split_and_equal_pieces_share_a_kernel():
     fn = nbyoc.compile(f, max_size=48)
     assert len(fn.runtime_modules) == 5
     assert len(set(kernels._KERNELS) - before) == 1
-    assert_close_to_host(fn, f, [np.ones((32, 64), np.float32)], rtol=1e-4, atol=1e-4)
+    assert_as_accurate_as_the_host(fn, 40)
     default = nbyoc.compile(residual_blocks(50))  # 300 calls
     assert len(default.runtime_modules) == 2
 
