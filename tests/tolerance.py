@@ -112,9 +112,24 @@ JUMPS = {
 COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
 
 
-def error_bounds(func, args) -> list[np.ndarray]:
+def error_bounds(func, args, unknown: float = np.inf) -> list[np.ndarray]:
     """Per output of ``func`` on ``args``: each element's largest absolute difference
-    from the host's result that rounding allows (0: exact; ``inf``: uncertain)."""
+    from the host's result that rounding allows (0: exact; ``inf``: uncertain).
+
+    ``unknown``: the bound of an op this model does not know (GELU, the norms, pools,
+    ...): ``inf`` (uncertain: a caller with nothing else to go by skips the element),
+    or 0 for a caller whose own fixed tolerance then applies there. Past an uncertain
+    operand it is ``inf`` either way.
+
+    >>> x, w = nbyoc.var("x", (2, 3)), nbyoc.var("w", (3, 2))
+    >>> f = nbyoc.function([x, w], [x @ w, nbyoc.gelu(x @ w)])
+    >>> args = [np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)]
+    >>> product, gelu = error_bounds(f, args)
+    >>> bool(0 < product.max() < 1e-5), float(gelu.max())
+    (True, inf)
+    >>> float(error_bounds(f, args, unknown=0.0)[1].max())
+    0.0
+    """
     nodes = [n for n in post_order([func.body]) if isinstance(n, Call)]
     with np.errstate(all="ignore"):
         results = HostFunction(nbyoc.function(list(func.params), nodes or list(func.params)))(*args)
@@ -133,14 +148,14 @@ def error_bounds(func, args) -> list[np.ndarray]:
             bound[id(node)] = bound[id(node.tuple_value)][node.index]
         else:
             with np.errstate(all="ignore"):
-                b = np.broadcast_to(_call_bound(node, value, bound), node.type.shape)
+                b = np.broadcast_to(_call_bound(node, value, bound, unknown), node.type.shape)
             bound[id(node)] = np.where(np.isnan(b), np.inf, b)
     body = func.body
     outputs = list(body.fields) if isinstance(body, Tuple) else [body]
     return [bound[id(o)] for o in outputs]
 
 
-def _call_bound(node, value, bound):
+def _call_bound(node, value, bound, unknown):
     op, attrs = node.op.name, dict(node.attrs)
     operands = [value[id(a)] for a in node.args]
     errors = [np.broadcast_to(bound[id(a)], a.type.shape) for a in node.args]
@@ -167,11 +182,10 @@ def _call_bound(node, value, bound):
         return _bilinear_bound(node, attrs, operands, errors)
     gains = GAINS.get(op)
     if gains is None:
-        # An op this model does not know: no bound of its own (the caller's fixed
-        # tolerance applies; not inf, which would skip the element), unless an operand
-        # is already uncertain.
+        # An op this model does not know (see ``error_bounds``); uncertain past an
+        # uncertain operand.
         uncertain = any(np.isinf(e).any() for e in errors)
-        return np.full(node.type.shape, np.inf if uncertain else 0.0)
+        return np.full(node.type.shape, np.inf if uncertain else unknown)
     total = rounding
     for gain, error in zip(gains(*operands, out), errors):
         total = total + np.where(error > 0, gain * error, 0)
