@@ -357,17 +357,18 @@ def test_random_row_programs_match_the_host(program, seed):
     else:
         data = rng.uniform(-2, 2, shape).astype(dtype)
     fn = nbyoc.compile(f, backend="llvm", options={"llvm": {"parallel_threshold": 8}})
+    if dtype != "float16":
+        # Within the computation's forward error bound (a sum of values near 900 that
+        # cancels to 0.657 is off by float32 rounding of the 900s, beyond any rtol).
+        assert_close_to_host(fn, f, [data], rtol=0, atol=0)
+        return
     with np.errstate(all="ignore"):
         got, want = fn(data), nbyoc.compile(f, backend="host")(data)
     got = got if isinstance(got, tuple) else (got,)
     want = want if isinstance(want, tuple) else (want,)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want):  # NumPy accumulates float16 in float16; llvm in float64
         assert g.dtype == w.dtype and g.shape == w.shape
-        if dtype == "float16":  # NumPy accumulates float16 in float16; llvm in float64
-            np.testing.assert_allclose(g, w, rtol=5e-2, atol=5e-2)
-        else:  # by the result's dtype: an int32 program's mean is float64
-            rtol = RTOL.get(g.dtype.name, 0)
-            np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-5 if rtol else 0)
+        np.testing.assert_allclose(g, w, rtol=5e-2, atol=5e-2)
 
 
 @settings(max_examples=examples(40), deadline=None)
