@@ -22,17 +22,20 @@ EXTREME_INTS = [0, -1, -5, 1, 7, -7, 2**28, 2**31, 2**40, 2**62, -(2**62)]
 LOCATIONS = ["../secret.txt", "/etc/passwd", "data.bin", "a/../../b", "", "..\\x", "x\0y"]
 
 
-def _model(nodes, inputs, outputs, initializers=(), opset: int = 18) -> bytes:
-    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+def onnx_model(nodes, inputs, outputs, initializers=(), opset: int = 18) -> bytes:
+    """The serialised model of one graph of ``nodes``."""
+    graph = helper.make_graph(nodes, "g", list(inputs), list(outputs), list(initializers))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     return model.SerializeToString()
 
 
-def _ints(name, values):
+def ints(name, values):
+    """An int64 initializer."""
     return numpy_helper.from_array(np.array(values, np.int64), name)
 
 
-def _floats(name, values):
+def floats(name, values):
+    """A float32 initializer."""
     return numpy_helper.from_array(np.array(values, np.float32), name)
 
 
@@ -42,36 +45,36 @@ def single_op_models() -> list[tuple[str, bytes]]:
     x = helper.make_tensor_value_info("x", F, [2, 3])
     y = helper.make_tensor_value_info("y", F, None)
     n = helper.make_node
-    known = _floats("k", np.arange(6).reshape(2, 3))
+    known = floats("k", np.arange(6).reshape(2, 3))
     folded = {
-        "ConstantOfShape": ([n("ConstantOfShape", ["s"], ["y"])], [_ints("s", [2, 3])]),
+        "ConstantOfShape": ([n("ConstantOfShape", ["s"], ["y"])], [ints("s", [2, 3])]),
         "Range": ([n("Range", ["a", "b", "c"], ["y"])],
-                  [_floats("a", 0), _floats("b", 10), _floats("c", 1.5)]),
-        "Expand": ([n("Expand", ["k", "s"], ["y"])], [known, _ints("s", [2, 2, 3])]),
-        "Tile": ([n("Tile", ["k", "s"], ["y"])], [known, _ints("s", [2, 1])]),
-        "Reshape": ([n("Reshape", ["k", "s"], ["y"])], [known, _ints("s", [3, 0])]),
+                  [floats("a", 0), floats("b", 10), floats("c", 1.5)]),
+        "Expand": ([n("Expand", ["k", "s"], ["y"])], [known, ints("s", [2, 2, 3])]),
+        "Tile": ([n("Tile", ["k", "s"], ["y"])], [known, ints("s", [2, 1])]),
+        "Reshape": ([n("Reshape", ["k", "s"], ["y"])], [known, ints("s", [3, 0])]),
         "Split": ([n("Split", ["k"], ["y", "z"], axis=1, num_outputs=2)], [known]),
-        "Pad": ([n("Pad", ["k", "p", "", "a"], ["y"])], [known, _ints("p", [1, 1]), _ints("a", [1])]),
+        "Pad": ([n("Pad", ["k", "p", "", "a"], ["y"])], [known, ints("p", [1, 1]), ints("a", [1])]),
         "Sum": ([n("Sum", ["k", "k"], ["y"])], [known]),
-        "Slice": ([n("Slice", ["k", "b", "e"], ["y"])], [known, _ints("b", [0]), _ints("e", [1])]),
+        "Slice": ([n("Slice", ["k", "b", "e"], ["y"])], [known, ints("b", [0]), ints("e", [1])]),
         "Concat": ([n("Concat", ["k", "k"], ["y"], axis=0)], [known]),
         "Dropout": ([n("Dropout", ["k"], ["y", "m"])], [known]),
-        "CastLike": ([n("CastLike", ["k", "i"], ["y"])], [known, _ints("i", [1])]),
-        "Gather": ([n("Gather", ["k", "i"], ["y"], axis=1)], [known, _ints("i", [2, 0])]),
+        "CastLike": ([n("CastLike", ["k", "i"], ["y"])], [known, ints("i", [1])]),
+        "Gather": ([n("Gather", ["k", "i"], ["y"], axis=1)], [known, ints("i", [2, 0])]),
     }  # fmt: skip
     found = [
-        (f"folded {op}", _model(nodes, [], [y], inits)) for op, (nodes, inits) in folded.items()
+        (f"folded {op}", onnx_model(nodes, [], [y], inits)) for op, (nodes, inits) in folded.items()
     ]
     image = helper.make_tensor_value_info("x", F, [1, 2, 4, 4])
     found += [
-        ("Conv", _model([n("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], [image], [y],
-                        [_floats("w", np.ones((2, 2, 3, 3)))])),
-        ("Resize", _model([n("Resize", ["x", "", "r"], ["y"])], [image], [y],
-                          [_floats("r", [1, 1, 2, 2])])),
-        ("MaxPool", _model([n("MaxPool", ["x"], ["y"], kernel_shape=[2, 2])], [image], [y])),
-        ("Softmax", _model([n("Softmax", ["x"], ["y"], axis=1)], [x], [y])),
-        ("LayerNormalization", _model([n("LayerNormalization", ["x", "g"], ["y"])], [x], [y],
-                                      [_floats("g", [1, 1, 1])])),
+        ("Conv", onnx_model([n("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], [image], [y],
+                        [floats("w", np.ones((2, 2, 3, 3)))])),
+        ("Resize", onnx_model([n("Resize", ["x", "", "r"], ["y"])], [image], [y],
+                          [floats("r", [1, 1, 2, 2])])),
+        ("MaxPool", onnx_model([n("MaxPool", ["x"], ["y"], kernel_shape=[2, 2])], [image], [y])),
+        ("Softmax", onnx_model([n("Softmax", ["x"], ["y"], axis=1)], [x], [y])),
+        ("LayerNormalization", onnx_model([n("LayerNormalization", ["x", "g"], ["y"])], [x], [y],
+                                      [floats("g", [1, 1, 1])])),
     ]  # fmt: skip
     return found
 

@@ -12,28 +12,20 @@ import tracemalloc
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 import nbyoc
 from nbyoc import limits
 from nbyoc.errors import LimitError, ModelImportError
+
+from .onnx_mutations import floats, ints, onnx_model
 
 F = TensorProto.FLOAT
 Y = helper.make_tensor_value_info("y", F, None)
 
 
 def model(nodes, inputs=(), initializers=(), outputs=(Y,), opset=18) -> bytes:
-    graph = helper.make_graph(nodes, "g", list(inputs), list(outputs), list(initializers))
-    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    return proto.SerializeToString()
-
-
-def ints(name, values):
-    return numpy_helper.from_array(np.array(values, np.int64), name)
-
-
-def floats(name, values):
-    return numpy_helper.from_array(np.array(values, np.float32), name)
+    return onnx_model(nodes, inputs, outputs, initializers, opset)
 
 
 def redimensioned(tensor, dims):
