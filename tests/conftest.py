@@ -1,5 +1,6 @@
 """Test-session set-up: an empty, private nbyoc cache, so tests neither depend on
-nor pollute the user's cache (tests that need a warm cache warm it themselves)."""
+nor pollute the user's cache (tests that need a warm cache warm it themselves); and
+every llvm kernel the suite lowers has its buffer plan checked (``buffer_plan``)."""
 
 import os
 import shutil
@@ -13,6 +14,9 @@ def pytest_configure(config):
     os.environ.pop("NBYOC_CACHE", None)
     if config.getoption("--run-slow"):  # (before the test modules are imported: examples())
         os.environ["NBYOC_RUN_SLOW"] = "1"
+    from .buffer_plan import install
+
+    install()
 
 
 def pytest_unconfigure(config):

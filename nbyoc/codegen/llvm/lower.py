@@ -18,8 +18,8 @@ sees grows beyond ``MAX_NEST_OPS`` ops, and Numba's parfor passes see only calls
 
 Values that cross stages live in scratch buffers, planned by liveness (a
 buffer is reused once its value is dead, and not before the end of the
-``prange`` group that reads it) and passed in by the caller, so the kernel
-allocates nothing. Outputs are written in place; outputs that are inputs,
+``prange`` group that reads it; ``buffers``) in one arena per dtype passed in by
+the caller, so the kernel allocates nothing. Outputs are written in place; outputs that are inputs,
 constants or views are copied. With ``fuse=False`` every elementwise node gets
 its own loop nest, one loop per node as in the reference design. Stages at
 least ``parallel_threshold`` elements large run their outer loops with
@@ -29,8 +29,8 @@ fusion of a stage that writes a scratch view with one that reads it through
 another view of the same buffer reads the buffer before it is written.
 
 The kernel's arguments are: inputs, constant arrays (read-only), outputs,
-scratch buffers (flat, one per dtype and lifetime) and, when it calls stage
-functions through their addresses, those addresses. It checks every shape
+scratch arenas and, when it calls stage functions through their addresses,
+those addresses. It checks every shape
 first and raises ``ValueError`` rather than index out of bounds. The source
 never names the external function's symbol, so identical regions share one
 kernel.
@@ -56,6 +56,7 @@ from ...ir.ops.index import python_slices
 from ...ir.traversal import post_order
 from ...ir.types import TensorType
 from . import rules, target
+from .buffers import BufferPlan, last_uses, plan_buffers
 from .epilogue import Epilogue, FlatPlanes, FlatRows
 from .gemm import takes_epilogue, uses_tiles
 from .loops import (
@@ -66,6 +67,7 @@ from .loops import (
     with_vector_width,
 )
 from .ops import EPILOGUES, FUNCTION_STAGES, STAGES
+from .outline import outline_parallel_loops
 from .reduce import concatenate_stage, table_source
 from .row_blocks import BLOCK_ELEMENTS, SHORT_ROW, emit_row_blocks
 from .rows import (
@@ -101,6 +103,10 @@ MAX_NEST_OPS = 64
 #: more than a few ops cost anywhere (the reference graph's cold compile: 1.9 s inline,
 #: 2.1 s as a stage function).
 FUNCTION_MIN_OPS = 8
+
+#: The options of a parallel loop's group function (``outline``): called from the
+#: kernel only, so compiled and cached with it.
+GROUP_OPTIONS = 'nogil=True, error_model="numpy", boundscheck=False'
 
 #: The Numba type of each dtype Numba has (it names its scalar types as NumPy does, bool
 #: aside); float16 values are float32 and its arrays uint16 (``rules.EMULATED``).
@@ -141,11 +147,25 @@ class Lowered:
     inputs: list[TensorType]
     constants: list[np.ndarray]
     outputs: list[TensorType]
-    scratch: list[tuple[str, int]]  # (dtype, elements) of each scratch buffer
+    scratch: list[tuple[str, int]]  # (storage dtype, elements) of each scratch arena
     parallel: bool = False
     #: (function, signature) of the stage functions whose addresses the kernel takes, in
     #: order, as its last argument (``nbyoc.runtime.jit_address.stage_addresses``).
     addressed: list[tuple[str, str]] = field(default_factory=list)
+    #: What the buffers were planned from, for checking the plan (``Schedule``).
+    schedule: Schedule | None = None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The order a kernel computes its values in, and where it keeps them: the stage of
+    every op; the prange group of every stage (the values read in a group stay until
+    its end); the buffer plan of the scratch values; the outputs written in place."""
+
+    stage_of: dict[Call, int]
+    groups: list[int]
+    plan: BufferPlan
+    in_place: dict[Call, str]
 
 
 def lower(
@@ -287,7 +307,6 @@ class _Lowering:
                 for a in node.args:
                     users.setdefault(a, set()).add(stage_of[node])
         is_output = set(self.outputs)
-        end = len(stages)
         # A value must be an array if it leaves its nest, or is an output.
         stored = {
             n
@@ -297,33 +316,14 @@ class _Lowering:
             or any(u != stage_of[n] for u in users.get(n, ()))
         }
         views = {n for n in stored if n.op.name in VIEWS}
-        last_use = {n: max(users.get(n, {stage_of[n]})) for n in stored}
-        # Outputs are read at the end (those not written in place are copied out then);
-        # set before the views pass their last uses down, so that an output which is a
-        # view of a scratch buffer keeps that buffer from being reused by later stages.
-        for o in is_output:
-            if o in last_use:
-                last_use[o] = end
-        # A view keeps the buffer it looks into alive; consumers first, so a view of a
-        # view passes its last use down the chain to the buffer (in producer order the
-        # buffer was reused while a transpose of a reshape of it was still to be read).
-        for n in reversed(self.nodes):
-            if n in views:
-                base = n.args[0]
-                if base in last_use:
-                    last_use[base] = max(last_use[base], last_use[n])
-        # Stages sharing a prange run chunk by chunk: a buffer read in one must not be
-        # reused by another stage of the group, so its value lives to the group's end.
         groups = self.plan_groups(stages)
-        group_end = {g: i for i, g in enumerate(groups)}
-        for n, used in last_use.items():
-            if used < end:
-                last_use[n] = group_end[groups[used]]
+        last_use = last_uses(self.nodes, stage_of, users, stored, views, is_output, groups)
         out_names = {}
         for k, o in enumerate(self.outputs):
             if isinstance(o, Call) and o not in views and o not in out_names:
                 out_names[o] = f"out{k}"
-        scratch, dest = self.plan_buffers(stages, stage_of, stored - views, out_names, last_use)
+        self.buffer_plan, dest = self.plan_buffers(stages, stored - views, out_names, last_use)
+        self.schedule = Schedule(stage_of, groups, self.buffer_plan, out_names)
         body = []
         for index, stage in enumerate(stages):
             if stage.epilogue:  # emitted by the stage before it
@@ -332,7 +332,7 @@ class _Lowering:
             epilogue = after if after is not None and after.epilogue else None
             body += self.emit_stage(stage, index, groups[index], stored, dest, epilogue)
         body += self.flush() + self.emit_output_copies(out_names)
-        return self.finish(body, scratch)
+        return self.finish(body, list(self.buffer_plan.arenas))
 
     def plan_groups(self, stages: list[Stage]) -> list[int]:
         """A group number per stage; the stages of one group may run in one prange.
@@ -453,29 +453,24 @@ class _Lowering:
             and node.type.shape[0] == lead
         )
 
-    def plan_buffers(self, stages, stage_of, materialised, out_names, last_use):
-        """Scratch buffers by liveness: (dtype, elements) list and value -> (buffer, view name)."""
-        buffers: list[list] = []  # [dtype, elements, busy_until]
+    def plan_buffers(self, stages, materialised, out_names, last_use):
+        """The buffer plan (``buffers``) and each stored value's destination: (buffer,
+        view name), or (None, output name) for an output written in place."""
+        values = [
+            (index, node, node.type.dtype, node.type.size)
+            for index, stage in enumerate(stages)
+            for node in stage.nodes
+            if node in materialised and node not in out_names
+        ]
+        plan = plan_buffers(values, last_use, storage_dtype)
         dest: dict[Call, tuple[int | None, str]] = {}
-        for index, stage in enumerate(stages):
+        for stage in stages:
             for node in stage.nodes:
-                if node not in materialised:
-                    continue
                 if node in out_names:
                     dest[node] = (None, out_names[node])
-                    continue
-                t = node.type
-                chosen = next(
-                    (b for b, buf in enumerate(buffers) if buf[0] == t.dtype and buf[2] < index),
-                    None,
-                )
-                if chosen is None:
-                    buffers.append([t.dtype, 0, 0])
-                    chosen = len(buffers) - 1
-                buffers[chosen][1] = max(buffers[chosen][1], t.size, 1)
-                buffers[chosen][2] = last_use[node]
-                dest[node] = (chosen, f"t{len(dest)}")
-        return [(storage_dtype(dtype), n) for dtype, n, _ in buffers], dest
+                elif node in plan.home:
+                    dest[node] = (plan.home[node], f"t{len(dest)}")
+        return plan, dest
 
     # -- emitting ---------------------------------------------------------------
 
@@ -493,8 +488,10 @@ class _Lowering:
         if view is not None:
             return []
         self.scratch_views[key] = name
-        size = max(node.type.size, 1)
-        return [f"{name} = s{buffer}[:{size}].reshape({_shape_literal(node.type.shape)})"]
+        place = self.buffer_plan.buffers[buffer]
+        start, stop = place.offset, place.offset + max(node.type.size, 1)
+        shape = _shape_literal(node.type.shape)
+        return [f"{name} = s{place.arena}[{start}:{stop}].reshape({shape})"]
 
     def emit_stage(self, stage: Stage, index, group, stored, dest, epilogue=None) -> list[str]:
         self.group = group
@@ -892,6 +889,38 @@ class _Lowering:
     def loops(self, shape: tuple[int, ...], inner: list[str]) -> list[str]:
         return loop_nest(shape, inner, self.use_parallel(shape))
 
+    def outline(self, lines, args, types, addressed) -> tuple[list[str], list[str]]:
+        """The kernel's ``lines`` with its parallel loops outlined (``outline``), and the
+        group functions' source. With function pointers, each group is called through
+        its address (appended to ``addressed``), so its code is not linked into the
+        kernel and the loop around it again."""
+        pointers = self.stages.pointers
+        first = len(addressed)
+        parameters = [*args, "stage_addresses"]
+        lines, groups = outline_parallel_loops(
+            lines, parameters, lambda k: f"group_at{k}" if pointers else f"group{k}"
+        )
+        type_of = dict(zip(args, types))
+        type_of["stage_addresses"] = 'nbt.Array(nbt.int64, 1, "C", readonly=True)'
+        source, calls = [], []
+        for k, group in enumerate(groups):
+            decorator = f"@njit({GROUP_OPTIONS})"
+            if pointers:
+                signature = f"GROUP{k}"
+                group_types = [type_of[p] for p in group.parameters] + ["nbt.int64"]
+                source += [
+                    f"{signature} = nbt.void({', '.join(group_types)})",
+                    f"{signature}_TYPE = nbt.FunctionType({signature})",
+                ]
+                decorator = f"@njit({signature}, cache=True, {GROUP_OPTIONS})"
+                addressed.append((f"group{k}", signature))
+                calls.append(
+                    f"group_at{k} = function_at(stage_addresses[{first + k}], {signature}_TYPE)"
+                )
+            header = f"def group{k}({', '.join([*group.parameters, 'c'])}):"
+            source += [decorator, header, *("    " + line for line in group.lines), ""]
+        return calls + lines, source
+
     def finish(self, body: list[str], scratch) -> Lowered:
         inputs = [p.type for p in self.func.params]
         outputs = [o.type for o in self.outputs]
@@ -944,17 +973,21 @@ class _Lowering:
         if internal:
             checks.append(f"if {' or '.join(internal)}:")
             checks.append('    raise ValueError("nbyoc: runtime arrays of wrong shapes")')
-        addressed = self.stages.addressed
+        addressed = list(self.stages.addressed)
+        bindings = [
+            f"stage_at{k} = function_at(stage_addresses[{k}], {signature}_TYPE)"
+            for k, (_, signature) in enumerate(addressed)
+        ]
+        _check_not_rebound(body, [*args, *(v.split(" = ")[0] for v in views)], self.symbol)
+        lines, groups = bindings + views + body, []
+        if self.parallel:
+            lines, groups = self.outline(lines, args, types, addressed)
         if addressed:
             args.append("stage_addresses")
             types.append('nbt.Array(nbt.int64, 1, "C", readonly=True)')
             checks.append(f"if stage_addresses.shape[0] != {len(addressed)}:")
             checks.append('    raise ValueError("nbyoc: wrong number of stage addresses")')
-            checks += [
-                f"stage_at{k} = function_at(stage_addresses[{k}], {signature}_TYPE)"
-                for k, (_, signature) in enumerate(addressed)
-            ]
-        _check_not_rebound(body, [*args, *(v.split(" = ")[0] for v in views)], self.symbol)
+        lines = checks + lines
         kernel = "kernel"  # a name of our own, never the symbol
         # Numba's parfor fusion off: see the module docstring.
         parallel = '{"fusion": False}' if self.parallel else "False"
@@ -989,13 +1022,14 @@ class _Lowering:
             *(rules.HELPERS[h] for h in sorted(self.helpers)),
             *(table_source(name, rows) for name, rows in self.tables.items()),
             *self.stages.source,
+            *groups,
             "",
             f"SIGNATURE = nbt.void({', '.join(types)})",
             "",
             "",
             f"@njit(SIGNATURE, {options})",
             f"def {kernel}({', '.join(args)}):",
-            *("    " + line for line in checks + views + body),
+            *("    " + line for line in lines),
             "    return",
             "",
         ]
@@ -1012,6 +1046,7 @@ class _Lowering:
             scratch,
             self.parallel,
             list(addressed),
+            self.schedule,
         )
 
 

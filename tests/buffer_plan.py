@@ -1,0 +1,140 @@
+"""An llvm kernel's buffer plan, checked from the graph alone.
+
+The lowering plans scratch memory by liveness (``nbyoc.codegen.llvm.buffers``);
+this checker works out, by itself, when each value is written and when it may
+still be read, and refuses a plan that puts two values whose lives overlap in
+overlapping memory. It shares nothing with the lowering's own liveness: it is
+given only the graph, the stage each op runs in, the prange group of each stage,
+the buffer of each value and the outputs written in place.
+
+When a value lives, for the checker:
+
+- it is written in its stage, and read in the stage of every op that takes it
+  (a row group, a fused nest and its producer count as one stage);
+- a view (reshape, transpose, slice) is its operand's memory: whatever reads the
+  view reads the operand then;
+- an output is read after the last stage, when the kernel copies it out (an
+  output that is a view of a scratch value keeps that value to the end);
+- the stages of one prange group run chunk by chunk on every thread at once, so
+  a value written or read in a group lives from the group's first stage to its
+  last.
+
+``install()`` (called by the test session's set-up) checks every kernel the suite
+lowers; ``check_buffer_plan`` checks one.
+"""
+
+from __future__ import annotations
+
+from nbyoc.ir.nodes import Call, Tuple
+from nbyoc.ir.traversal import post_order
+
+VIEWS = ("reshape", "transpose", "slice")
+
+
+class BufferPlanError(AssertionError):
+    """A buffer plan lets a write clobber a value that may still be read."""
+
+
+def check_buffer_plan(func, schedule) -> None:
+    """Raise ``BufferPlanError`` if ``schedule`` (``Lowered.schedule`` of ``func``'s
+    kernel) lets a value be overwritten while it, a view of it, or an output still to
+    be copied from it can be read; or puts a value outside its buffer or arena."""
+    if schedule is None:
+        return
+    outputs = list(func.body.fields) if isinstance(func.body, Tuple) else [func.body]
+    nodes = [n for n in post_order(outputs) if isinstance(n, Call)]
+    stage_of = schedule.stage_of
+    end = len(schedule.groups)
+    first, last = _group_spans(schedule.groups)
+
+    def span(stage: int) -> tuple[int, int]:
+        if stage >= end:  # the copies out, after every stage
+            return end, end
+        group = schedule.groups[stage]
+        return first[group], last[group]
+
+    def memory_of(node):
+        """The value whose memory ``node`` is (itself, or what its views look into)."""
+        while isinstance(node, Call) and node.op.name in VIEWS and node not in schedule.plan.home:
+            node = node.args[0]
+        return node
+
+    lives: dict[Call, list[int]] = {}  # value -> [first, last] stage it is alive in
+    for node in nodes:
+        if node in schedule.plan.home:
+            lives[node] = list(span(stage_of[node]))
+    for node in nodes:
+        for operand in node.args:
+            base = memory_of(operand)
+            if base in lives:
+                lives[base][1] = max(lives[base][1], span(stage_of[node])[1])
+    for output in outputs:
+        base = memory_of(output)
+        if base in lives:
+            lives[base][1] = end
+    _check_places(schedule.plan, lives)
+    _check_overlaps(schedule.plan, lives)
+
+
+def _group_spans(groups: list[int]) -> tuple[dict[int, int], dict[int, int]]:
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for stage, group in enumerate(groups):
+        first.setdefault(group, stage)
+        last[group] = stage
+    return first, last
+
+
+def _extent(plan, value) -> tuple[int, int, int]:
+    """(arena, first element, end element) of ``value`` in its arena."""
+    buffer = plan.buffers[plan.home[value]]
+    return buffer.arena, buffer.offset, buffer.offset + max(value.type.size, 1)
+
+
+def _check_places(plan, lives) -> None:
+    for value in lives:
+        buffer = plan.buffers[plan.home[value]]
+        arena, start, stop = _extent(plan, value)
+        if stop - start > buffer.elements:
+            raise BufferPlanError(f"{value!r} is larger than its buffer ({buffer})")
+        if stop > plan.arenas[arena][1]:
+            raise BufferPlanError(f"{value!r} ends past its arena {plan.arenas[arena]}")
+        if buffer.dtype != value.type.dtype:
+            raise BufferPlanError(f"{value!r} is kept in a {buffer.dtype} buffer")
+
+
+def _check_overlaps(plan, lives) -> None:
+    """No two values alive at once share a byte: sorted by start, each arena's values
+    are compared with every one whose life has not ended."""
+    events = sorted(lives, key=lambda v: (lives[v][0], _extent(plan, v)))
+    alive: list = []
+    for value in events:
+        born = lives[value][0]
+        alive = [other for other in alive if lives[other][1] >= born]
+        arena, start, stop = _extent(plan, value)
+        for other in alive:
+            other_arena, other_start, other_stop = _extent(plan, other)
+            if other_arena == arena and start < other_stop and other_start < stop:
+                raise BufferPlanError(
+                    f"{value!r} (alive in stages {lives[value]}) is written over "
+                    f"{other!r} (alive in stages {lives[other]}) in arena {arena}"
+                )
+        alive.append(value)
+
+
+def install() -> None:
+    """Check the buffer plan of every kernel lowered from now on in this process."""
+    from nbyoc.codegen.llvm import lower as lowering
+
+    run = lowering._Lowering.run
+    if getattr(run, "checks_buffers", False):
+        return
+
+    def checked(self):
+        lowered = run(self)
+        check_buffer_plan(self.func, lowered.schedule)
+        return lowered
+
+    checked.checks_buffers = True
+    checked.__wrapped__ = run
+    lowering._Lowering.run = checked
