@@ -27,10 +27,13 @@ def build(module: IRModule, options: Mapping[str, Mapping] | None = None) -> dic
     options = dict(options or {})
     external = {n: f for n, f in module.functions.items() if f.attrs.get("Compiler") is not None}
     built = {}
+    if not external:
+        return built
+    # Each region is one unit of the bar unless its backend counts its own (``progress``).
     with progress(len(external), "compiling") as bar:
         for name, func in external.items():
-            built[name] = _build_one(name, func, options)
-            bar.update()
+            with bar.region(name):
+                built[name] = _build_one(name, func, options)
     return built
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from .. import cache
 from .._version import __version__
 from ..errors import CompileError
+from ..progress import progress
 
 DEFAULT_CFLAGS = ("-O3",)
 REQUIRED_FLAGS = (
@@ -133,13 +134,16 @@ def build_shared_library(source: str, name: str, native: bool = False) -> Path:
     cache.atomic_write(source_path, source.encode())
     fd, tmp = tempfile.mkstemp(dir=library.parent, prefix=f".{library.name}.", suffix=".tmp")
     os.close(fd)
+    notice = f"the C code of {name!r} ({' '.join(command)})"
     try:
-        result = subprocess.run(
-            [*command, *flags, str(source_path), "-o", tmp, "-lm"],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        with progress(1, name, notice=notice) as bar:
+            bar.working()
+            result = subprocess.run(
+                [*command, *flags, str(source_path), "-o", tmp, "-lm"],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
         if result.returncode != 0:
             raise CompileError(
                 f"the C compiler failed on {source_path} "

@@ -34,6 +34,7 @@ from ..codegen.examplejson.parse import parse_examplejson
 from ..errors import ExecutionError, LoadError, NbyocError
 from ..ir.nodes import Call, Constant, Expr, Function, Tuple, Var
 from ..ir.traversal import last_reads, post_order
+from ..progress import progress
 from .llvm import PARALLEL_THRESHOLD, compiled_kernel
 from .module import Module, destination_passing, register_loader
 
@@ -63,6 +64,20 @@ def op_kernel(call: Call, parallel_threshold: int = PARALLEL_THRESHOLD):
         return kernel(*arrays, *scratch, *trailing)
 
     return with_extras, compiled
+
+
+def op_kernels(calls: list[Call], parallel_threshold: int, symbol: str) -> list[tuple]:
+    """``op_kernel`` of each call, each counted as one unit of the compile's progress
+    (the llvm kernels they are made of count nothing more)."""
+    n = len(calls)
+    notice = f"the kernels of the {n} op{'s' * (n != 1)} of {symbol!r}"
+    kernels = []
+    with progress(n, symbol, notice=notice) as bar:
+        for position, call in enumerate(calls):
+            bar.describe(f"{call.op.name} ({position + 1}/{n})")
+            kernels.append(op_kernel(call, parallel_threshold))
+            bar.update()
+    return kernels
 
 
 def distinct_operands(call: Call) -> list[Expr]:
@@ -112,6 +127,7 @@ class _Program:
         self.ops: list[str] = []  # each step's op, for error messages
         self.compiled: list = []
         self.symbol = func.attrs.get("global_symbol", "subgraph")
+        kernels = op_kernels(calls, parallel_threshold, self.symbol)
         for position, call in enumerate(calls):
             args = tuple(slot[a] for a in distinct_operands(call))
             if call in out_of:
@@ -127,7 +143,7 @@ class _Program:
                 holder[call] = reuse
                 dest = ("buf", reuse)
             slot[call] = len(slot)
-            kernel, compiled = op_kernel(call, parallel_threshold)
+            kernel, compiled = kernels[position]
             self.compiled.append(compiled)  # (keeps each kernel loaded while this runs)
             self.steps.append((kernel, args, dest, slot[call]))
             self.ops.append(call.op.name)

@@ -94,9 +94,11 @@ def load_kernel(source: str, name: str):
     return getattr(load_kernel_module(source), name)
 
 
-def load_kernel_module(source: str):
+def load_kernel_module(source: str, label: str = "kernel"):
     """The module ``source`` defines, run (and its functions compiled or loaded from
-    Numba's cache) at most once per process while it stays loaded."""
+    Numba's cache) at most once per process while it stays loaded. Each function Numba
+    compiles counts in the compile's progress (``nbyoc.progress``), which names it
+    ``label`` (the region's symbol)."""
     key = source_key(source)
     with _LOCK:
         module = _KERNELS.get(key)
@@ -111,7 +113,11 @@ def load_kernel_module(source: str):
             cache.atomic_write(path, source.encode())
         numba_files = NumbaCacheFiles(path)
         numba_files.admit()
-        module = _run_module(source, path, f"nbyoc_kernel_{key}")
+        from .numba_progress import reporting  # (imports Numba, which runs the module next)
+
+        name = f"nbyoc_kernel_{key}"
+        with reporting(source, name, label):
+            module = _run_module(source, path, name)
         numba_files.record(module)
         module.__nbyoc_key__ = key
         _KERNELS[key] = module

@@ -87,7 +87,7 @@ def compiled_kernel(func: Function, fuse: bool, parallel_threshold: int) -> Comp
             lowered = lower(func, fuse, parallel_threshold, function_pointers=supported())
             if lowered.parallel:
                 start_threads()
-            module = load_kernel_module(lowered.source)
+            module = load_kernel_module(lowered.source, func.attrs.get("global_symbol", "kernel"))
             trailing = (stage_addresses(module, lowered.addressed),) if lowered.addressed else ()
             kernel = storage_views(lowered, getattr(module, lowered.kernel))
             entry = CompiledKernel(lowered, kernel, trailing, module.__nbyoc_key__)
