@@ -6,17 +6,21 @@ into the caller's module and optimising and generating machine code for all of
 it again; a parallel loop adds one more module around its body. For an llvm
 kernel whose stage function holds a hundred fused ops, that meant generating
 the same large loop three times. A kernel instead receives the addresses of its
-large stage functions (an int64 array argument) and calls each one through a
-first-class function value built from its address by ``function_at``: each
-stage is compiled once, in its own cached library, and only the call is in the
-kernel. The addresses are data, so the kernel stays cacheable.
+large stage functions and of its parallel loops' bodies (an int64 array
+argument) and calls each one by ``call_at``: each is compiled once, in its own
+cached library, and only the call is in the kernel. The addresses are data, so
+the kernel stays cacheable.
 
-``function_at`` fills Numba's first-class function value with the callee's
-native (Numba calling convention) address, the form Numba itself uses for a
-jitted function passed as a value, so exceptions propagate as usual. It needs
-``numba.experimental.function_type._get_jit_address`` and a ``jit_addr`` field
-in the value; ``supported()`` says whether this Numba has both, and the lowering
-calls stages directly (the slower compile, same results) when it has not.
+``call_at`` calls the callee's native (Numba calling convention) address, the one
+Numba itself uses for a jitted function passed as a value, so exceptions
+propagate as usual. Calling a first-class function value instead would also
+compile, at every call site, a path for a value with no native address (through
+the Python object, boxing each argument), which is never taken: that path was a
+third of the compile time of a 53-conv model's loop body. The addresses come
+from ``numba.experimental.function_type._get_jit_address``, and the value type
+must have a ``jit_addr`` field; ``supported()`` says whether this Numba has both,
+and the lowering calls stages directly (the slower compile, same results) when
+it has not.
 
 A kernel's constants come the same way: one int64 array of their data addresses
 (``data_addresses``), each viewed in the kernel by ``carray(pointer_at(...))``. As
@@ -47,28 +51,6 @@ def supported() -> bool:
 
 
 @functools.cache
-def _function_at():
-    from numba.core import cgutils
-    from numba.extending import intrinsic
-
-    @intrinsic
-    def function_at(typingctx, address, ftype):
-        """The first-class function of type ``ftype`` whose code is at ``address``."""
-        fnty = ftype.instance_type
-
-        def codegen(context, builder, signature, args):
-            value = cgutils.create_struct_proxy(fnty)(context, builder)
-            value.c_addr = cgutils.voidptr_t(None)
-            value.py_addr = cgutils.voidptr_t(None)
-            value.jit_addr = builder.inttoptr(args[0], cgutils.voidptr_t)
-            return value._getvalue()
-
-        return fnty(address, ftype), codegen
-
-    return function_at
-
-
-@functools.cache
 def _pointer_at():
     from numba.core import types
     from numba.extending import intrinsic
@@ -86,10 +68,41 @@ def _pointer_at():
     return pointer_at
 
 
+@functools.cache
+def _call_at():
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def call_at(typingctx, address, ftype, arguments):
+        """Call the jitted function of type ``ftype`` (a ``FunctionType``) whose code is
+        at ``address``, with the tuple ``arguments``."""
+        signature = ftype.instance_type.signature
+        if tuple(arguments) != tuple(signature.args):
+            return None
+
+        def codegen(context, builder, call_signature, args):
+            function_type = context.call_conv.get_function_type(
+                signature.return_type, signature.args
+            ).as_pointer()
+            pointer = builder.inttoptr(args[0], function_type)
+            values = [builder.extract_value(args[2], k) for k in range(len(signature.args))]
+            status, result = context.call_conv.call_function(
+                builder, pointer, signature.return_type, signature.args, values
+            )
+            with cgutils.if_unlikely(builder, status.is_error):
+                context.call_conv.return_status_propagate(builder, status)
+            return result
+
+        return signature.return_type(address, ftype, arguments), codegen
+
+    return call_at
+
+
 def __getattr__(name):
     # The intrinsics are built on first use, so importing this module does not import Numba.
-    if name == "function_at":
-        return _function_at()
+    if name == "call_at":
+        return _call_at()
     if name == "pointer_at":
         return _pointer_at()
     raise AttributeError(name)

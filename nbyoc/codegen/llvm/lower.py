@@ -81,7 +81,15 @@ from .rows import (
 )
 from .rows import ROW_REDUCTIONS as REDUCTIONS
 from .rules import load, storage_dtype, store, value_dtype
-from .stages import Lead, StageCall, StageFunctions, can_join, emit_calls, lead_axes
+from .stages import (
+    Lead,
+    StageCall,
+    StageFunctions,
+    call_text,
+    can_join,
+    emit_calls,
+    lead_axes,
+)
 from .target import vector_bits
 
 #: A kernel over fewer elements than this (inputs and outputs together), with no
@@ -693,7 +701,7 @@ class _Lowering:
         function = name if address is None else f"stage_at{address}"
         arguments = [*params, *scalar_arguments]
         if body.tasks is None:
-            return [*lines, *self.flush(), f"{function}({', '.join(arguments)})"]
+            return [*lines, *self.flush(), call_text(function, arguments)]
         tasks = (body.tasks,)
         call = StageCall(function, arguments, tasks, parallel, self.group, body.work, body.lead)
         return lines + self.queue(call)
@@ -898,11 +906,15 @@ class _Lowering:
         first = len(addressed)
         parameters = [*args, "stage_addresses"]
         lines, groups = outline_parallel_loops(
-            lines, parameters, lambda k: f"group_at{k}" if pointers else f"group{k}"
+            lines,
+            parameters,
+            lambda k, arguments: call_text(
+                f"stage_at{first + k}" if pointers else f"group{k}", arguments
+            ),
         )
         type_of = dict(zip(args, types))
         type_of["stage_addresses"] = 'nbt.Array(nbt.int64, 1, "C", readonly=True)'
-        source, calls = [], []
+        source = []
         for k, group in enumerate(groups):
             decorator = f"@njit({GROUP_OPTIONS})"
             if pointers:
@@ -911,15 +923,13 @@ class _Lowering:
                 source += [
                     f"{signature} = nbt.void({', '.join(group_types)})",
                     f"{signature}_TYPE = nbt.FunctionType({signature})",
+                    f"STAGE_AT{first + k}_TYPE = {signature}_TYPE",
                 ]
                 decorator = f"@njit({signature}, cache=True, {GROUP_OPTIONS})"
                 addressed.append((f"group{k}", signature))
-                calls.append(
-                    f"group_at{k} = function_at(stage_addresses[{first + k}], {signature}_TYPE)"
-                )
             header = f"def group{k}({', '.join([*group.parameters, 'c'])}):"
             source += [decorator, header, *("    " + line for line in group.lines), ""]
-        return calls + lines, source
+        return lines, source
 
     def finish(self, body: list[str], scratch) -> Lowered:
         inputs = [p.type for p in self.func.params]
@@ -974,12 +984,8 @@ class _Lowering:
             checks.append(f"if {' or '.join(internal)}:")
             checks.append('    raise ValueError("nbyoc: runtime arrays of wrong shapes")')
         addressed = list(self.stages.addressed)
-        bindings = [
-            f"stage_at{k} = function_at(stage_addresses[{k}], {signature}_TYPE)"
-            for k, (_, signature) in enumerate(addressed)
-        ]
         _check_not_rebound(body, [*args, *(v.split(" = ")[0] for v in views)], self.symbol)
-        lines, groups = bindings + views + body, []
+        lines, groups = views + body, []
         if self.parallel:
             lines, groups = self.outline(lines, args, types, addressed)
         if addressed:
@@ -1007,7 +1013,7 @@ class _Lowering:
             "from numba.core import types as nbt",
             OPAQUE_IMPORT,
             *(["from numba import carray"] if self.constants else []),
-            *(["from nbyoc.runtime.jit_address import function_at"] if addressed else []),
+            *(["from nbyoc.runtime.jit_address import call_at"] if addressed else []),
             *(["from nbyoc.runtime.jit_address import pointer_at"] if self.constants else []),
             *([rules.EMULATION_IMPORT] if self.emulated else []),
             *([ROWS_IMPORT] if self.row_groups else []),
@@ -1022,6 +1028,10 @@ class _Lowering:
             *(rules.HELPERS[h] for h in sorted(self.helpers)),
             *(table_source(name, rows) for name, rows in self.tables.items()),
             *self.stages.source,
+            *(
+                f"STAGE_AT{k}_TYPE = {signature}_TYPE"
+                for k, (_, signature) in enumerate(self.stages.addressed)
+            ),
             *groups,
             "",
             f"SIGNATURE = nbt.void({', '.join(types)})",

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 #: A kernel line binding a name: ``name = expression``.
 _BINDING = re.compile(r"^(\w+) = (.+)$")
 #: The expressions that only view memory, never read it: a name, a slice, a reshape
-#: or transpose of one; an array or function at an address.
+#: or transpose of one; an array at an address.
 _VIEW = re.compile(
     r"^(\w+(\[[\d:, ]*\])?(\.(reshape|transpose)\(\([\d, ]*\)\)|\.reshape\(\d+\))*"
-    r"|carray\(pointer_at\(constants\[\d+\], np\.\w+\), \([\d, ]*\)\)"
-    r"|function_at\(stage_addresses\[\d+\], \w+\))$"
+    r"|carray\(pointer_at\(constants\[\d+\], np\.\w+\), \([\d, ]*\)\))$"
 )
 #: A name bound by an assignment or a ``for`` anywhere in a line.
 _BOUND = re.compile(r"^\s*(?:(\w+) = |for (\w+) in )")
@@ -52,14 +51,14 @@ def outline_parallel_loops(
 
     >>> body, groups = outline_parallel_loops(
     ...     ["t0 = s0[0:8].reshape((2, 4))", "for c in prange(2):", "    stage(t0, c, c + 1)"],
-    ...     ["in0", "s0"], lambda k: f"group{k}")
+    ...     ["in0", "s0"], lambda k, arguments: f"group{k}({', '.join(arguments)})")
     >>> body
     ['for c in prange(2):', '    group0(s0, np.int64(c))']
     >>> groups
     [Group(parameters=['s0'], lines=['t0 = s0[0:8].reshape((2, 4))', 'stage(t0, c, c + 1)'])]
     """
     bindings: dict[str, str] = {}  # each name bound at the kernel's top level: its line
-    other: set[str] = set()  # names bound any other way (in a block, or twice)
+    other: set[str] = set()  # names bound any other way (in a block, or to two things)
     kernel: list[str] = []
     groups: list[Group] = []
     index = 0
@@ -74,13 +73,13 @@ def outline_parallel_loops(
             if needed is not None:
                 used = [p for p in parameters if _uses(body + needed, p)]
                 # (Numba types a prange's index as uint64; every stage takes int64 bounds)
-                call = f"{callee(len(groups))}({', '.join([*used, 'np.int64(c)'])})"
+                call = callee(len(groups), [*used, "np.int64(c)"])
                 kernel += [line, f"    {call}"]
                 groups.append(Group(used, needed + body))
                 index = end
                 continue
         elif (match := _BINDING.match(line)) is not None:
-            if match.group(1) in bindings:
+            if bindings.get(match.group(1), line) != line:  # (the same view again is fine)
                 other.add(match.group(1))
             bindings[match.group(1)] = line
         for text in lines[index + 1 : end]:

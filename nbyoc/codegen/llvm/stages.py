@@ -28,6 +28,7 @@ def stage0(a0, a1, lo, hi):
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from .loops import outer
@@ -235,7 +236,7 @@ class StageCall:
 
     def call(self, lo: str, hi: str) -> str:
         args = [*self.arguments, lo, hi] if self.domain else self.arguments
-        return f"{self.function}({', '.join(args)})"
+        return call_text(self.function, args)
 
     def joins(self, later: StageCall) -> bool:
         """Whether ``later`` may run in this call's prange, chunk by chunk (when the
@@ -357,6 +358,24 @@ class StageFunctions:
             ]
         index = next((k for k, (f, _) in enumerate(self.addressed) if f == name), None)
         return name, index
+
+
+#: The name a kernel calls the stage function at ``stage_addresses[k]`` by.
+_ADDRESSED = re.compile(r"stage_at(\d+)")
+
+
+def call_text(function: str, arguments: list[str]) -> str:
+    """The call of ``function`` by its name or, for ``stage_at<k>``, through its address
+    (``nbyoc.runtime.jit_address.call_at``; its type is ``STAGE_AT<k>_TYPE``).
+
+    >>> call_text("stage3", ["a", "lo"]), call_text("stage_at2", ["a"])
+    ('stage3(a, lo)', 'call_at(stage_addresses[2], STAGE_AT2_TYPE, (a,))')
+    """
+    match = _ADDRESSED.fullmatch(function)
+    if match is None:
+        return f"{function}({', '.join(arguments)})"
+    k = match.group(1)
+    return f"call_at(stage_addresses[{k}], STAGE_AT{k}_TYPE, ({', '.join(arguments)},))"
 
 
 def emit_calls(calls: list[StageCall]) -> list[str]:
