@@ -108,26 +108,35 @@ def child_nbyoc(args, report: dict, save) -> None:
         save(report, None)
 
 
+def measure_peer(args, report: dict, save, create, run) -> None:
+    """A peer runtime's ``create()`` (session, compiled model) and ``run(created)``, timed."""
+    report["import_s"] = time.perf_counter() - START
+    began, cpu_began = time.perf_counter(), cpu_s()
+    created = create()
+    ready, cpu_ready = time.perf_counter(), cpu_s()
+    outputs = run(created)
+    report.update(
+        compile_s=ready - began,
+        compile_cpu_s=cpu_ready - cpu_began,
+        first_call_s=time.perf_counter() - ready,
+    )
+    save(report, outputs)
+    report["run_ms"], report["runs"] = median_run_ms(lambda: run(created), args.runs)
+    save(report, None)
+
+
 def child_ort(args, report: dict, save) -> None:
     import onnxruntime
 
     model = MODELS[args.model]
     data = real_models.fetch(args.model)
     feeds = {**model.sample(real_models.SEED), **model.constants}
-    report["import_s"] = time.perf_counter() - START
-    began, cpu_began = time.perf_counter(), cpu_s()
-    session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
-    created, cpu_created = time.perf_counter(), cpu_s()
-    outputs = session.run(None, feeds)
-    report.update(
-        compile_s=created - began,
-        compile_cpu_s=cpu_created - cpu_began,
-        first_call_s=time.perf_counter() - created,
-        version=onnxruntime.__version__,
-    )
-    save(report, outputs)
-    report["run_ms"], report["runs"] = median_run_ms(lambda: session.run(None, feeds), args.runs)
-    save(report, None)
+    report["version"] = onnxruntime.__version__
+    measure_peer(
+        args, report, save,
+        lambda: onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"]),
+        lambda session: session.run(None, feeds),
+    )  # fmt: skip
 
 
 def child_openvino(args, report: dict, save) -> None:
@@ -136,26 +145,20 @@ def child_openvino(args, report: dict, save) -> None:
     model = MODELS[args.model]
     real_models.fetch(args.model)
     feeds = model.sample(real_models.SEED)
-    report["import_s"] = time.perf_counter() - START
-    began, cpu_began = time.perf_counter(), cpu_s()
-    core = openvino.Core()
-    read = core.read_model(str(model.path))
-    read.reshape({name: list(i.shape) for name, i in model.inputs.items()})
-    # f32: on a CPU with AMX or AVX512-BF16 OpenVINO would compute in bfloat16 (1e-3 off)
-    compiled = core.compile_model(read, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    created, cpu_created = time.perf_counter(), cpu_s()
-    values = [feeds[i.get_any_name()] for i in compiled.inputs]
-    result = compiled(values)
-    outputs = [np.asarray(result[o]) for o in compiled.outputs]
-    report.update(
-        compile_s=created - began,
-        compile_cpu_s=cpu_created - cpu_began,
-        first_call_s=time.perf_counter() - created,
-        version=openvino.__version__,
-    )
-    save(report, outputs)
-    report["run_ms"], report["runs"] = median_run_ms(lambda: compiled(values), args.runs)
-    save(report, None)
+    report["version"] = openvino.__version__
+
+    def create():
+        core = openvino.Core()
+        read = core.read_model(str(model.path))
+        read.reshape({name: list(i.shape) for name, i in model.inputs.items()})
+        # f32: on a CPU with AMX or AVX512-BF16 OpenVINO would compute in bfloat16 (1e-3 off)
+        return core.compile_model(read, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+
+    def run(compiled):
+        result = compiled([feeds[i.get_any_name()] for i in compiled.inputs])
+        return [np.asarray(result[o]) for o in compiled.outputs]
+
+    measure_peer(args, report, save, create, run)
 
 
 CHILDREN = {"nbyoc": child_nbyoc, "ort": child_ort, "openvino": child_openvino}
@@ -201,15 +204,18 @@ def run_child(
         process = subprocess.Popen(command, env=env, start_new_session=True,
                                    stdout=subprocess.DEVNULL, stderr=stderr)  # fmt: skip
     report: dict = {}
-    while process.poll() is None:
-        time.sleep(0.2)
-        waited = time.perf_counter() - began
-        compiled = report_path.exists()
-        if (not compiled and waited > opts.timeout) or waited > opts.timeout + 4 * RUN_BUDGET_S:
+    try:
+        while process.poll() is None:
+            time.sleep(0.2)
+            waited = time.perf_counter() - began
+            compiled = report_path.exists()
+            if (not compiled and waited > opts.timeout) or waited > opts.timeout + 4 * RUN_BUDGET_S:
+                report["timeout_s"] = opts.timeout
+                break
+    finally:  # stopped, or this process interrupted: the child (its own session) goes too
+        if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-            report["timeout_s"] = opts.timeout
-            break
     stderr = errors.read_text()
     if report_path.exists():
         report.update(json.loads(report_path.read_text()))
