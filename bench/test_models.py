@@ -6,7 +6,7 @@ The models are the ONNX issue's (tests/frontend/models.py) at batch sizes where 
 work is more than call overhead, an attention block (a transformer encoder layer at
 256 tokens of width 256, four heads), and the pretrained PP-OCR text-direction
 classifier when the tests have cached it (``NBYOC_TEST_MODELS``, see
-tests/frontend/test_onnx_models.py; skipped otherwise). They run at their native
+tests/real_models.py; skipped otherwise). They run at their native
 size only (a ``--bench-quick`` run: the tests' small sizes, without the attention
 block and the pretrained model); ``extra_info`` marks them kind "run" with no
 NumPy case, so the report's table against ONNX Runtime holds them.
@@ -15,7 +15,6 @@ NumPy case, so the report's table against ONNX Runtime holds them.
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from pathlib import Path
 
@@ -28,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 onnx = pytest.importorskip("onnx", reason="the model benchmarks need onnx (pip install '.[bench]')")
 import onnx_graphs  # noqa: E402
 
+from tests import real_models  # noqa: E402
 from tests.frontend import models  # noqa: E402
 
 #: model -> (builder, input shape)
@@ -37,15 +37,14 @@ MODELS = {
     "transformer": (models.transformer, (64, 8, 16)),
     "attention": (functools.partial(models.transformer, 256, 256, 4), (4, 256, 256)),
 }
-PRETRAINED = "ch_ppocr_mobile_v2.0_cls_infer.onnx"
+PRETRAINED = "ppocr-cls"  # of the real-model set (tests/real_models.py)
 CASES = ["onnxruntime", "host", "llvm", "csource"]
 
 
 def _pretrained():
-    cache = Path(os.environ.get("NBYOC_TEST_MODELS", Path.home() / ".cache" / "nbyoc-test-models"))
-    path = cache / PRETRAINED
+    path = real_models.MODELS[PRETRAINED].path
     if not path.exists():
-        pytest.skip(f"{PRETRAINED} is not cached: run tests/frontend/test_onnx_models.py once")
+        pytest.skip(f"{PRETRAINED} is not cached: run tests/frontend/test_real_models.py once")
     return onnx.load_from_string(path.read_bytes())
 
 

@@ -1,0 +1,400 @@
+"""Compile and run times of the real-model set (tests/real_models.py) on nbyoc's
+backends, against ONNX Runtime and (when installed) OpenVINO.
+
+    python bench/real_models.py [--backends llvm,csource] [--models ppocr-cls,...]
+                                [--runs 20] [--timeout 400] [--json real_models.json]
+
+Every measurement runs in a fresh process, one at a time:
+
+1. cold: nbyoc with an empty cache (``NBYOC_CACHE_DIR`` a new folder): the import of
+   nbyoc, ``from_onnx``, ``compile`` and the first call, wall and CPU time (CPU of the
+   process and of its children, the C compiler's included); then the median run time
+   of ``--runs`` calls. A compile still running after ``--timeout`` seconds is stopped
+   and recorded as longer than that;
+2. warm: the same, in a second process with the cache the first one filled;
+3. ONNX Runtime (its default session options, as a user runs it): session creation
+   and the median run; in their own processes, after nbyoc's, since ONNX Runtime's
+   threads spin on after a run;
+4. OpenVINO, if ``openvino`` is importable: ``read_model`` + ``compile_model`` on the
+   CPU, and the median run;
+5. the check: each result held against the float64 truth as the tests hold it
+   (``real_models.accuracy``), and its largest difference from ONNX Runtime.
+
+It prints a markdown table and writes the JSON (``--json``). Models nbyoc refuses are
+listed with the reason and not run.
+"""
+
+from __future__ import annotations
+
+import time
+
+START = time.perf_counter()  # before the imports: they are part of a cold start
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import resource  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from tests import real_models  # noqa: E402
+from tests.real_models import MODELS  # noqa: E402
+
+#: The longest a timed run phase may take (it stops after fewer runs, at least 3).
+RUN_BUDGET_S = 30.0
+WARM_CALLS = 3
+
+
+def cpu_s() -> float:
+    """CPU time of this process and of its waited-for children (cc, ...)."""
+    own, children = (
+        resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def median_run_ms(call, runs: int) -> tuple[float, int]:
+    for _ in range(WARM_CALLS):
+        call()
+    times = []
+    began = time.perf_counter()
+    while len(times) < runs and (len(times) < 3 or time.perf_counter() - began < RUN_BUDGET_S):
+        t = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t)
+    return 1e3 * statistics.median(times), len(times)
+
+
+# -- the child processes: each writes its report as JSON into --report, stage by stage
+
+
+def child_nbyoc(args, report: dict, save) -> None:
+    import nbyoc
+
+    report["import_s"] = time.perf_counter() - START
+    model = MODELS[args.model]
+    data = real_models.fetch(args.model)
+    inputs = list(model.sample(real_models.SEED).values())
+    began, cpu_began = time.perf_counter(), cpu_s()
+    f = nbyoc.from_onnx(data, shapes=model.shapes, constants=model.constants)
+    converted = time.perf_counter()
+    fn = nbyoc.compile(f, backend=args.backend)
+    compiled = time.perf_counter()
+    outputs = fn(*inputs)
+    done, cpu_done = time.perf_counter(), cpu_s()
+    report.update(
+        from_onnx_s=converted - began,
+        compile_s=compiled - converted,
+        first_call_s=done - compiled,
+        # what a user waits for: from_onnx + compile + first call
+        cold_s=done - began,
+        cold_cpu_s=cpu_done - cpu_began,
+        start_to_result_s=done - START,
+        regions=len(fn.runtime_modules),
+    )
+    save(report, real_models.as_list(outputs))
+    if args.runs:
+        report["run_ms"], report["runs"] = median_run_ms(lambda: fn(*inputs), args.runs)
+        save(report, None)
+
+
+def measure_peer(args, report: dict, save, create, run) -> None:
+    """A peer runtime's ``create()`` (session, compiled model) and ``run(created)``, timed."""
+    report["import_s"] = time.perf_counter() - START
+    began, cpu_began = time.perf_counter(), cpu_s()
+    created = create()
+    ready, cpu_ready = time.perf_counter(), cpu_s()
+    outputs = run(created)
+    report.update(
+        compile_s=ready - began,
+        compile_cpu_s=cpu_ready - cpu_began,
+        first_call_s=time.perf_counter() - ready,
+    )
+    save(report, outputs)
+    report["run_ms"], report["runs"] = median_run_ms(lambda: run(created), args.runs)
+    save(report, None)
+
+
+def child_ort(args, report: dict, save) -> None:
+    import onnxruntime
+
+    model = MODELS[args.model]
+    data = real_models.fetch(args.model)
+    feeds = {**model.sample(real_models.SEED), **model.constants}
+    report["version"] = onnxruntime.__version__
+    measure_peer(
+        args, report, save,
+        lambda: onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"]),
+        lambda session: session.run(None, feeds),
+    )  # fmt: skip
+
+
+def child_openvino(args, report: dict, save) -> None:
+    import openvino
+
+    model = MODELS[args.model]
+    real_models.fetch(args.model)
+    feeds = model.sample(real_models.SEED)
+    report["version"] = openvino.__version__
+
+    def create():
+        core = openvino.Core()
+        read = core.read_model(str(model.path))
+        read.reshape({name: list(i.shape) for name, i in model.inputs.items()})
+        # f32: on a CPU with AMX or AVX512-BF16 OpenVINO would compute in bfloat16 (1e-3 off)
+        return core.compile_model(read, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+
+    def run(compiled):
+        result = compiled([feeds[i.get_any_name()] for i in compiled.inputs])
+        return [np.asarray(result[o]) for o in compiled.outputs]
+
+    measure_peer(args, report, save, create, run)
+
+
+CHILDREN = {"nbyoc": child_nbyoc, "ort": child_ort, "openvino": child_openvino}
+
+
+def child(args) -> None:
+    report_path = Path(args.report)
+
+    def save(report, outputs):
+        if outputs is not None:
+            np.savez(report_path.with_suffix(".npz"), *outputs)
+        partial = report_path.with_suffix(".part")
+        partial.write_text(json.dumps(report))
+        os.replace(partial, report_path)
+
+    report: dict = {}
+    try:
+        CHILDREN[args.child](args, report, save)
+    except Exception as e:
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        report["error"] = f"{type(e).__name__}: {' / '.join(lines)[:400]}"
+        save(report, None)
+        raise
+
+
+# -- the parent: runs the children one at a time, then checks and tabulates
+
+
+def run_child(
+    kind: str, name: str, backend: str, cache: Path | None, opts, work: Path, phase: str = "cold"
+) -> dict:
+    """One measurement in a fresh process; its report, with its outputs under "outputs"."""
+    tag = "-".join(p for p in (kind, name, backend, phase) if p)
+    report_path = work / f"{tag}.json"
+    command = [sys.executable, __file__, "--child", kind, "--model", name, "--backend", backend,
+               "--runs", str(opts.runs), "--report", str(report_path)]  # fmt: skip
+    env = dict(os.environ)
+    if cache is not None:
+        env["NBYOC_CACHE_DIR"] = str(cache)
+    began = time.perf_counter()
+    errors = report_path.with_suffix(".stderr")
+    with errors.open("w") as stderr:
+        process = subprocess.Popen(command, env=env, start_new_session=True,
+                                   stdout=subprocess.DEVNULL, stderr=stderr)  # fmt: skip
+    report: dict = {}
+    try:
+        while process.poll() is None:
+            time.sleep(0.2)
+            waited = time.perf_counter() - began
+            compiled = report_path.exists()
+            if (not compiled and waited > opts.timeout) or waited > opts.timeout + 4 * RUN_BUDGET_S:
+                report["timeout_s"] = opts.timeout
+                break
+    finally:  # stopped, or this process interrupted: the child (its own session) goes too
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    stderr = errors.read_text()
+    if report_path.exists():
+        report.update(json.loads(report_path.read_text()))
+    if process.returncode and "timeout_s" not in report and "error" not in report:
+        report["error"] = stderr.strip().splitlines()[-1] if stderr.strip() else "crashed"
+    outputs = report_path.with_suffix(".npz")
+    if outputs.exists():
+        with np.load(outputs) as saved:
+            report["outputs"] = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    print(f"  {tag}: {summary(report)}", flush=True)
+    return report
+
+
+def summary(report: dict) -> str:
+    if "timeout_s" in report and "cold_s" not in report and "compile_s" not in report:
+        return f"> {report['timeout_s']} s (stopped)"
+    if "error" in report:
+        return f"error: {report['error']}"
+    parts = [f"{k} {report[k]:.2f}" for k in ("cold_s", "compile_s", "run_ms") if k in report]
+    return ", ".join(parts)
+
+
+def check(name: str, outputs: list | None) -> dict | None:
+    """The result against the truth, as the tests hold it (None: nothing to check)."""
+    if not outputs:
+        return None
+    ref = real_models.reference(name)
+    if len(outputs) != len(ref.ort):
+        return {"ok": False, "why": f"{len(outputs)} outputs, ONNX Runtime gives {len(ref.ort)}"}
+    accs = [real_models.accuracy(*o) for o in zip(outputs, ref.ort, ref.host, ref.truth)]
+    return {
+        "ok": all(a.ok for a in accs),
+        "max_abs_diff_vs_ort": max(a.from_ort for a in accs),
+        "worst": str(max(accs, key=lambda a: a.error / max(a.allowed, 1e-300))),
+    }
+
+
+def fmt_s(report: dict | None, key: str = "cold_s") -> str:
+    if not report:
+        return "-"
+    if key not in report:
+        if "timeout_s" in report:
+            return f">{report['timeout_s']:.0f} s"
+        return "error" if "error" in report else "-"
+    return f"{report[key]:.1f} s" if report[key] >= 1 else f"{report[key] * 1e3:.0f} ms"
+
+
+def markdown(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def tables(results: dict, backends: list[str], peers: list[str]) -> str:
+    """Three markdown tables: the models, compile times, run times and accuracy."""
+    models = [[name, MODELS[name].family, MODELS[name].wheel, f"{MODELS[name].size / 1e6:.1f}",
+               str(r["nodes"]), r["refused"] or ""] for name, r in results.items()]  # fmt: skip
+    compiles, runs = [], []
+    for name, r in results.items():
+        row = [name]
+        for b in backends:
+            cold = r["cold"].get(b)
+            cpu = f" (cpu {cold['cold_cpu_s']:.0f} s)" if cold and "cold_cpu_s" in cold else ""
+            row.append(fmt_s(cold) + cpu)
+        row += [fmt_s(r["warm"].get(b)) for b in backends]
+        compiles.append(row + [fmt_s(r["peers"].get(p), "compile_s") for p in peers])
+        row = [name]
+        for c in [*backends, *peers]:
+            rep = r["cold"].get(c) or r["peers"].get(c)
+            run = f"{rep['run_ms']:.3g} ms" if rep and "run_ms" in rep else "-"
+            verdict = r["checks"].get(c)
+            if verdict is not None and "max_abs_diff_vs_ort" in verdict:
+                ok = "ok" if verdict["ok"] else "WRONG"
+                run += f", {ok} {verdict['max_abs_diff_vs_ort']:.2g}"
+            elif verdict is not None:
+                run += f", WRONG: {verdict['why']}"
+            row.append(run)
+        runs.append(row)
+    return "\n\n".join([
+        markdown(["model", "family", "wheel", "MB", "ONNX nodes", "nbyoc refuses"], models),
+        markdown(["model", *(f"{b} cold" for b in backends), *(f"{b} warm" for b in backends),
+                  *(f"{p} create" for p in peers)], compiles),
+        markdown(["model (run: median; check against the truth, max abs diff from ORT)",
+                  *[*backends, *peers]], runs),
+    ])  # fmt: skip
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backends", default="llvm,csource", help="comma-separated")
+    parser.add_argument("--models", default=",".join(MODELS), help="comma-separated")
+    parser.add_argument("--runs", type=int, default=20, help="timed runs (median)")
+    parser.add_argument("--timeout", type=float, default=400.0, help="compile limit, s")
+    parser.add_argument("--no-warm", action="store_true", help="skip the warm-cache runs")
+    parser.add_argument("--no-peers", action="store_true", help="skip ONNX Runtime, OpenVINO")
+    parser.add_argument("--no-check", action="store_true", help="skip the accuracy check")
+    parser.add_argument("--json", default="real_models.json", help="where to write results")
+    parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
+    parser.add_argument("--model", help=argparse.SUPPRESS)
+    parser.add_argument("--backend", help=argparse.SUPPRESS)
+    parser.add_argument("--report", help=argparse.SUPPRESS)
+    opts = parser.parse_args(argv)
+    if opts.child:
+        child(opts)
+        return
+
+    import onnx
+
+    backends = opts.backends.split(",")
+    names = opts.models.split(",")
+    unknown = set(names) - set(MODELS)
+    if unknown:
+        parser.error(f"unknown models {sorted(unknown)}; the set: {', '.join(MODELS)}")
+    peers = [] if opts.no_peers else ["ort"]
+    notes = []
+    if not opts.no_peers:
+        import importlib.util
+
+        if importlib.util.find_spec("openvino"):
+            peers.append("openvino")
+        else:
+            notes.append("OpenVINO is not installed: no OpenVINO column (pip install openvino)")
+    results: dict = {}
+    for name in names:
+        data = real_models.fetch(name)
+        m = MODELS[name]
+        nodes = len(onnx.load_from_string(data).graph.node)
+        results[name] = {"nodes": nodes, "refused": m.refused, "cold": {}, "warm": {},
+                         "peers": {}, "checks": {}}  # fmt: skip
+    runnable = [n for n in names if not MODELS[n].refused]
+    work = Path(tempfile.mkdtemp(prefix="nbyoc-real-models-"))
+    try:
+        caches = {}
+        print("cold (fresh process, empty cache):", flush=True)
+        for name in runnable:
+            for b in backends:
+                caches[name, b] = work / f"cache-{name}-{b}"
+                caches[name, b].mkdir()
+                results[name]["cold"][b] = run_child("nbyoc", name, b, caches[name, b], opts, work)
+        if not opts.no_warm:
+            print("warm (fresh process, the cache the cold one filled):", flush=True)
+            runs, opts.runs = opts.runs, 0
+            for name in runnable:
+                for b in backends:
+                    if "cold_s" in results[name]["cold"][b]:
+                        rep = run_child("nbyoc", name, b, caches[name, b], opts, work, "warm")
+                        rep.pop("outputs", None)
+                        results[name]["warm"][b] = rep
+            opts.runs = runs
+        for peer in peers:
+            print(f"{peer} (fresh process):", flush=True)
+            for name in names:  # refused ones too: what the peer makes of them
+                results[name]["peers"][peer] = run_child(peer, name, "", None, opts, work)
+        if not opts.no_check:
+            print("checking against the float64 truth:", flush=True)
+            for name in runnable:
+                for c in [*backends, *peers]:
+                    rep = results[name]["cold"].get(c) or results[name]["peers"].get(c)
+                    verdict = check(name, rep.pop("outputs", None) if rep else None)
+                    if verdict is not None:
+                        results[name]["checks"][c] = verdict
+                        if not verdict["ok"]:
+                            print(f"  {name} on {c}: {verdict.get('worst', verdict.get('why'))}")
+        for r in results.values():  # nothing but numbers and text in the JSON
+            for group in ("cold", "warm", "peers"):
+                for rep in r[group].values():
+                    rep.pop("outputs", None)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print()
+    print(tables(results, backends, peers))
+    for note in notes:
+        print(f"\n{note}")
+    machine = {"cpus": os.cpu_count(), "python": sys.version.split()[0],
+               "load_average_at_end": os.getloadavg()}  # fmt: skip
+    out = {"machine": machine, "backends": backends, "peers": peers, "notes": notes,
+           "runs": opts.runs, "timeout_s": opts.timeout, "models": results}  # fmt: skip
+    Path(opts.json).write_text(json.dumps(out, indent=1, default=float))
+    print(f"\nwrote {opts.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""The real-model set (tests/real_models.py: pretrained models from wheels on PyPI)
+against ONNX Runtime, on every backend: each backend's result and ONNX Runtime's
+(graph optimisations off) are held against the float64 truth, the model run in
+float64 on nbyoc's host (``real_models.accuracy`` says how: as accurate as the float32
+results of ONNX Runtime and the host within a factor 4, a tolerance that follows from
+the model's own rounding).
+
+By default: the host on every model, csource on three small ones (CHEAP); llvm,
+examplejson and the rest with --run-slow. A model nbyoc refuses, or a backend
+recorded as failing on it, is a strict xfail: when a change makes it work the test
+fails until its record in tests/real_models.py is updated.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+import nbyoc
+from nbyoc.errors import ModelImportError
+
+from ..real_models import BACKENDS, MODELS, Unavailable, accuracy, as_list, fetch, reference
+
+#: models csource runs in the default slice: small, and among them depthwise convs,
+#: hard-sigmoid, a conv STFT with pow and log, int32 inputs with equal, cast and tanh.
+CHEAP = ("ppocr-cls", "oww-melspectrogram", "magika-v3")
+#: ONNX op types -> the sums of products they become (every one must come in).
+PRODUCTS = {"Conv": "conv", "ConvTranspose": "conv_transpose", "MatMul": "matmul", "Gemm": "gemm"}
+
+
+def model_bytes(name: str) -> bytes:
+    try:
+        return fetch(name)
+    except Unavailable as e:
+        pytest.skip(str(e))
+
+
+def import_model(name: str) -> nbyoc.ir.Function:
+    """``name`` as an nbyoc function; a refusal must be the recorded one."""
+    model = MODELS[name]
+    data = model_bytes(name)
+    try:
+        return nbyoc.from_onnx(data, shapes=model.shapes, constants=model.constants)
+    except ModelImportError as e:
+        assert str(e) == model.refused, f"{name} is refused otherwise than recorded"
+        raise
+
+
+def cases() -> list:
+    params = []
+    for name, model in MODELS.items():
+        for backend in BACKENDS:
+            marks = []
+            if backend != "host" and not (backend == "csource" and name in CHEAP):
+                marks.append(pytest.mark.slow)
+            if model.refused:
+                marks.append(pytest.mark.xfail(raises=ModelImportError, strict=True,
+                                               reason=model.refused))  # fmt: skip
+            elif backend in model.failures:
+                marks.append(pytest.mark.xfail(strict=True, reason=model.failures[backend]))
+            params.append(pytest.param(name, backend, marks=marks, id=f"{name}-{backend}"))
+    return params
+
+
+@pytest.mark.parametrize(("name", "backend"), cases())
+def test_real_model_matches_onnx_runtime(name, backend):
+    f = import_model(name)
+    ref = reference(name)
+    if backend == "host":  # the host's result is the reference's own
+        graph = onnx.load_from_string(model_bytes(name)).graph
+        calls = [n for n in nbyoc.ir.post_order([f.body]) if isinstance(n, nbyoc.ir.Call)]
+        assert sum(c.op.name in PRODUCTS.values() for c in calls) == sum(
+            node.op_type in PRODUCTS for node in graph.node
+        )  # the whole network came in
+        got = ref.host
+    else:
+        fn = nbyoc.compile(f, backend=backend)
+        assert fn.runtime_modules  # something ran on the backend
+        got = as_list(fn(*ref.inputs))
+    assert len(got) == len(ref.ort)
+    for i, (out, ort, host, truth) in enumerate(zip(got, ref.ort, ref.host, ref.truth)):
+        what = f"{name} on {backend}, output {i}"
+        assert (out.dtype, out.shape) == (ort.dtype, ort.shape), what
+        if out.dtype.kind != "f":
+            np.testing.assert_array_equal(out, ort, err_msg=what)
+            continue
+        acc = accuracy(out, ort, host, truth)
+        assert acc.truth_agrees, f"{what}: nbyoc's float64 reading is not ONNX Runtime's: {acc}"
+        assert acc.ok, f"{what}: {acc}"
+
+
+def test_the_set_is_pinned_and_varied():
+    """Ten or more models, each from an exact release with a digest, of several kinds."""
+    assert len(MODELS) >= 10
+    assert all("==" in m.wheel and len(m.sha256) == 64 for m in MODELS.values())
+    families = {m.family.split(":")[0] for m in MODELS.values()}
+    assert {"vision", "detection", "ocr", "audio", "layout", "dense"} <= families
+    assert len({m.path for m in MODELS.values()}) == len(MODELS)  # no two share a cache file
