@@ -4,11 +4,14 @@ Each source is content-addressed: its file under ``<cache>/kernels`` is named
 by a hash of the source, the versions of nbyoc, Numba, llvmlite, NumPy and
 Python, and the text of the nbyoc runtime modules it imports (Numba's own cache
 checks only the kernel file's time stamp, so a changed helper such as
-``vecmath.exp_f32`` would otherwise stay inlined in old machine code). It is
-run as a module and compiled with ``cache=True``, so Numba keeps the machine
-code beside it (``__pycache__``) and a later process loads it instead of
-compiling. Within a process, a kernel is compiled once: later requests for the
-same source get the same dispatcher without touching Numba.
+``vecmath.exp_f32`` would otherwise stay inlined in old machine code) and of
+``runtime.linking``, which shapes every kernel's machine code. It is run as a
+module and compiled with ``cache=True``, so Numba keeps the machine code beside
+it (``__pycache__``) and a later process loads it instead of compiling; that
+machine code calls only its own copies of the functions the kernel uses
+(``runtime.linking``), so the process that compiled it computes the same bits as
+one that loads it. Within a process, a kernel is compiled once: later requests
+for the same source get the same dispatcher without touching Numba.
 
 Only what nbyoc trusts runs: the module is compiled from the source text nbyoc
 generated in this process, never imported through Python's import system, so no
@@ -40,6 +43,8 @@ import types
 
 from .. import cache
 from .._version import __version__
+from .linking import KERNEL_MODULE_PREFIX
+from .linking import install as keep_kernels_self_contained
 from .numba_cache import NumbaCacheFiles
 
 _KERNELS: dict[str, object] = {}
@@ -83,8 +88,9 @@ def _module_digest(module: str) -> str:
 
 
 def source_key(source: str) -> str:
-    """The content address of a kernel source (and of the runtime helpers it uses)."""
-    helpers = sorted(set(_RUNTIME_IMPORT.findall(source)))
+    """The content address of a kernel source (and of the runtime helpers it uses, and of
+    how it is linked)."""
+    helpers = sorted({*_RUNTIME_IMPORT.findall(source), "linking"})
     stamp = "|".join([_versions(), *(f"{m}:{_module_digest(m)}" for m in helpers)])
     return hashlib.blake2b((stamp + "\n" + source).encode(), digest_size=16).hexdigest()
 
@@ -115,7 +121,8 @@ def load_kernel_module(source: str, label: str = "kernel"):
         numba_files.admit()
         from .numba_progress import reporting  # (imports Numba, which runs the module next)
 
-        name = f"nbyoc_kernel_{key}"
+        keep_kernels_self_contained()  # (the same code, compiled here or loaded: ``linking``)
+        name = f"{KERNEL_MODULE_PREFIX}{key}"
         with reporting(source, name, label):
             module = _run_module(source, path, name)
         numba_files.record(module)

@@ -1,0 +1,103 @@
+"""A kernel loaded from the disk cache computes the same bits as in the process that
+compiled it (issue 36).
+
+Numba compiled each function a kernel calls into a library of its own and linked a
+copy into the kernel; the process that compiled the kernel ran the callee's own code,
+one that loaded the kernel from the cache the kernel's copy, optimised once more, and
+LLVM regroups a reassociable float sum on that second pass: a row normalisation
+differed in the last bits between a cold and a warm cache (``nbyoc.runtime.linking``).
+
+Process 1 compiles into an empty cache directory, process 2 loads every kernel from it
+(Numba compiles nothing there) and must get bit-identical outputs: row groups (mean and
+variance normalisation, softmax), matmul and gemm with epilogues, conv, and an
+elementwise nest of nbyoc's vectorised exp, tanh, sigmoid and erf, each serial and
+parallel. Shapes are small, with rows long enough for the vectorised sums (blocks of
+``rows.SUM_BLOCK``) to be taken.
+"""
+
+import numpy as np
+import pytest
+
+from ..helpers import run_fresh
+
+#: Run in a fresh process with NBYOC_CACHE_DIR set: compiles every graph at each
+#: parallel threshold, saves the outputs to ``sys.argv[1]`` (an .npz) and prints how
+#: many functions Numba compiled and how many kernels it loaded from its cache.
+PROGRAM = """
+import json, sys
+import numpy as np
+from numba.core import event
+import nbyoc
+
+rng = np.random.default_rng(36)
+
+def data(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+def row_norm():
+    x = nbyoc.var("x", (48, 1024))
+    d = x - nbyoc.mean(x, axis=1, keepdims=True)
+    var = nbyoc.mean(d * d, axis=1, keepdims=True)
+    return [x], d / nbyoc.sqrt(var + 1e-5), [data(48, 1024)]
+
+def softmax():
+    x = nbyoc.var("x", (48, 1000))
+    return [x], nbyoc.softmax(x, axis=-1), [data(48, 1000)]
+
+def matmul():
+    a, b = nbyoc.var("a", (64, 96)), nbyoc.var("b", (96, 80))
+    return [a, b], nbyoc.relu(nbyoc.matmul(a, b) + 0.5), [data(64, 96), data(96, 80)]
+
+def gemm():
+    a, b, c = nbyoc.var("a", (40, 72)), nbyoc.var("b", (56, 72)), nbyoc.var("c", (56,))
+    return [a, b, c], nbyoc.gemm(a, b, c, trans_b=True), [data(40, 72), data(56, 72), data(56)]
+
+def conv():
+    x, w, b = nbyoc.var("x", (2, 8, 20, 20)), nbyoc.var("w", (16, 8, 3, 3)), nbyoc.var("b", (16,))
+    y = nbyoc.relu(nbyoc.conv(x, w, b, pads=[1, 1, 1, 1]))
+    return [x, w, b], y, [data(2, 8, 20, 20), data(16, 8, 3, 3), data(16)]
+
+def elementwise():
+    x, y = nbyoc.var("x", (64, 512)), nbyoc.var("y", (64, 512))
+    z = nbyoc.tanh(x) * nbyoc.sigmoid(y) + nbyoc.exp(x * 0.5) - nbyoc.gelu(y)
+    return [x, y], z, [data(64, 512), data(64, 512)]
+
+outputs = {}
+with event.install_recorder("numba:compile") as compiles:
+    for mode, threshold in (("serial", 1 << 40), ("parallel", 1024)):
+        for graph in (row_norm, softmax, matmul, gemm, conv, elementwise):
+            params, body, args = graph()
+            options = {"llvm": {"parallel_threshold": threshold}}
+            fn = nbyoc.compile(nbyoc.function(params, body), backend="llvm", options=options)
+            outputs[f"{graph.__name__} {mode}"] = fn(*args)
+            (module,) = fn.runtime_modules.values()
+            hits = sum(module.kernel.stats.cache_hits.values())
+            outputs[f"{graph.__name__} {mode} hits"] = np.array(hits)
+np.savez(sys.argv[1], **outputs)
+print(json.dumps({"compiled": sum(1 for _, e in compiles.buffer if e.is_start)}))
+"""
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    return tmp_path / "cache"
+
+
+def test_a_kernel_loaded_from_the_cache_gives_the_same_bits(cache_dir, tmp_path):
+    env = {"NBYOC_CACHE_DIR": str(cache_dir)}
+    cold, warm = tmp_path / "cold.npz", tmp_path / "warm.npz"
+    assert run_fresh(PROGRAM, tmp_path, str(cold), env=env)["compiled"] > 0
+    assert run_fresh(PROGRAM, tmp_path, str(warm), env=env) == {"compiled": 0}
+    cold, warm = np.load(cold), np.load(warm)
+    assert cold.files == warm.files
+    differing = {}
+    for name in cold.files:
+        if name.endswith(" hits"):
+            assert cold[name] == 0 and warm[name] == 1, f"{name}: not loaded from the cache"
+            continue
+        a, b = cold[name], warm[name]
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        bits = f"u{a.itemsize}"  # (bits, not values: -0.0 against 0.0 differs too)
+        if (a.view(bits) != b.view(bits)).any():
+            differing[name] = f"{int((a.view(bits) != b.view(bits)).sum())} of {a.size}"
+    assert not differing, f"values that differ, by graph and mode: {differing}"
