@@ -905,12 +905,16 @@ class _Lowering:
         pointers = self.stages.pointers
         first = len(addressed)
         parameters = [*args, "stage_addresses"]
+        # A 0-d array cannot cross into a prange (Numba's parfor lowering refuses it):
+        # a loop reading one, even through a view, stays in the kernel.
+        scalars = [a for a, t in zip(args, types) if t.startswith("nbt.Array(") and ", 0, " in t]
         lines, groups = outline_parallel_loops(
             lines,
             parameters,
             lambda k, arguments: call_text(
                 f"stage_at{first + k}" if pointers else f"group{k}", arguments
             ),
+            scalars,
         )
         type_of = dict(zip(args, types))
         type_of["stage_addresses"] = 'nbt.Array(nbt.int64, 1, "C", readonly=True)'

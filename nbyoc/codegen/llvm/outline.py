@@ -42,7 +42,7 @@ class Group:
 
 
 def outline_parallel_loops(
-    lines: list[str], parameters: list[str], callee
+    lines: list[str], parameters: list[str], callee, unpassable=()
 ) -> tuple[list[str], list[Group]]:
     """(the kernel's lines with each parallel loop that can be outlined replaced by a
     ``prange`` over a call of its group function, the groups). ``lines``: the kernel
@@ -58,7 +58,8 @@ def outline_parallel_loops(
     [Group(parameters=['s0'], lines=['t0 = s0[0:8].reshape((2, 4))', 'stage(t0, c, c + 1)'])]
     """
     bindings: dict[str, str] = {}  # each name bound at the kernel's top level: its line
-    other: set[str] = set()  # names bound any other way (in a block, or to two things)
+    # names bound any other way (in a block, or to two things), or not to be passed
+    other: set[str] = set(unpassable)
     kernel: list[str] = []
     groups: list[Group] = []
     index = 0
@@ -111,10 +112,10 @@ def _views_needed(body: list[str], bindings: dict[str, str], other: set[str], pa
     pending = [n for text in body for n in _NAME.findall(text)]
     while pending:
         name = pending.pop()
-        if name in needed or name in parameters or name in local:
-            continue
         if name in other:
             return None
+        if name in needed or name in parameters or name in local:
+            continue
         if name not in bindings:  # a global: a module constant, function or import
             continue
         expression = _BINDING.match(bindings[name]).group(2)
