@@ -30,6 +30,18 @@ def external(params, outputs, symbol: str, compiler: str) -> nbyoc.ir.Function:
     return nbyoc.function(params, body).with_attrs(Compiler=compiler, global_symbol=symbol)
 
 
+def output_view_graph() -> nbyoc.ir.Function:
+    """Issue 36's repro: the output reshape(concatenate([s, x])) is a view of a scratch
+    buffer, copied out at the kernel's end, while later stages need buffers of its size
+    (llvm reused it: off by 7.8)."""
+    x = nbyoc.var("x", (1, 4, 32, 32))
+    s = nbyoc.sigmoid(x)
+    y0 = nbyoc.reshape(nbyoc.concatenate([s, x], axis=1), (1, 8, 1024))
+    c2 = nbyoc.concatenate([s, -x], axis=1)
+    c3 = nbyoc.concatenate([c2, c2], axis=1)
+    return nbyoc.function([x], [y0, nbyoc.concatenate([c3, c3], axis=1)])
+
+
 def assert_matches_host(func, outputs, inputs, exact_ops, rtol) -> None:
     """``outputs`` (a list) equal the host's results for ``func`` on ``inputs``: bit
     for bit where only ``exact_ops`` are involved, else within ``rtol[dtype]``."""

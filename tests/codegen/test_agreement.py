@@ -11,7 +11,7 @@ import pytest
 
 import nbyoc
 
-from ..helpers import reload
+from ..helpers import output_view_graph, reload
 
 #: (backend, codegen options): every shipped backend, and csource's fused loop.
 VARIANTS = [
@@ -182,12 +182,7 @@ def test_an_output_that_views_a_scratch_buffer_keeps_it_to_the_end(backend, opti
 
 @pytest.mark.parametrize("backend, options", VARIANTS)
 def test_the_issue_s_concatenate_views_keep_their_buffers(backend, options):
-    x = nbyoc.var("x", (1, 4, 32, 32))
-    s = nbyoc.sigmoid(x)
-    y0 = nbyoc.reshape(nbyoc.concatenate([s, x], axis=1), (1, 8, 1024))
-    c2 = nbyoc.concatenate([s, -x], axis=1)
-    c3 = nbyoc.concatenate([c2, c2], axis=1)
-    f = nbyoc.function([x], [y0, nbyoc.concatenate([c3, c3], axis=1)])
+    f = output_view_graph()
     data = np.random.default_rng(1).standard_normal((1, 4, 32, 32)).astype(np.float32)
     run_everywhere(backend, options, f, [data], rtol=RTOL)
 

@@ -9,18 +9,11 @@ import nbyoc
 from nbyoc.codegen.llvm import buffers, lower
 
 from ..buffer_plan import BufferPlanError, check_buffer_plan
+from ..helpers import output_view_graph
 
 
 def _output_view_graph():
-    # issue 36's repro: the output reshape(concatenate([s, x])) is a view of a scratch
-    # buffer, copied out at the kernel's end; later stages need buffers of its size.
-    x = nbyoc.var("x", (1, 4, 32, 32))
-    s = nbyoc.sigmoid(x)
-    y0 = nbyoc.reshape(nbyoc.concatenate([s, x], axis=1), (1, 8, 1024))
-    c2 = nbyoc.concatenate([s, -x], axis=1)
-    c3 = nbyoc.concatenate([c2, c2], axis=1)
-    f = nbyoc.function([x], [y0, nbyoc.concatenate([c3, c3], axis=1)])
-    return f.with_attrs(global_symbol="k")
+    return output_view_graph().with_attrs(global_symbol="k")
 
 
 def _last_uses_before_the_fix(order, stage_of, users, stored, views, outputs, groups):
