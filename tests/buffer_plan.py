@@ -4,8 +4,8 @@ The lowering plans scratch memory by liveness (``nbyoc.codegen.llvm.buffers``);
 this checker works out, by itself, when each value is written and when it may
 still be read, and refuses a plan that puts two values whose lives overlap in
 overlapping memory. It shares nothing with the lowering's own liveness: it is
-given only the graph, the stage each op runs in, the prange group of each stage,
-the buffer of each value and the outputs written in place.
+given only the graph, the stage each op runs in, the prange group of each stage
+and the buffer of each value.
 
 When a value lives, for the checker:
 

@@ -84,7 +84,7 @@ def test_the_checker_refuses_a_value_written_over_a_live_one():
     bad = buffers.BufferPlan(((plan.arenas[0][0], biggest),), (first,), home)
     with pytest.raises(BufferPlanError):
         check_buffer_plan(f.with_attrs(global_symbol="k"), type(schedule)(
-            schedule.stage_of, schedule.groups, bad, schedule.in_place))  # fmt: skip
+            schedule.stage_of, schedule.groups, bad))  # fmt: skip
 
 
 def test_the_checker_refuses_a_value_outside_its_arena():
@@ -95,8 +95,7 @@ def test_the_checker_refuses_a_value_outside_its_arena():
     assert plan.buffers, "this graph keeps its product in scratch"
     short = buffers.BufferPlan(((plan.arenas[0][0], 1),), plan.buffers, plan.home)
     with pytest.raises(BufferPlanError, match="past its arena"):
-        check_buffer_plan(f, type(schedule)(schedule.stage_of, schedule.groups, short,
-                                            schedule.in_place))  # fmt: skip
+        check_buffer_plan(f, type(schedule)(schedule.stage_of, schedule.groups, short))  # fmt: skip
 
 
 def test_buffers_share_one_arena_per_dtype_each_aligned():

@@ -168,12 +168,11 @@ class Lowered:
 class Schedule:
     """The order a kernel computes its values in, and where it keeps them: the stage of
     every op; the prange group of every stage (the values read in a group stay until
-    its end); the buffer plan of the scratch values; the outputs written in place."""
+    its end); the buffer plan of the scratch values (outputs written in place have none)."""
 
     stage_of: dict[Call, int]
     groups: list[int]
     plan: BufferPlan
-    in_place: dict[Call, str]
 
 
 def lower(
@@ -331,7 +330,7 @@ class _Lowering:
             if isinstance(o, Call) and o not in views and o not in out_names:
                 out_names[o] = f"out{k}"
         self.buffer_plan, dest = self.plan_buffers(stages, stored - views, out_names, last_use)
-        self.schedule = Schedule(stage_of, groups, self.buffer_plan, out_names)
+        self.schedule = Schedule(stage_of, groups, self.buffer_plan)
         body = []
         for index, stage in enumerate(stages):
             if stage.epilogue:  # emitted by the stage before it
