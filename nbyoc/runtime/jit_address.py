@@ -122,13 +122,13 @@ def data_addresses(arrays) -> np.ndarray:
     return addresses
 
 
-def stage_addresses(module, names: list[tuple[str, str]]) -> np.ndarray:
-    """The read-only int64 array of the native addresses of ``module``'s stage functions,
-    given as (function name, signature name) pairs in the kernel's order."""
+def stage_addresses(functions) -> np.ndarray:
+    """The read-only int64 array of the native addresses of the stage functions
+    ``functions``, given as (module, function name, signature name) in the kernel's order."""
     from numba.experimental.function_type import _get_jit_address
 
     addresses = np.array(
-        [_get_jit_address(getattr(module, f), getattr(module, s)) for f, s in names], np.int64
+        [_get_jit_address(getattr(m, f), getattr(m, s)) for m, f, s in functions], np.int64
     )
     addresses.flags.writeable = False
     return addresses

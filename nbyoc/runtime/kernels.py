@@ -105,30 +105,42 @@ def load_kernel_module(source: str, label: str = "kernel"):
     Numba's cache) at most once per process while it stays loaded. Each function Numba
     compiles counts in the compile's progress (``nbyoc.progress``), which names it
     ``label`` (the region's symbol)."""
-    key = source_key(source)
-    with _LOCK:
-        module = _KERNELS.get(key)
-        if module is not None:
-            return module
-        path = cache.entry_path("kernels", f"k{key}", ".py")
-        try:
-            current = path.read_text()
-        except (OSError, UnicodeDecodeError):
-            current = None
-        if current != source:
-            cache.atomic_write(path, source.encode())
-        numba_files = NumbaCacheFiles(path)
-        numba_files.admit()
-        from .numba_progress import reporting  # (imports Numba, which runs the module next)
+    return load_kernel_modules([source], label)[0]
 
-        keep_kernels_self_contained()  # (the same code, compiled here or loaded: ``linking``)
-        name = f"{KERNEL_MODULE_PREFIX}{key}"
-        with reporting(source, name, label):
-            module = _run_module(source, path, name)
-        numba_files.record(module)
-        module.__nbyoc_key__ = key
-        _KERNELS[key] = module
-        return module
+
+def load_kernel_modules(sources: list[str], label: str = "kernel") -> list:
+    """The modules ``sources`` define (``load_kernel_module``), as one unit of a
+    compile's progress: a region's stage modules and its kernel's."""
+    with _LOCK:
+        keys = [source_key(source) for source in sources]
+        missing = {k: s for k, s in zip(keys, sources) if k not in _KERNELS}
+        if missing:
+            from .numba_progress import reporting  # (imports Numba, which runs them next)
+
+            keep_kernels_self_contained()  # (the same code, compiled here or loaded: ``linking``)
+            names = {k: f"{KERNEL_MODULE_PREFIX}{k}" for k in missing}
+            with reporting(list(missing.values()), set(names.values()), label):
+                for key, source in missing.items():
+                    _KERNELS[key] = _load(source, key, names[key])
+        return [_KERNELS[key] for key in keys]
+
+
+def _load(source: str, key: str, name: str) -> types.ModuleType:
+    """The module of ``source`` (content address ``key``) run as ``name``, its file in the
+    cache rewritten when it differs, and Numba's cache files admitted and recorded."""
+    path = cache.entry_path("kernels", f"k{key}", ".py")
+    try:
+        current = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        current = None
+    if current != source:
+        cache.atomic_write(path, source.encode())
+    numba_files = NumbaCacheFiles(path)
+    numba_files.admit()
+    module = _run_module(source, path, name)
+    numba_files.record(module)
+    module.__nbyoc_key__ = key
+    return module
 
 
 def _run_module(source: str, path, name: str) -> types.ModuleType:

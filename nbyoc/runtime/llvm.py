@@ -42,7 +42,7 @@ from .arguments import (
 )
 from .fastcall import fixed_arity
 from .jit_address import data_addresses, stage_addresses, supported
-from .kernels import load_kernel_module
+from .kernels import load_kernel_modules
 from .kernels import release as release_kernels
 from .module import Module, load_function, register_loader, save_function
 from .outputs import allocate_result, allocators
@@ -57,15 +57,17 @@ PARALLEL_THRESHOLD = 1 << 15
 
 
 class CompiledKernel:
-    """A compiled kernel: its lowering, the callable, and the trailing arguments of every
+    """A compiled kernel: its lowering, the callable, the cache keys of its modules (the
+    kernel's and its stages'), and the trailing arguments of every
     call (the addresses of its large stage functions, when it calls any through them;
     they follow the scratch buffers). Whoever runs it holds this object: the kernel
     stays loaded while it is alive (``release_unused``)."""
 
-    __slots__ = ("__weakref__", "kernel", "key", "lowered", "trailing")
+    __slots__ = ("__weakref__", "kernel", "key", "keys", "lowered", "trailing")
 
-    def __init__(self, lowered: Lowered, kernel, trailing: tuple, key: str):
-        self.lowered, self.kernel, self.trailing, self.key = lowered, kernel, trailing, key
+    def __init__(self, lowered: Lowered, kernel, trailing: tuple, key: str, keys: frozenset):
+        self.lowered, self.kernel, self.trailing = lowered, kernel, trailing
+        self.key, self.keys = key, keys  # (the kernel module's; all of them)
 
 
 #: Every compiled kernel something still holds, by function digest and options.
@@ -87,10 +89,18 @@ def compiled_kernel(func: Function, fuse: bool, parallel_threshold: int) -> Comp
             lowered = lower(func, fuse, parallel_threshold, function_pointers=supported())
             if lowered.parallel:
                 start_threads()
-            module = load_kernel_module(lowered.source, func.attrs.get("global_symbol", "kernel"))
-            trailing = (stage_addresses(module, lowered.addressed),) if lowered.addressed else ()
+            # The stages in modules of their own first, then the kernel's, as one unit of
+            # the compile's progress.
+            sources = [*dict.fromkeys(a.module for a in lowered.addressed if a.module)]
+            label = func.attrs.get("global_symbol", "kernel")
+            modules = load_kernel_modules([*sources, lowered.source], label)
+            module, by_source = modules[-1], dict(zip(sources, modules))
+            functions = [(by_source.get(a.module, module), a.function, a.signature)
+                         for a in lowered.addressed]  # fmt: skip
+            trailing = (stage_addresses(functions),) if functions else ()
             kernel = storage_views(lowered, getattr(module, lowered.kernel))
-            entry = CompiledKernel(lowered, kernel, trailing, module.__nbyoc_key__)
+            keys = frozenset(m.__nbyoc_key__ for m in modules)
+            entry = CompiledKernel(lowered, kernel, trailing, module.__nbyoc_key__, keys)
             _LIVE[key] = entry
         _RECENT[key] = entry
         _RECENT.move_to_end(key)
@@ -108,7 +118,7 @@ def release_unused(keep_recent: bool = False) -> int:
     with _LOCK:
         if not keep_recent:
             _RECENT.clear()
-        return release_kernels({entry.key for entry in _LIVE.values()})
+        return release_kernels({key for entry in _LIVE.values() for key in entry.keys})
 
 
 cache.on_release(release_unused)
@@ -306,7 +316,14 @@ class LLVMModule(Module):
             raise NbyocError(f"this llvm module provides {self.symbol!r}, not {symbol!r}")
 
     def get_source(self) -> str:
-        return self.lowered.source
+        """The kernel's module, then each stage module it calls (shared with every
+        kernel that has the same stage)."""
+        parts, seen = [self.lowered.source], set()
+        for k, stage in enumerate(self.lowered.addressed):
+            if stage.module and stage.module not in seen:
+                seen.add(stage.module)
+                parts += [f"# ---- stage_addresses[{k}]: a module of its own ----", stage.module]
+        return "\n".join(parts)
 
     def save_to_bytes(self) -> bytes:
         options = {"fuse": self.fuse, "parallel_threshold": self.parallel_threshold}

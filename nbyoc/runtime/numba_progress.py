@@ -35,14 +35,14 @@ def function_count(source: str) -> int:
 
 
 @contextlib.contextmanager
-def reporting(source: str, module_name: str, label: str):
-    """Count the functions of module ``module_name`` (run from ``source``) that Numba
-    compiles in this thread, while the block runs, as units of the current compile's
-    progress, described as ``label`` (a region's symbol)."""
-    n = function_count(source)
+def reporting(sources: list[str], module_names: set[str], label: str):
+    """Count the functions of the modules ``module_names`` (run from ``sources``) that
+    Numba compiles in this thread, while the block runs, as units of the current
+    compile's progress, described as ``label`` (a region's symbol)."""
+    n = sum(map(function_count, sources))
     notice = f"the llvm kernel of {label!r} ({n} Numba function{'s' * (n != 1)})"
     with progress(n, label, notice=notice) as bar:
-        listener = _Listener(bar, module_name, n)
+        listener = _Listener(bar, module_names, n)
         with event.install_listener("numba:compile", listener):
             yield
 
@@ -51,8 +51,8 @@ class _Listener(event.Listener):
     """Counts the compiles of one module's functions in one thread (Numba broadcasts
     every thread's events to every listener)."""
 
-    def __init__(self, bar, module_name: str, n: int):
-        self.bar, self.module_name, self.n = bar, module_name, n
+    def __init__(self, bar, module_names: set[str], n: int):
+        self.bar, self.module_names, self.n = bar, module_names, n
         self.thread = threading.get_ident()
         self.compiling: list[str] = []  # (the kernel compiles its lazy stages inside)
         self.compiled: set[str] = set()
@@ -62,9 +62,10 @@ class _Listener(event.Listener):
         if threading.get_ident() != self.thread or not isinstance(ev.data, dict):
             return None
         func = getattr(ev.data.get("dispatcher"), "py_func", None)
-        if getattr(func, "__module__", None) != self.module_name:
+        module = getattr(func, "__module__", None)
+        if module not in self.module_names:
             return None
-        return func.__name__
+        return f"{module}.{func.__name__}"
 
     def on_start(self, ev) -> None:
         name = self._function(ev)
@@ -87,4 +88,5 @@ class _Listener(event.Listener):
     def _describe(self) -> None:
         if self.compiling:
             position = min(len(self.compiled) + 1, self.n)
-            self.bar.describe(f"{self.compiling[-1]} ({position}/{self.n})")
+            function = self.compiling[-1].rsplit(".", 1)[-1]  # (a stage module's: "stage")
+            self.bar.describe(f"{function} ({position}/{self.n})")
