@@ -24,9 +24,10 @@ def two_regions():
 
 
 def staged(scale: float):
-    """A function whose llvm kernel has a stage function and the kernel (``scale`` makes
-    it one no other test compiled)."""
-    x = nbyoc.var("x", (64, 64))
+    """A function whose llvm kernel calls a stage function (a row group in a module of
+    its own, then the kernel: ``scale`` makes both ones no other test compiled, the
+    stage by its constants, the kernel by its shape)."""
+    x = nbyoc.var("x", (64, round(64 * scale)))
     y = x
     for _ in range(8):  # (8 ops or more make a stage function of their own)
         y = y * scale + 0.25
@@ -118,12 +119,12 @@ def test_the_bar_counts_regions_of_a_backend_that_counts_nothing(monkeypatch, ca
 def test_the_bar_counts_every_numba_function_of_an_llvm_kernel(cold, fake_tqdm, no_delay):
     fn = nbyoc.compile(staged(1.25), backend="llvm")
     n = function_count(fn.get_source())
-    assert n == 2  # stage0 and the kernel
+    assert n == 2  # the stage and the kernel
     (bar,) = fake_tqdm
     # the region's one unit becomes the kernel's functions, counted one by one
     assert [total for _, total in bar.steps] == [n] * n
     assert [done for done, _ in bar.steps] == list(range(1, n + 1))
-    assert "nbyoc: llvm_0 stage0 (1/2)" in bar.descriptions
+    assert "nbyoc: llvm_0 stage (1/2)" in bar.descriptions
     assert "nbyoc: llvm_0 kernel (2/2)" in bar.descriptions
     assert bar.closed
 
@@ -208,7 +209,7 @@ def test_nbyoc_progress_0_silences_the_bar_and_the_notice(
 ):
     monkeypatch.setenv("NBYOC_PROGRESS", "0")
     fn = nbyoc.compile(staged(2.0), backend="llvm")
-    assert fn(np.ones((64, 64), np.float32))[1].shape == (64,)
+    assert fn(np.ones((64, 128), np.float32))[1].shape == (64,)
     assert fake_tqdm == [] and capsys.readouterr().err == ""
 
 

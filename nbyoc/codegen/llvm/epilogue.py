@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass, field
 
 from .loops import outer
+from .sizes import value
 
 
 @dataclass
@@ -48,10 +49,11 @@ class FlatRows:
 class FlatPlanes:
     """A conv's epilogue over a span of positions of one (image, channel) plane, the
     plane walked flat: ``inner`` reads and writes ``[i0, i1, position]`` of each full
-    array's plane view, which ``setup`` makes once per call."""
+    array's plane view (``<array>_planes``, made once per call for each of
+    ``reshaped``)."""
 
     inner: list[str]
-    setup: list[str]
+    reshaped: list[str]
 
 
 @dataclass
@@ -66,8 +68,19 @@ class Epilogue:
     setup: list[str] = field(init=False)
 
     def __post_init__(self):
-        forms = [form for form in (self.flat, self.planes) if form is not None]
-        self.setup = [line for form in forms for line in form.setup]
+        self.setup = list(self.flat.setup) if self.flat is not None else []
+        if self.planes is not None:
+            lead, plane = self.shape[:2], math.prod(self.shape[2:])
+            self.setup += [
+                f"{p}_planes = {p}.reshape(({lead[0]}, {lead[1]}, {plane}))"
+                for p in self.planes.reshaped
+            ]
+
+    def sized(self, shape) -> Epilogue:
+        """This epilogue over ``shape``: the same extents, some of them read at run time
+        (``sizes.Dim``, as the stage that runs it reads its own)."""
+        assert [value(d) for d in shape] == list(self.shape), "internal: another shape"
+        return Epilogue(tuple(shape), self.inner, self.flat, self.planes)
 
     def __call__(self, fixed: list[str], span: tuple[str, str] | None = None) -> list[str]:
         shape, inner = self.shape, self.inner
@@ -81,7 +94,7 @@ class Epilogue:
             return lines + ["    " * len(rest) + line for line in inner]
         if self.planes is not None and len(fixed) == 2:
             # (a per-channel operand's index names the plane's axes of extent 1)
-            lines += [f"i{d} = 0" for d in range(2, len(shape)) if shape[d] == 1]
+            lines += [f"i{d} = 0" for d in range(2, len(shape)) if value(shape[d]) == 1]
             # (unsigned: Numba then drops the negative-index wrap that blocks vectors)
             lines.append(f"for position in range(np.uint64({span[0]}), np.uint64({span[1]})):")
             return lines + ["    " + line for line in self.planes.inner]

@@ -29,6 +29,7 @@ from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call
 from . import rules
 from .loops import loops, outer, subscript
+from .sizes import Sizes, ceil_div, value
 from .stages import Lead, StageBody
 from .target import tile_name, tile_shape, tiles_supported, worker_threads
 
@@ -86,13 +87,14 @@ def matmul_stage(node: Call, sources, dest: str, parallel: bool, epilogue=None) 
     return _rows_matmul(node, sources, dest, epilogue)
 
 
-def _batch(node: Call):
-    """The batch shape, and for each operand its batch subscript (broadcast axes at 0)."""
+def _batch(node: Call, sizes: Sizes):
+    """The batch shape (its extents read at run time), and for each operand its batch
+    subscript (broadcast axes at 0: structure)."""
     a, b = node.args
     batch = node.type.shape[:-2]
     names = [f"i{d}" for d in range(len(batch))]
     return (
-        batch,
+        sizes.dims(batch),
         names,
         _batch_subscript(batch, names, a.type.shape),
         _batch_subscript(batch, names, b.type.shape),
@@ -112,9 +114,12 @@ def _rows_matmul(node, sources, dest, epilogue) -> StageBody:
     a, b = node.args
     dtype = node.type.dtype
     acc_dtype = rules.value_dtype(dtype)
-    m, k, n = a.type.shape[-2], a.type.shape[-1], b.type.shape[-1]
-    batch, names, a_batch, b_batch = _batch(node)
-    rows = math.prod(batch) * m
+    sizes = Sizes()
+    m, k, n = sizes.dims((a.type.shape[-2], a.type.shape[-1], b.type.shape[-1]))
+    batch, names, a_batch, b_batch = _batch(node, sizes)
+    if epilogue is not None:
+        epilogue = epilogue.sized((*batch, m, n))
+    rows = value(math.prod(batch) * m)
     a_value = rules.load(f"{a_name}[{subscript([*a_batch, 'm', 'kk'])}]", a.type.dtype)
     b_value = rules.load(f"{b_name}[{subscript([*b_batch, 'kk', 'j'])}]", b.type.dtype)
     out = f"{dest}[{subscript([*names, 'm', 'j'])}]"
@@ -134,8 +139,8 @@ def _rows_matmul(node, sources, dest, epilogue) -> StageBody:
     if epilogue is not None:
         body += epilogue([*names, "m"])
     setup = [f"acc = np.empty({n}, {rules.NP_TYPES[acc_dtype]})"]
-    lead = Lead(batch[0], 1, rows // batch[0]) if batch else Lead(m)
-    return StageBody(body, rows, k * n, setup, lead=lead)
+    lead = Lead(value(batch[0]), 1, rows // value(batch[0])) if batch else Lead(value(m))
+    return StageBody(body, rows, value(k * n), setup, lead=lead, sizes=sizes)
 
 
 def _unravel(flat: str, shape, names) -> list[str]:
@@ -203,7 +208,9 @@ def tile_product(
     tile_rows, cols = tile_shape(dtype)
     tile = tile_name(dtype, tile_rows, cols, accumulate)
     imports = {tile}
-    tail = tile_name(dtype, m % tile_rows, cols, accumulate) if m % tile_rows else None
+    # (the tail's rows, in its name: a size read at run time keeps its remainder)
+    rest = value(m) % tile_rows
+    tail = tile_name(dtype, rest, cols, accumulate) if rest else None
     if tail:
         imports.add(tail)
 
@@ -228,7 +235,7 @@ def tile_product(
             lines += [f"if r < {r1}:", f"    {call}"]
         return lines
 
-    if not isinstance(n, int):
+    if isinstance(n, str):  # (a count the code computes: only known at run time)
         lines = [
             f"for p in range(({n} + {cols - 1}) // {cols}):",
             f"    n0 = p * {cols}",
@@ -238,10 +245,11 @@ def tile_product(
         return lines, imports
     # Panels with every column valid, then the last part-panel, each with its count of
     # columns a constant: the tile's masks fold away (with the count only known at run
-    # time, a product 10 columns wide ran 2x slower).
-    full, rest = divmod(n, cols)
+    # time, a product 10 columns wide ran 2x slower). With ``n`` read at run time, its
+    # remainder stays written in (structure), the count of full panels is read.
+    full, rest = n // cols, value(n) % cols
     lines = []
-    if full:
+    if value(full):
         lines += [
             f"for p in range({outer(full)}):",
             f"    n0 = p * {cols}",
@@ -256,23 +264,30 @@ def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
     a_name, b_name = sources
     a, b = node.args
     dtype = node.type.dtype
-    m, k, n = a.type.shape[-2], a.type.shape[-1], b.type.shape[-1]
-    batch, names, a_batch, b_batch = _batch(node)
+    sizes = Sizes()
+    mv, kv, nv = a.type.shape[-2], a.type.shape[-1], b.type.shape[-1]
+    m, k, n = sizes.dims((mv, kv, nv))
+    batch, names, a_batch, b_batch = _batch(node, sizes)
+    if epilogue is not None:
+        epilogue = epilogue.sized((*batch, m, n))
     tile_rows, cols = tile_shape(dtype)
     itemsize = dtype_info(dtype).itemsize
-    depth = min(k, K_BLOCK) if k > DEEP_K else k  # the K a tile's call sums over
-    group = row_group(m, depth, itemsize, tile_rows)
-    pack = "b_panel" if packs_b(group, depth, n, cols) else None
+    depth = min(kv, K_BLOCK) if kv > DEEP_K else kv  # the K a tile's call sums over
+    group = row_group(mv, depth, itemsize, tile_rows)
+    pack = "b_panel" if packs_b(group, depth, nv, cols) else None
     if pack:  # (never more tasks than unpacked: the group only grows)
         tasks = min(TASKS_PER_MATRIX, PACKED_TASKS_PER_THREAD * worker_threads())
-        group = row_group(m, depth, itemsize, tile_rows, tasks, PACKED_ROW_GROUP_BYTES)
-    groups = -(-m // group)
+        group = row_group(mv, depth, itemsize, tile_rows, tasks, PACKED_ROW_GROUP_BYTES)
+    groups_value = -(-mv // group)
+    groups, group = sizes.dims((groups_value, group))
+    deep = depth != kv  # (structure: summed in parts of K_BLOCK, a constant)
+    depth = K_BLOCK if deep else k
     body = _unravel("task", [*batch, groups], [*names, "g"])
     body += [f"r0 = g * {group}", f"r1 = min({m}, r0 + {group})"]
     a2 = f"{a_name}[{subscript(a_batch)}]" if a_batch else a_name
     b2 = f"{b_name}[{subscript(b_batch)}]" if b_batch else b_name
     c2 = f"{dest}[{subscript(names)}]" if names else dest
-    if depth == k:
+    if not deep:
         lines, imports = tile_product(dtype, (a2, b2, c2), (m, k, n), "r0", "r1", pack)
         body += lines
     else:
@@ -284,9 +299,10 @@ def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
     elif epilogue is not None:
         body += epilogue.rows("r0", "r1")
         setup += epilogue.setup
-    tasks = math.prod(batch) * groups
-    lead = Lead(batch[0], 1, tasks // batch[0]) if batch else Lead(m, group)
-    return StageBody(body, tasks, group * k * n, setup, imports, lead)
+    tasks = value(math.prod(batch) * groups)
+    first = value(batch[0]) if batch else None
+    lead = Lead(first, 1, tasks // first) if batch else Lead(mv, value(group))
+    return StageBody(body, tasks, value(group * k * n), setup, imports, lead, sizes)
 
 
 #: A product deeper than this (K) is summed in parts of K_BLOCK: a task's rows of A
@@ -304,7 +320,7 @@ def _deep_product(dtype, arrays, sizes, depth: int, pack) -> tuple[list[str], se
     (accumulating tiles)."""
     a, b, c = arrays
     m, k, n = sizes
-    parts = -(-k // depth)
+    parts = ceil_div(k, depth)
     imports: set[str] = set()
 
     def part(first: bool) -> list[str]:

@@ -16,6 +16,18 @@ The kernel is a sequence of *stages* in evaluation order:
 This keeps compile time linear in the graph's size: no loop body Numba or LLVM
 sees grows beyond ``MAX_NEST_OPS`` ops, and Numba's parfor passes see only calls.
 
+Stage functions are built per *structure*, not per shape: a conv, matmul, pool,
+row group or broadcasting nest reads its sizes at run time (``sizes``: the
+function's parameter ``z``), and one called through its address lives in a
+module of its own, keyed by its text (``stages.Addressed``), so the layers of a
+model, other models, other batch sizes and other processes with the same
+structure share one compiled function. What stays written into a stage's code is
+structure: a conv's window, strides, dilations and pads and whether it is
+grouped; a matmul's row and column remainders by the tile (they pick the tail
+tile and its mask: with the column count known only at run time a product 10
+columns wide ran 2x slower); which axes broadcast; dtypes and ranks. The kernel
+that calls them, and its parallel loops' functions, are still per shape.
+
 Values that cross stages live in scratch buffers, planned by liveness (a
 buffer is reused once its value is dead, and not before the end of the
 ``prange`` group that reads it; ``buffers``) in one arena per dtype passed in by
@@ -82,6 +94,9 @@ from .rows import (
 from .rows import ROW_REDUCTIONS as REDUCTIONS
 from .rules import load, storage_dtype, store, value_dtype
 from .stages import (
+    STAGE_FUNCTION,
+    STAGE_SIGNATURE,
+    Addressed,
     Lead,
     StageCall,
     StageFunctions,
@@ -89,6 +104,7 @@ from .stages import (
     can_join,
     emit_calls,
     lead_axes,
+    stage_module,
 )
 from .target import vector_bits
 
@@ -112,6 +128,8 @@ MAX_NEST_OPS = 64
 #: 2.1 s as a stage function).
 FUNCTION_MIN_OPS = 8
 
+#: The kernel module's import of ``pointer_at`` (constants and scratch views).
+POINTER_IMPORT = "from nbyoc.runtime.jit_address import pointer_at"
 #: The options of a parallel loop's group function (``outline``): called from the
 #: kernel only, so compiled and cached with it.
 GROUP_OPTIONS = 'nogil=True, error_model="numpy", boundscheck=False'
@@ -159,7 +177,7 @@ class Lowered:
     parallel: bool = False
     #: (function, signature) of the stage functions whose addresses the kernel takes, in
     #: order, as its last argument (``nbyoc.runtime.jit_address.stage_addresses``).
-    addressed: list[tuple[str, str]] = field(default_factory=list)
+    addressed: list[Addressed] = field(default_factory=list)
     #: What the buffers were planned from, for checking the plan (``Schedule``).
     schedule: Schedule | None = None
 
@@ -498,7 +516,20 @@ class _Lowering:
         place = self.buffer_plan.buffers[buffer]
         start, stop = place.offset, place.offset + max(node.type.size, 1)
         shape = _shape_literal(node.type.shape)
-        return [f"{name} = s{place.arena}[{start}:{stop}].reshape({shape})"]
+        if node.type.size == 0 or node.type.ndim == 0:
+            return [f"{name} = s{place.arena}[{start}:{stop}].reshape({shape})"]
+        # The array at the buffer's address: a slice and reshape cost Numba about
+        # three times as much to compile (a reshape checks its size and may raise),
+        # in the kernel and again in each parallel loop's function that views it
+        # (PP-OCR's classifier: that function 10.8 -> 5.8 s). Only one such array per
+        # buffer and shape: every other view of a value is a reshape of it, since
+        # Numba's parfor passes take arrays made from pointers for distinct memory, and
+        # dropped a prange's stores through one as dead when only another array at the
+        # same address was read after it.
+        storage = np.dtype(storage_dtype(node.type.dtype))
+        at = start * storage.itemsize
+        pointer = f"pointer_at(s{place.arena}.ctypes.data + {at}, {_np_type(storage)})"
+        return [f"{name} = carray({pointer}, {shape})"]
 
     def emit_stage(self, stage: Stage, index, group, stored, dest, epilogue=None) -> list[str]:
         self.group = group
@@ -565,9 +596,10 @@ class _Lowering:
         types = [self.parameter_type(a, flat) for a in names]
         types += [NUMBA_TYPES[value_dtype(a.type.dtype)] for a in scalars]
         parameters = [*names.values(), *scalars.values()]
-        name, address = self.stages.add(
+        name, address, extra = self.stages.add(
             parameters, types, domain, inner, stores, len(stage.nodes), stream
         )
+        arguments += extra
         self.streams |= stream
         function = name if address is None else f"stage_at{address}"
         outer_indices = math.prod(domain[: lead_axes(domain)])
@@ -699,6 +731,8 @@ class _Lowering:
         name, address = self.stages.add_body(parameters, [*types.values(), *scalar_types], body)
         function = name if address is None else f"stage_at{address}"
         arguments = [*params, *scalar_arguments]
+        if body.sizes is not None and body.sizes.values:
+            arguments.append(body.sizes.argument())
         if body.tasks is None:
             return [*lines, *self.flush(), call_text(function, arguments)]
         tasks = (body.tasks,)
@@ -747,20 +781,19 @@ class _Lowering:
         shape = epilogue.shape
         if node.op.name != "conv" or len(shape) < 3:
             return None
-        lead, plane = shape[:2], math.prod(shape[2:])
-        views, setup = {}, []
+        views, reshaped = {}, []
         for a, param in names.items():
             padded = (1,) * (len(shape) - a.type.ndim) + tuple(a.type.shape)
             if a.type.shape == shape and self.arrays[a].contiguous:
                 views[a] = f"{param}_planes"
-                setup.append(f"{param}_planes = {param}.reshape(({lead[0]}, {lead[1]}, {plane}))")
+                reshaped.append(param)
             elif all(d == 1 for d in padded[2:]):
                 views[a] = param
             else:
                 return None
         inner, stores = self.nest_body(epilogue, stored, views, scalars, False, "i0, i1, position")
         inner += [f"{array}[{i}] = {value}" for array, i, value, _ in stores]
-        return FlatPlanes(inner, setup)
+        return FlatPlanes(inner, reshaped)
 
     def parameter_type(self, node: Expr, flat: bool) -> str | None:
         """The exact Numba type of ``node``'s array as a stage function's parameter, or
@@ -769,6 +802,14 @@ class _Lowering:
         if not (flat or array.contiguous):
             return None
         return _array_type(array.type.dtype, 1 if flat else array.type.ndim)
+
+    def array_type(self, dtype: str, ndim: int) -> str:
+        """The Numba type of a C-contiguous array parameter of a stage function."""
+        return _array_type(dtype, ndim)
+
+    def scalar_type(self, dtype: str) -> str:
+        """The Numba type of a scalar parameter of a stage function (its value dtype)."""
+        return NUMBA_TYPES[value_dtype(dtype)]
 
     def queue_row_call(self, function: str, arguments: list[str], domain) -> list[str]:
         """Lines calling a row group's function over all rows (in parallel when large)."""
@@ -929,7 +970,7 @@ class _Lowering:
                     f"STAGE_AT{first + k}_TYPE = {signature}_TYPE",
                 ]
                 decorator = f"@njit({signature}, cache=True, {GROUP_OPTIONS})"
-                addressed.append((f"group{k}", signature))
+                addressed.append(Addressed(f"group{k}", signature))
             header = f"def group{k}({', '.join([*group.parameters, 'c'])}):"
             source += [decorator, header, *("    " + line for line in group.lines), ""]
         return lines, source
@@ -971,7 +1012,7 @@ class _Lowering:
         if self.constants:
             add("constants", "int64", (len(self.constants),), readonly=True, user=False)
             for k, c in enumerate(self.constants):
-                pointer = f"pointer_at(constants[{k}], {rules.NP_TYPES[c.dtype.name]})"
+                pointer = f"pointer_at(constants[{k}], {_np_type(c.dtype)})"
                 views.append(f"c{k} = carray({pointer}, {_shape_literal(c.shape)})")
         for k, t in enumerate(outputs):
             add(f"out{k}", t.dtype, t.shape)
@@ -986,7 +1027,34 @@ class _Lowering:
         if internal:
             checks.append(f"if {' or '.join(internal)}:")
             checks.append('    raise ValueError("nbyoc: runtime arrays of wrong shapes")')
-        addressed = list(self.stages.addressed)
+        imports = [
+            "import math",
+            "import numpy as np",
+            "from numba import njit, prange",
+            "from numba.core import types as nbt",
+            OPAQUE_IMPORT,
+            *([VECTOR_WIDTH_IMPORT] if vector_bits() > DEFAULT_VECTOR_BITS else []),
+            *(["from numba import carray"] if self.constants or scratch else []),
+            *(
+                ["from nbyoc.runtime.jit_address import pointer_at"]
+                if self.constants or scratch
+                else []
+            ),
+            *([rules.EMULATION_IMPORT] if self.emulated else []),
+            *([ROWS_IMPORT] if self.row_groups else []),
+            *([PREFETCH_IMPORT] if self.prefetches else []),
+            *([STREAM_IMPORT] if self.streams else []),
+            *(
+                [f"from nbyoc.runtime.tiles import {', '.join(sorted(self.tiles))}"]
+                if self.tiles
+                else []
+            ),
+        ]
+        helpers = {h: rules.HELPERS[h] for h in sorted(self.helpers)}
+        addressed = [
+            Addressed(STAGE_FUNCTION, STAGE_SIGNATURE, self.stage_module(a, imports, helpers))
+            for a in self.stages.addressed
+        ]
         _check_not_rebound(body, [*args, *(v.split(" = ")[0] for v in views)], self.symbol)
         lines, groups = views + body, []
         if self.parallel:
@@ -1010,30 +1078,15 @@ class _Lowering:
         source = [
             f"# Generated by nbyoc {__version__}, llvm codegen"
             f"{'' if self.fuse else ' (fusion off)'}.",
-            "import math",
-            "import numpy as np",
-            "from numba import njit, prange",
-            "from numba.core import types as nbt",
-            OPAQUE_IMPORT,
-            *(["from numba import carray"] if self.constants else []),
+            *imports,
             *(["from nbyoc.runtime.jit_address import call_at"] if addressed else []),
-            *(["from nbyoc.runtime.jit_address import pointer_at"] if self.constants else []),
-            *([rules.EMULATION_IMPORT] if self.emulated else []),
-            *([ROWS_IMPORT] if self.row_groups else []),
-            *([PREFETCH_IMPORT] if self.prefetches else []),
-            *([STREAM_IMPORT] if self.streams else []),
-            *(
-                [f"from nbyoc.runtime.tiles import {', '.join(sorted(self.tiles))}"]
-                if self.tiles
-                else []
-            ),
             "",
-            *(rules.HELPERS[h] for h in sorted(self.helpers)),
+            *helpers.values(),
             *(table_source(name, rows) for name, rows in self.tables.items()),
             *self.stages.source,
             *(
-                f"STAGE_AT{k}_TYPE = {signature}_TYPE"
-                for k, (_, signature) in enumerate(self.stages.addressed)
+                f"STAGE_AT{k}_TYPE = {a.signature}_TYPE"
+                for k, a in enumerate(self.stages.addressed)
             ),
             *groups,
             "",
@@ -1046,10 +1099,7 @@ class _Lowering:
             "    return",
             "",
         ]
-        bits = vector_bits()
-        if bits > DEFAULT_VECTOR_BITS:
-            source.insert(source.index(OPAQUE_IMPORT) + 1, VECTOR_WIDTH_IMPORT)
-        source = with_vector_width("\n".join(source).split("\n"), bits)
+        source = with_vector_width("\n".join(source).split("\n"), vector_bits())
         return Lowered(
             "\n".join(source),
             kernel,
@@ -1061,6 +1111,11 @@ class _Lowering:
             list(addressed),
             self.schedule,
         )
+
+    def stage_module(self, stage: Addressed, imports, helpers) -> str:
+        """The source of the module of its own that an addressed stage lives in."""
+        lines = "\n".join(self.stages.definitions[stage.function]).split("\n")
+        return "\n".join(stage_module(with_vector_width(lines, vector_bits()), imports, helpers))
 
 
 def _shape_literal(shape) -> str:
@@ -1132,6 +1187,11 @@ def plan_epilogues(stages: list[Stage]) -> None:
         takes = EPILOGUES.get(node.op.name)
         if takes is not None and takes(node) and stage.shape:
             after.epilogue = True
+
+
+def _np_type(dtype: np.dtype) -> str:
+    """The NumPy scalar type of an array's elements, as the kernel module spells it."""
+    return rules.NP_TYPES[dtype.name]
 
 
 def _array_type(dtype: str, ndim: int) -> str:

@@ -46,6 +46,7 @@ from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call, Expr
 from ...ir.ops.elementwise import loop_dtypes
 from . import rules, target
+from .sizes import Sizes
 
 #: The reductions a row group computes.
 ROW_REDUCTIONS = ("sum", "mean", "max", "min", "prod")
@@ -247,7 +248,9 @@ def reduction_code(node: Call, value: str, count: int, acc: str):
         update = f"{acc} += {rules.cast(value, acc_dtype)}"
     else:
         update = f"{acc} = add_step({acc}, {rules.cast(value, acc_dtype)})"
-    result = f"{acc} / {float(count)!r}" if op == "mean" else acc
+    # (a count read at run time divides as an int: the same float64 division)
+    divisor = f"{float(count)!r}" if isinstance(count, int) else str(count)
+    result = f"{acc} / {divisor}" if op == "mean" else acc
     return f"{acc} = {rules.cast('0', acc_dtype)}", update, rules.cast(result, out_dtype)
 
 
@@ -496,7 +499,10 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
     ``stages``, ``helpers`` and ``read_array``/``use_parallel``/``queue_call``. Every
     member in ``stored`` must already be bound to its array."""
     domain = group.domain
-    columns = domain.columns
+    # (the row's length read at run time: one function for every row group of this
+    # structure, softmax over 1000 or 1024 columns alike)
+    sizes = Sizes()
+    columns = sizes.dim(domain.columns)
     reductions = set(group.reductions)
     computed, ready = group.passes()
     bound = bind_outside(lowering, group, stored, flat=False)
@@ -561,7 +567,8 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
         lowering.prefetches = True
         # (when the pass prefetching also reads the next row, the row after it)
         distance = 2 if pipelined and last == 1 else 1
-        body.append(f"    nxt = min(r + np.uint64({distance}), np.uint64({domain.rows - 1}))")
+        last_row = sizes.dim(domain.rows - 1)
+        body.append(f"    nxt = min(r + np.uint64({distance}), np.uint64({last_row}))")
     local: dict[Expr, str] = {}  # values held in locals: row values, this pass's full values
 
     def read(a: Expr, dtype: str, row: str) -> str:
@@ -693,5 +700,17 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
         lowering.streams = True
         body.append("store_fence()")
     parameters = [*params.values(), *scalars.values()]
-    function = lowering.stages.add_function(parameters, body)
-    return bound.lines + lowering.queue_row_call(function, bound.arguments, domain)
+    types = row_parameter_types(lowering, bound, flat=False)
+    function, extra = lowering.stages.add_row_function(parameters, types, body, sizes)
+    return bound.lines + lowering.queue_row_call(function, bound.arguments + extra, domain)
+
+
+def row_parameter_types(lowering, bound: Bindings, flat: bool) -> list[str]:
+    """The Numba types of a row function's parameters (``bind_outside``'s views are
+    contiguous: full values 2-D, or 1-D when ``flat``; rows and columns 1-D), then its
+    scalars'."""
+    ranks = {"full": 1 if flat else 2, "row": 1, "column": 1}
+    arrays = [
+        lowering.array_type(node.type.dtype, ranks[bound.roles[node]]) for node in bound.params
+    ]
+    return arrays + [lowering.scalar_type(node.type.dtype) for node in bound.scalars]

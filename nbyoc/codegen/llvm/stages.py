@@ -16,7 +16,7 @@ so that their code is generated once rather than again inside the kernel.
 
 >>> stages = StageFunctions(pointers=False)
 >>> types = ["nbt.float32[::1]"] * 2
->>> name, _ = stages.add(["a0", "a1"], types, (8,), [], [("a1", "i0", "a0[i0]", "float32")], 1)
+>>> name, _, _ = stages.add(["a0", "a1"], types, (8,), [], [("a1", "i0", "a0[i0]", "float32")], 1)
 >>> print("\\n".join(stages.source))
 @njit(nogil=True, error_model="numpy", boundscheck=False)
 def stage0(a0, a1, lo, hi):
@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass, field
 
 from .loops import outer
+from .sizes import PARAMETER, Sizes, value
 
 #: Options of every stage function (those called through their address also carry
 #: their signature and ``cache=True``: the kernel's cache does not hold their code).
@@ -75,38 +76,56 @@ def lead_axes(shape: tuple[int, ...]) -> int:
     """How many leading axes a nest's outer loop runs over: enough to give every thread
     work (at least 256 iterations when the shape has them)."""
     lead = 1
-    while lead < len(shape) and math.prod(shape[:lead]) < 256:
+    while lead < len(shape) and math.prod(map(value, shape[:lead])) < 256:
         lead += 1
     return lead
 
 
-def ranged_nest(shape: tuple[int, ...], inner: list[str]) -> list[str]:
+def ranged_nest(shape, inner: list[str]) -> list[str]:
     """Loops over ``shape`` around ``inner`` (indices ``i0``, ``i1``, ...) for the
-    outer (flattened leading) indices in ``range(lo, hi)``.
+    outer (flattened leading) indices in ``range(lo, hi)``. The leading indices are
+    worked out from ``lo`` once, then counted on (an odometer): extents read at run time
+    (``sizes.Dim``) would otherwise cost a division per axis and element.
 
     >>> print("\\n".join(ranged_nest((2, 3), ["x[i0, i1] = 0"])))
+    extent1 = np.uint64(3)
+    i1 = np.uint64(lo) % extent1
+    i0 = np.uint64(lo) // extent1
     for flat in range(np.uint64(lo), np.uint64(hi)):
-        i1 = flat % np.uint64(3)
-        i0 = flat // np.uint64(3)
         x[i0, i1] = 0
+        i1 += np.uint64(1)
+        if i1 == extent1:
+            i1 = np.uint64(0)
+            i0 += np.uint64(1)
     """
     lead = lead_axes(shape)
     if lead == 1:
         lines = [f"for i0 in range({UNSIGNED_RANGE}):"]
+        count = []
     else:
-        lines, current = [f"for flat in range({UNSIGNED_RANGE}):"], "flat"
+        lines = [f"extent{d} = np.uint64({shape[d]})" for d in range(1, lead)]
+        current = "np.uint64(lo)"
         for d in reversed(range(1, lead)):
-            lines.append(f"    i{d} = {current} % np.uint64({shape[d]})")
+            lines.append(f"i{d} = {current} % extent{d}")
             if d > 1:
-                lines.append(f"    q{d} = {current} // np.uint64({shape[d]})")
+                lines.append(f"q{d} = {current} // extent{d}")
                 current = f"q{d}"
             else:
-                lines.append(f"    i0 = {current} // np.uint64({shape[d]})")
+                lines.append(f"i0 = {current} // extent{d}")
+        lines.append(f"for flat in range({UNSIGNED_RANGE}):")
+        count = [f"i{lead - 1} += np.uint64(1)"]
+        for depth, d in enumerate(reversed(range(1, lead))):
+            pad = "    " * depth
+            count += [
+                f"{pad}if i{d} == extent{d}:",
+                f"{pad}    i{d} = np.uint64(0)",
+                f"{pad}    i{d - 1} += np.uint64(1)",
+            ]
     for d in range(lead, len(shape)):
         bound = outer(shape[d]) if d < len(shape) - 1 else shape[d]
         lines.append("    " * (d - lead + 1) + f"for i{d} in range({bound}):")
     pad = "    " * (len(shape) - lead + 1)
-    return lines + [pad + line for line in inner]
+    return lines + [pad + line for line in inner] + ["    " + line for line in count]
 
 
 def blocked_loop(inner: list[str], stores) -> list[str]:
@@ -179,6 +198,9 @@ class StageBody:
     #: How the tasks cover the result's leading axis, as ``StageCall.lead`` (None: they
     #: do not, in an order a chunk of that axis could take).
     lead: Lead | None = None
+    #: The sizes the body reads at run time (``sizes.Sizes``), if any: the function
+    #: takes them as its parameter ``z``, and every call passes their values.
+    sizes: Sizes | None = None
 
 
 @dataclass(frozen=True)
@@ -282,6 +304,64 @@ def _coarsest_unit(calls: list[StageCall]) -> int | None:
     return None if any(unit % lead.unit for lead in leads) else unit
 
 
+@dataclass(frozen=True)
+class Addressed:
+    """A function the kernel calls through its address (``call_at``): ``function`` of
+    Numba type ``signature``, either in the kernel's module (``module`` None: the body
+    of a ``prange``, ``outline``) or in a module of its own, whose source ``module`` is.
+    A stage's module holds nothing but it and what it imports, its names fixed
+    (``stage``, ``SIGNATURE``), so identical stages of any kernel, model or process are
+    one module, compiled once and cached on disk by its content."""
+
+    function: str
+    signature: str
+    module: str | None = None
+
+
+#: The fixed names of the function and its type in a stage's own module.
+STAGE_FUNCTION, STAGE_SIGNATURE = "stage", "SIGNATURE"
+#: The lines every stage module starts with; the kernel module's other imports follow
+#: when the stage uses what they import.
+STAGE_MODULE_HEAD = [
+    "import math",
+    "import numpy as np",
+    "from numba import njit, prange",
+    "from numba.core import types as nbt",
+]
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_FROM_IMPORT = re.compile(r"from ([\w.]+) import (.+)")
+
+
+def stage_module(definition: list[str], imports: list[str], helpers: dict[str, str]) -> list[str]:
+    """The lines of a stage's own module: ``STAGE_MODULE_HEAD``, the names of the kernel's
+    ``imports`` lines (``from m import a, b``) the ``definition`` uses, and the
+    ``helpers`` (name -> source) it calls.
+
+    >>> print("\\n".join(stage_module(["def stage(a0):", "    a0[0] = opaque(1)"],
+    ...                               ["from nbyoc.runtime.opaque import opaque"], {})))
+    import math
+    import numpy as np
+    from numba import njit, prange
+    from numba.core import types as nbt
+    from nbyoc.runtime.opaque import opaque
+    <BLANKLINE>
+    def stage(a0):
+        a0[0] = opaque(1)
+    """
+    used = set(_IDENTIFIER.findall("\n".join(definition)))
+    lines = list(STAGE_MODULE_HEAD)
+    for line in imports:
+        match = _FROM_IMPORT.fullmatch(line)
+        if match is None or line in STAGE_MODULE_HEAD:
+            continue
+        names = [n.strip() for n in match.group(2).split(",") if n.strip() in used]
+        if names:
+            lines.append(f"from {match.group(1)} import {', '.join(names)}")
+    lines.append("")
+    lines += [helpers[name] for name in sorted(used & helpers.keys())]
+    return lines + definition
+
+
 class StageFunctions:
     """The stage functions of one kernel, one per distinct body."""
 
@@ -289,17 +369,22 @@ class StageFunctions:
         self.pointers = pointers
         self.source: list[str] = []
         self.by_body: dict[tuple, str] = {}
-        #: (function, signature) of the stages called through their address, in order.
-        self.addressed: list[tuple[str, str]] = []
+        #: The stages called through their address, in order.
+        self.addressed: list[Addressed] = []
+        #: Each addressed stage's definition in its own module, by kernel name.
+        self.definitions: dict[str, list[str]] = {}
 
     def add(
         self, params, types, domain, inner, stores, ops: int, stream: bool = False
-    ) -> tuple[str, int | None]:
+    ) -> tuple[str, int | None, list[str]]:
         """The function computing ``inner`` over ``domain`` and storing ``stores``
         ((array parameter, index, value, dtype) each), with parameters ``params`` of Numba
-        types ``types`` (None where a stage may not be called by address); and the index
-        of its address when the kernel calls it through one. ``stream``: a flat stage
-        writes its outputs with streaming stores (``streamed_loop``)."""
+        types ``types`` (None where a stage may not be called by address); the index of
+        its address when the kernel calls it through one; and the arguments a call
+        passes after ``params``' (the extents of the domain's inner axes, read at run
+        time). ``stream``: a flat stage writes its outputs with streaming stores
+        (``streamed_loop``)."""
+        extra = []
         if not domain:
             body = inner + [f"{a}[{i}] = {v}" for a, i, v, _ in stores]
         elif len(domain) == 1 and stream:
@@ -307,9 +392,16 @@ class StageFunctions:
         elif len(domain) == 1 and ops >= BLOCKED_MIN_OPS:
             body = blocked_loop(inner, stores)
         else:
-            body = ranged_nest(domain, inner + [f"{a}[{i}] = {v}" for a, i, v, _ in stores])
+            sizes = Sizes()
+            shape = (domain[0], *sizes.dims(domain[1:]))  # (the first: lo and hi)
+            stored = [f"{a}[{i}] = {v}" for a, i, v, _ in stores]
+            body = [*sizes.binding(), *ranged_nest(shape, inner + stored)]
+            if sizes.values:
+                params, types = [*params, PARAMETER], [*types, sizes.numba_type()]
+                extra = [sizes.argument()]
         bounds = ["lo", "hi"] if domain else []
-        return self._define(params, bounds, types, body, STAGE_OPTIONS, ops >= POINTER_MIN_OPS)
+        large = ops >= POINTER_MIN_OPS
+        return (*self._define(params, bounds, types, body, STAGE_OPTIONS, large), extra)
 
     def add_body(self, params: list[str], types: list[str | None], body: StageBody):
         """The function running ``body`` (see ``StageBody``) with parameters ``params`` of
@@ -317,12 +409,30 @@ class StageFunctions:
         conv's code is large: it is called through its address when it can be (its
         ``types`` all known), else LLVM inlines a copy at every call (100 residual
         blocks' 200 matmuls inlined in one kernel did not compile in ten minutes)."""
+        binding = []
+        if body.sizes is not None and body.sizes.values:
+            params, types = [*params, PARAMETER], [*types, body.sizes.numba_type()]
+            binding = body.sizes.binding()
         if body.tasks is None:
             parallel = any("prange(" in line for line in body.lines)
             options = STAGE_OPTIONS + (', parallel={"fusion": False}' if parallel else "")
-            return self._define(params, [], types, body.lines, options, True)
-        lines = [*body.setup, "for task in range(lo, hi):", *("    " + x for x in body.lines)]
+            return self._define(params, [], types, binding + body.lines, options, True)
+        lines = [*binding, *body.setup, "for task in range(lo, hi):"]
+        lines += ["    " + x for x in body.lines]
         return self._define(params, ["lo", "hi"], types, lines, STAGE_OPTIONS, True)
+
+    def add_row_function(self, params, types, body: list[str], sizes: Sizes):
+        """A row group's function over rows ``[lo, hi)`` (``rows``), with parameters
+        ``params`` of Numba types ``types`` and the run-time ``sizes`` its ``body`` reads;
+        identical ones are one function, called through its address (from a module of
+        its own) when it can be. Returns the name a call uses and the arguments it
+        passes after ``params``'."""
+        extra = []
+        if sizes.values:
+            params, types = [*params, PARAMETER], [*types, sizes.numba_type()]
+            body, extra = [*sizes.binding(), *body], [sizes.argument()]
+        name, address = self._define(params, ["lo", "hi"], types, body, STAGE_OPTIONS, True)
+        return (name if address is None else f"stage_at{address}"), extra
 
     def add_function(self, params: list[str], body: list[str]) -> str:
         """A function over ``[lo, hi)`` with the body given (a row group's), by name;
@@ -340,23 +450,26 @@ class StageFunctions:
         if name is None:
             name = f"stage{len(self.by_body)}"
             self.by_body[key] = name
-            if addressed:
+            parameters = ", ".join([*params, *bounds])
+            code = ["    " + line for line in body]
+            if addressed:  # (in a module of its own: only its type is in the kernel's)
                 signature = name.upper()
-                bound_types = ", nbt.int64" * len(bounds)
+                void = f"nbt.void({', '.join([*types, *['nbt.int64'] * len(bounds)])})"
                 self.source += [
-                    f"{signature} = nbt.void({', '.join(types)}{bound_types})",
+                    f"{signature} = {void}",
                     f"{signature}_TYPE = nbt.FunctionType({signature})",
-                    f"@njit({signature}, cache=True, {options})",
                 ]
-                self.addressed.append((name, signature))
+                self.definitions[name] = [
+                    f"{STAGE_SIGNATURE} = {void}",
+                    f"@njit({STAGE_SIGNATURE}, cache=True, {options})",
+                    f"def {STAGE_FUNCTION}({parameters}):",
+                    *code,
+                    "",
+                ]
+                self.addressed.append(Addressed(name, signature))
             else:
-                self.source.append(f"@njit({options})")
-            self.source += [
-                f"def {name}({', '.join([*params, *bounds])}):",
-                *("    " + line for line in body),
-                "",
-            ]
-        index = next((k for k, (f, _) in enumerate(self.addressed) if f == name), None)
+                self.source += [f"@njit({options})", f"def {name}({parameters}):", *code, ""]
+        index = next((k for k, a in enumerate(self.addressed) if a.function == name), None)
         return name, index
 
 

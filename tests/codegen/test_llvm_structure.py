@@ -1,0 +1,171 @@
+"""Stage functions per structure, not per shape (issue 36; ``codegen/llvm/sizes.py``).
+
+A conv's stage function reads its images, channels, group count and spatial extents
+at run time, and lives in a module of its own keyed by its text: two convs that
+differ only in those sizes are one function, compiled once, in one kernel, across
+kernels and across processes. Each pair below differs in every size the structure
+leaves free, and both must still equal the host.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import nbyoc
+from nbyoc.codegen.llvm import conv as llvm_conv
+
+from ..helpers import assert_close_to_host, run_fresh
+
+
+def conv_graph(x_shape, out_channels, kernel, stride=1, group=1):
+    """conv (pads keep the size at stride 1) + bias + relu, weights as inputs."""
+    x = nbyoc.var("x", x_shape)
+    w = nbyoc.var("w", (out_channels, x_shape[1] // group, kernel, kernel))
+    b = nbyoc.var("b", (out_channels,))
+    pad = kernel // 2
+    y = nbyoc.conv(x, w, b, strides=(stride,) * 2, pads=(pad,) * 4, group=group)
+    return nbyoc.function([x, w, b], nbyoc.relu(y)), y
+
+
+def inputs(func, seed):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(p.type.shape).astype(np.float32) for p in func.params]
+
+
+def stage_modules(fn) -> set[str]:
+    (module,) = fn.runtime_modules.values()
+    return {stage.module for stage in module.lowered.addressed if stage.module}
+
+
+def way(y) -> str:
+    if not llvm_conv.uses_tiles(y):
+        return "direct"
+    return "wide" if llvm_conv._runs_wide(llvm_conv._Geometry(y)) else "tiles"
+
+
+#: (first, second): x shape, output channels, kernel, stride, group; and the way both
+#: run. Output channels per group keep their remainder by the tile's rows (6 for
+#: float32 on AVX-512, 4 or 6 elsewhere: 16 and 28 agree on both), which names the
+#: tail tile the code calls.
+PAIRS = {
+    "wide 3x3": (((1, 8, 12, 12), 16, 3, 1, 1), ((2, 16, 20, 24), 28, 3, 1, 1), "wide"),
+    # (their blocks of positions, 36 and 56, share conv.row_stride's power of two)
+    "tiles 3x3 stride 2": (((1, 8, 12, 12), 16, 3, 2, 1), ((2, 16, 14, 16), 28, 3, 2, 1), "tiles"),
+    "pointwise": (((1, 16, 9, 9), 16, 1, 1, 1), ((3, 24, 14, 7), 28, 1, 1, 1), "tiles"),
+    # (a direct conv's spatial extents are written in: see conv_stage)
+    "depthwise 3x3": (((1, 8, 12, 12), 8, 3, 1, 8), ((2, 20, 12, 12), 20, 3, 1, 20), "direct"),
+    "depthwise 5x5 stride 2": (((1, 8, 15, 19), 8, 5, 2, 8), ((2, 12, 15, 19), 12, 5, 2, 12), "direct"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("pair", PAIRS.values(), ids=PAIRS.keys())
+def test_convs_of_one_structure_share_their_stage_function(pair):
+    first, second, expected = pair
+    fns = []
+    for seed, (x_shape, channels, kernel, stride, group) in enumerate((first, second)):
+        func, y = conv_graph(x_shape, channels, kernel, stride, group)
+        assert way(y) == expected
+        fn = nbyoc.compile(func, backend="llvm", options={"llvm": {"parallel_threshold": 1024}})
+        assert_close_to_host(fn, func, inputs(func, seed), rtol=1e-4, atol=1e-4)
+        fns.append(fn)
+    assert stage_modules(fns[0]) and stage_modules(fns[0]) == stage_modules(fns[1])
+
+
+def test_convs_of_two_structures_do_not_share():
+    """A stride, a window or grouping is structure: written into the code; so are the
+    spatial extents of a direct conv, by the benchmarked rule in ``conv_stage``."""
+    graphs = [
+        conv_graph((1, 8, 12, 12), 8, 3, 1, 8)[0],
+        conv_graph((1, 8, 12, 12), 8, 3, 2, 8)[0],
+        conv_graph((1, 8, 12, 12), 8, 5, 1, 8)[0],
+        conv_graph((1, 8, 12, 12), 8, 3, 1, 1)[0],
+        # a direct conv's spatial extents (its rows vectorise without a remainder)
+        conv_graph((1, 8, 12, 14), 8, 3, 1, 8)[0],
+    ]
+    modules = [stage_modules(nbyoc.compile(g, backend="llvm")) for g in graphs]
+    assert all(modules) and len({frozenset(m) for m in modules}) == len(modules)
+
+
+#: Compiles the conv given as JSON in sys.argv[1] (as ``conv_graph``) and prints how many stage functions
+#: (each in a module of its own, named ``stage``) Numba compiled, and the result's sum.
+PROGRAM = """
+import json, sys
+import numpy as np
+from numba.core import event
+import nbyoc
+
+x_shape, channels, kernel, stride, group = json.loads(sys.argv[1])
+x = nbyoc.var("x", tuple(x_shape))
+w = nbyoc.var("w", (channels, x_shape[1] // group, kernel, kernel))
+b = nbyoc.var("b", (channels,))
+y = nbyoc.conv(x, w, b, strides=(stride,) * 2, pads=(kernel // 2,) * 4, group=group)
+func = nbyoc.function([x, w, b], nbyoc.relu(y))
+with event.install_recorder("numba:compile") as compiles:
+    fn = nbyoc.compile(func, backend="llvm", options={"llvm": {"parallel_threshold": 1024}})
+names = [e.data["dispatcher"].py_func.__name__ for _, e in compiles.buffer if e.is_start]
+print(json.dumps({"stages": names.count("stage"), "compiled": len(names)}))
+"""
+
+
+def test_a_second_process_with_other_sizes_compiles_no_stage_function(tmp_path):
+    """The stage module compiled for one size is loaded from the disk cache for another
+    (the second model whose layers the cache has seen: only its kernel compiles)."""
+    env = {"NBYOC_CACHE_DIR": str(tmp_path / "cache")}
+    first, second, _ = PAIRS["wide 3x3"]
+    cold = run_fresh(PROGRAM, tmp_path, json.dumps(first), env=env)
+    assert cold["stages"] >= 1
+    warm = run_fresh(PROGRAM, tmp_path, json.dumps(second), env=env)
+    assert warm["stages"] == 0 and warm["compiled"] >= 1  # (its kernel is new)
+
+
+def pool_graph(x_shape, op, kernel, stride, pad):
+    x = nbyoc.var("x", x_shape)
+    pool = getattr(nbyoc, op)
+    y = pool(x, kernel_shape=(kernel,) * 2, strides=(stride,) * 2, pads=(pad,) * 4)
+    return nbyoc.function([x], y)
+
+
+def matmul_graph(a_shape, b_shape, epilogue):
+    a, b = nbyoc.var("a", a_shape), nbyoc.var("b", b_shape)
+    c = nbyoc.var("c", (b_shape[-1],))
+    y = nbyoc.matmul(a, b)
+    y = {"none": y, "bias+tanh": nbyoc.tanh(y + c)}[epilogue]
+    return nbyoc.function([a, b, c], y)
+
+
+#: Pairs of graphs of one structure and different sizes. Matmuls keep the remainders
+#: of their rows by the tile's rows (6 or 4: 16 and 28 agree) and of their columns by
+#: its columns (n % 32 or % 16: 40 and 72 agree), which are structure; output rows
+#: past FLAT_EPILOGUE_MAX wide keep the epilogue's loops over rows.
+OTHER_PAIRS = {
+    # (a pool's spatial extents are written in: see windows.pool_stage)
+    "max_pool 3x3 stride 2 padded": (
+        pool_graph((1, 8, 13, 13), "max_pool", 3, 2, 1),
+        pool_graph((2, 5, 13, 13), "max_pool", 3, 2, 1),
+    ),
+    "avg_pool 2x2": (
+        pool_graph((1, 8, 12, 12), "avg_pool", 2, 2, 0),
+        pool_graph((3, 4, 12, 12), "avg_pool", 2, 2, 0),
+    ),
+    "matmul": (
+        matmul_graph((16, 24), (24, 40), "none"),
+        matmul_graph((28, 50), (50, 72), "none"),
+    ),
+    "batched matmul + bias + tanh": (
+        matmul_graph((2, 16, 24), (2, 24, 296), "bias+tanh"),
+        matmul_graph((3, 28, 10), (3, 10, 328), "bias+tanh"),
+    ),
+}
+
+
+@pytest.mark.parametrize("pair", OTHER_PAIRS.values(), ids=OTHER_PAIRS.keys())
+def test_pools_and_matmuls_of_one_structure_share_their_stage_function(pair):
+    fns = []
+    for seed, func in enumerate(pair):
+        fn = nbyoc.compile(func, backend="llvm", options={"llvm": {"parallel_threshold": 1024}})
+        assert_close_to_host(fn, func, inputs(func, seed), rtol=1e-4, atol=1e-4)
+        fns.append(fn)
+    assert stage_modules(fns[0]) and stage_modules(fns[0]) == stage_modules(fns[1])
