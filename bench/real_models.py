@@ -12,6 +12,9 @@ Every measurement runs in a fresh process, one at a time:
    of ``--runs`` calls. A compile still running after ``--timeout`` seconds is stopped
    and recorded as longer than that;
 2. warm: the same, in a second process with the cache the first one filled;
+   resized: the same again with every input's first axis one longer (batch 2 for 1):
+   the model's layers at other sizes, which per-structure stage functions load from
+   the cache (a second model whose layers the cache has seen);
 3. ONNX Runtime (its default session options, as a user runs it): session creation
    and the median run; in their own processes, after nbyoc's, since ONNX Runtime's
    threads spin on after a run;
@@ -31,6 +34,7 @@ import time
 START = time.perf_counter()  # before the imports: they are part of a cold start
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import resource  # noqa: E402
@@ -83,6 +87,10 @@ def child_nbyoc(args, report: dict, save) -> None:
 
     report["import_s"] = time.perf_counter() - START
     model = MODELS[args.model]
+    if args.resized:
+        longer = {n: dataclasses.replace(i, shape=(i.shape[0] + 1, *i.shape[1:]))
+                  for n, i in model.inputs.items()}  # fmt: skip
+        model = dataclasses.replace(model, inputs=longer)
     data = real_models.fetch(args.model)
     inputs = list(model.sample(real_models.SEED).values())
     began, cpu_began = time.perf_counter(), cpu_s()
@@ -195,6 +203,8 @@ def run_child(
     report_path = work / f"{tag}.json"
     command = [sys.executable, __file__, "--child", kind, "--model", name, "--backend", backend,
                "--runs", str(opts.runs), "--report", str(report_path)]  # fmt: skip
+    if phase == "resized":
+        command.append("--resized")
     env = dict(os.environ)
     if cache is not None:
         env["NBYOC_CACHE_DIR"] = str(cache)
@@ -280,6 +290,7 @@ def tables(results: dict, backends: list[str], peers: list[str]) -> str:
             cpu = f" (cpu {cold['cold_cpu_s']:.0f} s)" if cold and "cold_cpu_s" in cold else ""
             row.append(fmt_s(cold) + cpu)
         row += [fmt_s(r["warm"].get(b)) for b in backends]
+        row += [fmt_s(r["resized"].get(b)) for b in backends]
         compiles.append(row + [fmt_s(r["peers"].get(p), "compile_s") for p in peers])
         row = [name]
         for c in [*backends, *peers]:
@@ -296,7 +307,8 @@ def tables(results: dict, backends: list[str], peers: list[str]) -> str:
     return "\n\n".join([
         markdown(["model", "family", "wheel", "MB", "ONNX nodes", "nbyoc refuses"], models),
         markdown(["model", *(f"{b} cold" for b in backends), *(f"{b} warm" for b in backends),
-                  *(f"{p} create" for p in peers)], compiles),
+                  *(f"{b} resized" for b in backends), *(f"{p} create" for p in peers)],
+                 compiles),
         markdown(["model (run: median; check against the truth, max abs diff from ORT)",
                   *[*backends, *peers]], runs),
     ])  # fmt: skip
@@ -316,6 +328,7 @@ def main(argv=None) -> None:
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--backend", help=argparse.SUPPRESS)
     parser.add_argument("--report", help=argparse.SUPPRESS)
+    parser.add_argument("--resized", action="store_true", help=argparse.SUPPRESS)
     opts = parser.parse_args(argv)
     if opts.child:
         child(opts)
@@ -343,7 +356,7 @@ def main(argv=None) -> None:
         m = MODELS[name]
         nodes = len(onnx.load_from_string(data).graph.node)
         results[name] = {"nodes": nodes, "refused": m.refused, "cold": {}, "warm": {},
-                         "peers": {}, "checks": {}}  # fmt: skip
+                         "resized": {}, "peers": {}, "checks": {}}  # fmt: skip
     runnable = [n for n in names if not MODELS[n].refused]
     work = Path(tempfile.mkdtemp(prefix="nbyoc-real-models-"))
     try:
@@ -363,6 +376,13 @@ def main(argv=None) -> None:
                         rep = run_child("nbyoc", name, b, caches[name, b], opts, work, "warm")
                         rep.pop("outputs", None)
                         results[name]["warm"][b] = rep
+            print("resized (fresh process, that cache, each input's first axis + 1):", flush=True)
+            for name in runnable:
+                for b in backends:
+                    if "cold_s" in results[name]["cold"][b]:
+                        rep = run_child("nbyoc", name, b, caches[name, b], opts, work, "resized")
+                        rep.pop("outputs", None)
+                        results[name]["resized"][b] = rep
             opts.runs = runs
         for peer in peers:
             print(f"{peer} (fresh process):", flush=True)
@@ -379,7 +399,7 @@ def main(argv=None) -> None:
                         if not verdict["ok"]:
                             print(f"  {name} on {c}: {verdict.get('worst', verdict.get('why'))}")
         for r in results.values():  # nothing but numbers and text in the JSON
-            for group in ("cold", "warm", "peers"):
+            for group in ("cold", "warm", "resized", "peers"):
                 for rep in r[group].values():
                     rep.pop("outputs", None)
     finally:
