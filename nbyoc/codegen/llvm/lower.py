@@ -516,20 +516,11 @@ class _Lowering:
         place = self.buffer_plan.buffers[buffer]
         start, stop = place.offset, place.offset + max(node.type.size, 1)
         shape = _shape_literal(node.type.shape)
-        if node.type.size == 0 or node.type.ndim == 0:
-            return [f"{name} = s{place.arena}[{start}:{stop}].reshape({shape})"]
-        # The array at the buffer's address: a slice and reshape cost Numba about
-        # three times as much to compile (a reshape checks its size and may raise),
-        # in the kernel and again in each parallel loop's function that views it
-        # (PP-OCR's classifier: that function 10.8 -> 5.8 s). Only one such array per
-        # buffer and shape: every other view of a value is a reshape of it, since
-        # Numba's parfor passes take arrays made from pointers for distinct memory, and
-        # dropped a prange's stores through one as dead when only another array at the
-        # same address was read after it.
-        storage = np.dtype(storage_dtype(node.type.dtype))
-        at = start * storage.itemsize
-        pointer = f"pointer_at(s{place.arena}.ctypes.data + {at}, {_np_type(storage)})"
-        return [f"{name} = carray({pointer}, {shape})"]
+        # A slice of the arena, not ``carray`` at its address (a third of the compile
+        # time): Numba's parfor passes take two arrays made from pointers for distinct
+        # memory, and dropped a prange's stores through one view as dead when another
+        # view of the same place was read after it (ppocrv4-det: every output NaN).
+        return [f"{name} = s{place.arena}[{start}:{stop}].reshape({shape})"]
 
     def emit_stage(self, stage: Stage, index, group, stored, dest, epilogue=None) -> list[str]:
         self.group = group

@@ -24,8 +24,7 @@ _BINDING = re.compile(r"^(\w+) = (.+)$")
 #: or transpose of one; an array at an address.
 _VIEW = re.compile(
     r"^(\w+(\[[\d:, ]*\])?(\.(reshape|transpose)\(\([\d, ]*\)\)|\.reshape\(\d+\))*"
-    r"|carray\(pointer_at\((constants\[\d+\]|s\d+\.ctypes\.data \+ \d+), np\.\w+\), "
-    r"\([\d, ]*\)\))$"
+    r"|carray\(pointer_at\(constants\[\d+\], np\.\w+\), \([\d, ]*\)\))$"
 )
 #: A name bound by an assignment or a ``for`` anywhere in a line.
 _BOUND = re.compile(r"^\s*(?:(\w+) = |for (\w+) in )")
