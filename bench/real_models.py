@@ -368,21 +368,18 @@ def main(argv=None) -> None:
                 caches[name, b].mkdir()
                 results[name]["cold"][b] = run_child("nbyoc", name, b, caches[name, b], opts, work)
         if not opts.no_warm:
-            print("warm (fresh process, the cache the cold one filled):", flush=True)
             runs, opts.runs = opts.runs, 0
-            for name in runnable:
-                for b in backends:
-                    if "cold_s" in results[name]["cold"][b]:
-                        rep = run_child("nbyoc", name, b, caches[name, b], opts, work, "warm")
-                        rep.pop("outputs", None)
-                        results[name]["warm"][b] = rep
-            print("resized (fresh process, that cache, each input's first axis + 1):", flush=True)
-            for name in runnable:
-                for b in backends:
-                    if "cold_s" in results[name]["cold"][b]:
-                        rep = run_child("nbyoc", name, b, caches[name, b], opts, work, "resized")
-                        rep.pop("outputs", None)
-                        results[name]["resized"][b] = rep
+            for phase, what in (
+                ("warm", "the cache the cold one filled"),
+                ("resized", "that cache, each input's first axis + 1"),
+            ):
+                print(f"{phase} (fresh process, {what}):", flush=True)
+                for name in runnable:
+                    for b in backends:
+                        if "cold_s" in results[name]["cold"][b]:
+                            rep = run_child("nbyoc", name, b, caches[name, b], opts, work, phase)
+                            rep.pop("outputs", None)
+                            results[name][phase][b] = rep
             opts.runs = runs
         for peer in peers:
             print(f"{peer} (fresh process):", flush=True)
