@@ -128,7 +128,7 @@ MAX_NEST_OPS = 64
 #: 2.1 s as a stage function).
 FUNCTION_MIN_OPS = 8
 
-#: The kernel module's import of ``pointer_at`` (constants and scratch views).
+#: The kernel module's import of ``pointer_at`` (its constants, read at their addresses).
 POINTER_IMPORT = "from nbyoc.runtime.jit_address import pointer_at"
 #: The options of a parallel loop's group function (``outline``): called from the
 #: kernel only, so compiled and cached with it.
@@ -1025,12 +1025,7 @@ class _Lowering:
             "from numba.core import types as nbt",
             OPAQUE_IMPORT,
             *([VECTOR_WIDTH_IMPORT] if vector_bits() > DEFAULT_VECTOR_BITS else []),
-            *(["from numba import carray"] if self.constants or scratch else []),
-            *(
-                ["from nbyoc.runtime.jit_address import pointer_at"]
-                if self.constants or scratch
-                else []
-            ),
+            *(["from numba import carray", POINTER_IMPORT] if self.constants else []),
             *([rules.EMULATION_IMPORT] if self.emulated else []),
             *([ROWS_IMPORT] if self.row_groups else []),
             *([PREFETCH_IMPORT] if self.prefetches else []),
