@@ -118,3 +118,16 @@ def run_fresh(code: str, cwd, *args: str, env: dict | None = None, timeout: int 
     )
     assert done.returncode == 0, f"the fresh process failed:\n{done.stderr[-4000:]}"
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def kernel_source(source: str) -> str:
+    """An llvm ``get_source()`` without the stage modules appended after the kernel's."""
+    return source.split("\n# ---- stage_addresses[")[0]
+
+
+def parallel_runs(source: str) -> int:
+    """The parallel runs of stages an llvm kernel makes (``get_source()``): its own
+    ``prange`` loops and its calls of parallel drivers (``stages.emit_calls``), which
+    pass the addresses of the stages they run first."""
+    kernel = kernel_source(source)
+    return kernel.count("prange(") + kernel.count("_TYPE, (stage_addresses[")

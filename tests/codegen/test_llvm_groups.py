@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import nbyoc
 
-from ..helpers import assert_close_to_host
+from ..helpers import assert_close_to_host, parallel_runs
 
 
 def normal(shape, seed):
@@ -25,7 +25,7 @@ def weight(shape, seed):
 
 
 def parallel_loops(fn) -> int:
-    return fn.get_source().count("prange(")
+    return parallel_runs(fn.get_source())
 
 
 def check(params, out, seed=0, rtol=1e-4, atol=1e-5):

@@ -16,8 +16,9 @@ import pytest
 
 import nbyoc
 from nbyoc.codegen.llvm import conv as llvm_conv
+from nbyoc.runtime import jit_address
 
-from ..helpers import assert_close_to_host, run_fresh
+from ..helpers import assert_close_to_host, kernel_source, parallel_runs, run_fresh
 
 
 def conv_graph(x_shape, out_channels, kernel, stride=1, group=1):
@@ -36,8 +37,11 @@ def inputs(func, seed):
 
 
 def stage_modules(fn) -> set[str]:
+    """The kernel's stage modules but its parallel drivers' (shared by any parallel run of
+    stages of the same types; whether a graph runs in parallel depends on its size)."""
     (module,) = fn.runtime_modules.values()
-    return {stage.module for stage in module.lowered.addressed if stage.module}
+    addressed = module.lowered.addressed
+    return {s.module for s in addressed if s.module and "\nINNER0 = " not in s.module}
 
 
 def way(y) -> str:
@@ -169,3 +173,26 @@ def test_pools_and_matmuls_of_one_structure_share_their_stage_function(pair):
         assert_close_to_host(fn, func, inputs(func, seed), rtol=1e-4, atol=1e-4)
         fns.append(fn)
     assert stage_modules(fns[0]) and stage_modules(fns[0]) == stage_modules(fns[1])
+
+
+def drivers(fn) -> set[str]:
+    (module,) = fn.runtime_modules.values()
+    return {s.module for s in module.lowered.addressed if s.module and "\nINNER0 = " in s.module}
+
+
+@pytest.mark.skipif(not jit_address.supported(), reason="this Numba calls no stage by address")
+def test_parallel_runs_of_one_structure_share_their_driver_and_leave_the_kernel_serial():
+    """A parallel run of stages is one call of a driver, which holds the ``prange`` and
+    takes its chunk counts and bounds as arguments: convs of other sizes (other chunk
+    counts) run through the same driver, and the kernel compiles without a parallel
+    loop of its own."""
+    fns = []
+    for seed, x_shape in enumerate([(2, 8, 24, 24), (3, 16, 40, 32)]):
+        func, _ = conv_graph(x_shape, 16, 3)
+        fn = nbyoc.compile(func, backend="llvm", options={"llvm": {"parallel_threshold": 1}})
+        assert_close_to_host(fn, func, inputs(func, seed), rtol=1e-4, atol=1e-4)
+        kernel = kernel_source(fn.get_source())
+        assert parallel_runs(kernel) == 1 and "prange(" not in kernel
+        assert "parallel=False" in kernel
+        fns.append(fn)
+    assert len(drivers(fns[0])) == 1 and drivers(fns[0]) == drivers(fns[1])

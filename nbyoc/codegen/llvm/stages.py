@@ -373,6 +373,8 @@ class StageFunctions:
         self.addressed: list[Addressed] = []
         #: Each addressed stage's definition in its own module, by kernel name.
         self.definitions: dict[str, list[str]] = {}
+        #: Each addressed stage's parameter types (Numba type expressions), by kernel name.
+        self.parameter_types: dict[str, list[str]] = {}
 
     def add(
         self, params, types, domain, inner, stores, ops: int, stream: bool = False
@@ -440,11 +442,54 @@ class StageFunctions:
         name, _ = self._define(params, ["lo", "hi"], [None] * len(params), body, STAGE_OPTIONS)
         return name
 
-    def _define(self, params, bounds, types, body, options, large=False):
+    def add_driver(self, functions: list[str]) -> str | None:
+        """The parallel driver of calls of the addressed stages ``functions``
+        (``stage_at<k>`` each, over ``[lo, hi)``), by the name a call uses, or None when
+        one of them cannot be driven (not addressed, or reading a 0-d array, which
+        Numba's parfor lowering refuses to pass into a ``prange``). See ``drive``."""
+        if not self.pointers:
+            return None
+        inner = []
+        for function in functions:
+            match = _ADDRESSED.fullmatch(function)
+            if match is None:
+                return None
+            types = self.parameter_types[self.addressed[int(match.group(1))].function]
+            if any(", 0, " in t for t in types):
+                return None
+            inner.append(types[:-2])  # (without its bounds, which the driver works out)
+        preamble, params, types, body = [], [], [], []
+        for k, arguments in enumerate(inner):
+            void = ", ".join([*arguments, "nbt.int64", "nbt.int64"])
+            preamble += [f"INNER{k} = nbt.void({void})"]
+            preamble += [f"INNER{k}_TYPE = nbt.FunctionType(INNER{k})"]
+            names = [f"p{k}_{j}" for j in range(len(arguments))]
+            params += [f"address{k}", *names, f"unit{k}", f"per{k}"]
+            types += ["nbt.int64", *arguments, "nbt.int64", "nbt.int64"]
+            lo = f"lead_lo // unit{k} * per{k}"
+            hi = f"(lead_hi + unit{k} - 1) // unit{k} * per{k}"
+            body.append(f"    call_at(address{k}, INNER{k}_TYPE, ({', '.join([*names, lo, hi])},))")
+        params += list(DRIVER_PARAMETERS)
+        types += ["nbt.int64"] * len(DRIVER_PARAMETERS)
+        body = [
+            "for c in prange(chunks):",
+            "    k = np.int64(c)",  # (Numba types a prange's index as uint64)
+            "    lead_lo = k * units // chunks * unit",
+            "    lead_hi = min(size, (k + 1) * units // chunks * unit)",
+            *body,
+        ]
+        options = STAGE_OPTIONS + ', parallel={"fusion": False}'
+        _, address = self._define(params, [], types, body, options, True, preamble)
+        assert address is not None, "internal: a driver is always addressed"
+        return f"stage_at{address}"
+
+    def _define(self, params, bounds, types, body, options, large=False, preamble=()):
         """The function ``def name(*params, *bounds): body`` (by name, and the index of
         its address when the kernel calls it through one: ``large``, pointers allowed and
-        every parameter's type known); identical ones are one function."""
+        every parameter's type known); identical ones are one function. ``preamble``:
+        lines its module needs before it (only for a function called by address)."""
         addressed = self.pointers and large and None not in types
+        assert addressed or not preamble, "internal: a preamble outside a stage's module"
         key = (tuple(params), tuple(bounds), tuple(types), tuple(body), options, addressed)
         name = self.by_body.get(key)
         if name is None:
@@ -459,7 +504,9 @@ class StageFunctions:
                     f"{signature} = {void}",
                     f"{signature}_TYPE = nbt.FunctionType({signature})",
                 ]
+                self.parameter_types[name] = [*types, *["nbt.int64"] * len(bounds)]
                 self.definitions[name] = [
+                    *preamble,
                     f"{STAGE_SIGNATURE} = {void}",
                     f"@njit({STAGE_SIGNATURE}, cache=True, {options})",
                     f"def {STAGE_FUNCTION}({parameters}):",
@@ -491,38 +538,65 @@ def call_text(function: str, arguments: list[str]) -> str:
     return f"call_at(stage_addresses[{k}], STAGE_AT{k}_TYPE, ({', '.join(arguments)},))"
 
 
-def emit_calls(calls: list[StageCall]) -> list[str]:
+#: A parallel driver's parameters after its calls' (``StageFunctions.add_driver``): how
+#: many chunks, and the leading axis they cut: ``units`` runs of ``unit`` elements,
+#: ``size`` in all (the last run maybe shorter).
+DRIVER_PARAMETERS = ("chunks", "units", "unit", "size")
+
+
+def emit_calls(calls: list[StageCall], stages: StageFunctions | None = None) -> list[str]:
     """The kernel lines running ``calls``: one call, or a run of parallel calls that
-    ``joins`` one another, which share one ``prange`` over chunks of their domain."""
+    ``joins`` one another, which share one ``prange`` over chunks of their domain.
+
+    With ``stages``, a parallel run of addressed stages is one call of a *driver*
+    (``StageFunctions.add_driver``) that holds the ``prange`` and calls each stage
+    through the address it is passed. The kernel then holds no parallel loop for it
+    (Numba outlines and compiles each ``prange`` of a kernel as a function of its own:
+    a detector's 62 of them took 96 s), and the driver, whose chunk counts and bounds
+    are arguments, is one function for every run of stages of the same types, in any
+    kernel, model or process."""
     if not calls:
         return []
     first = calls[0]
     assert all(first.joins(c) for c in calls[1:]), "only parallel calls of one group share"
     if not first.domain:
         return [c.call("", "") for c in calls]
-    if not all(first.same_indices(c) for c in calls):
-        return _lead_chunks(calls)
-    total = math.prod(first.domain[: lead_axes(first.domain)])
-    if not first.parallel:
-        return [c.call("0", str(total)) for c in calls]
-    chunks = max(1, min(total, first.work() // CHUNK_ELEMENTS, MAX_CHUNKS))
-    return [
-        f"for c in prange({chunks}):",
-        f"    lo = c * {total} // {chunks}",
-        f"    hi = (c + 1) * {total} // {chunks}",
-        *(f"    {c.call('lo', 'hi')}" for c in calls),
-    ]
+    same = all(first.same_indices(c) for c in calls)
+    if same:
+        total = math.prod(first.domain[: lead_axes(first.domain)])
+        if not first.parallel:
+            return [c.call("0", str(total)) for c in calls]
+        chunks = max(1, min(total, first.work() // CHUNK_ELEMENTS, MAX_CHUNKS))
+        cut, shares = (chunks, total, 1, total), [(1, 1)] * len(calls)
+    else:
+        unit = _coarsest_unit(calls)
+        assert unit is not None, "internal: calls of different domains without nested leads"
+        size = first.lead.size
+        units = -(-size // unit)
+        chunks = max(1, min(units, sum(c.work() for c in calls) // CHUNK_ELEMENTS, MAX_CHUNKS))
+        cut, shares = (chunks, units, unit, size), [(c.lead.unit, c.lead.per) for c in calls]
+    driver = None if stages is None else stages.add_driver([c.function for c in calls])
+    if driver is not None:
+        arguments = []
+        for call, share in zip(calls, shares):
+            address = _ADDRESSED.fullmatch(call.function).group(1)
+            arguments += [f"stage_addresses[{address}]", *call.arguments]
+            arguments += [f"np.int64({n})" for n in share]
+        return [call_text(driver, [*arguments, *(f"np.int64({n})" for n in cut)])]
+    if same:
+        return [
+            f"for c in prange({chunks}):",
+            f"    lo = c * {total} // {chunks}",
+            f"    hi = (c + 1) * {total} // {chunks}",
+            *(f"    {c.call('lo', 'hi')}" for c in calls),
+        ]
+    return _lead_chunks(calls, *cut)
 
 
-def _lead_chunks(calls: list[StageCall]) -> list[str]:
-    """One prange over chunks of the calls' shared leading axis (see ``Lead``), each
-    chunk running every call over its own indices for those leading elements."""
-    unit = _coarsest_unit(calls)
-    assert unit is not None, "internal: calls of different domains without nested leads"
-    size = calls[0].lead.size
-    units = -(-size // unit)
-    elements = sum(c.work() for c in calls)
-    chunks = max(1, min(units, elements // CHUNK_ELEMENTS, MAX_CHUNKS))
+def _lead_chunks(calls: list[StageCall], chunks: int, units: int, unit: int, size: int):
+    """One prange over ``chunks`` chunks of the calls' shared leading axis (see ``Lead``;
+    ``units`` runs of ``unit`` of its ``size`` elements), each chunk running every call
+    over its own indices for those leading elements."""
     lines = [
         f"for c in prange({chunks}):",
         f"    lead_lo = c * {units} // {chunks} * {unit}",
