@@ -119,22 +119,83 @@ def load_kernel_modules(sources: list[str], label: str = "kernel") -> list:
 
             keep_kernels_self_contained()  # (the same code, compiled here or loaded: ``linking``)
             names = {k: f"{KERNEL_MODULE_PREFIX}{k}" for k in missing}
-            with reporting(list(missing.values()), set(names.values()), label):
-                for key, source in missing.items():
-                    _KERNELS[key] = _load(source, key, names[key])
+            with reporting(list(missing.values()), set(names.values()), label) as advance:
+                _compile_missing(missing, names, advance)
         return [_KERNELS[key] for key in keys]
 
 
-def _load(source: str, key: str, name: str) -> types.ModuleType:
-    """The module of ``source`` (content address ``key``) run as ``name``, its file in the
-    cache rewritten when it differs, and Numba's cache files admitted and recorded."""
-    path = cache.entry_path("kernels", f"k{key}", ".py")
+def _compile_missing(missing: dict[str, str], names: dict[str, str], advance) -> None:
+    """Load (compiling as needed) the modules ``missing`` (source by key), named
+    ``names``: all but the last (a region's stage modules) in worker processes when
+    there are enough (``compile_workers``), the last (its kernel's) here meanwhile, then
+    here each one no worker started or finished. ``advance(n)``: n functions compiled
+    elsewhere."""
+    from . import compile_workers
+    from .numba_progress import function_count
+
+    items = list(missing.items())
+    shared = items[:-1]
+    futures = {}
+    if len(shared) >= compile_workers.MIN_MODULES and compile_workers.worker_count():
+        from .numba_cache import numba_cache_path
+
+        directories = {}
+        for key, source in shared:  # (written first: where Numba caches depends on it)
+            path = module_path(key)
+            write_source(path, source)
+            directories[key] = str(numba_cache_path(path))
+        root = str(cache.cache_dir())
+        tasks = [
+            {"key": key, "source": source, "name": names[key], "cache_root": root,
+             "numba_dir": directories[key]}
+            for key, source in shared
+        ]  # fmt: skip
+        futures = compile_workers.submit(tasks)
+    if not futures:
+        for key, source in items:
+            _KERNELS[key] = _load(source, key, names[key])
+        return
+    # The kernel here while the workers take stage modules from the front of the queue;
+    # then the modules none has started yet, here, from its back; then the others.
+    key, source = items[-1]
+    _KERNELS[key] = _load(source, key, names[key])
+    for key, source in reversed(shared):
+        if not futures[key].cancel():
+            break  # (the workers are past this one)
+        _KERNELS[key] = _load(source, key, names[key])
+    for key, source in shared:
+        if key in _KERNELS:
+            continue
+        try:
+            futures[key].result()
+        except RuntimeError:  # (compiled here next, raising what it raises)
+            pass
+        else:
+            advance(function_count(source))
+        _KERNELS[key] = _load(source, key, names[key])
+
+
+def module_path(key: str) -> pathlib.Path:
+    """Where the module of content address ``key`` lives in the cache."""
+    return cache.entry_path("kernels", f"k{key}", ".py")
+
+
+def write_source(path: pathlib.Path, source: str) -> None:
+    """Write ``source`` at ``path`` unless it already holds exactly that text (Numba
+    validates its cache by the file's time stamp: an unchanged file keeps it valid)."""
     try:
         current = path.read_text()
     except (OSError, UnicodeDecodeError):
         current = None
     if current != source:
         cache.atomic_write(path, source.encode())
+
+
+def _load(source: str, key: str, name: str) -> types.ModuleType:
+    """The module of ``source`` (content address ``key``) run as ``name``, its file in the
+    cache rewritten when it differs, and Numba's cache files admitted and recorded."""
+    path = module_path(key)
+    write_source(path, source)
     numba_files = NumbaCacheFiles(path)
     numba_files.admit()
     module = _run_module(source, path, name)

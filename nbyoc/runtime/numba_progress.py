@@ -38,13 +38,14 @@ def function_count(source: str) -> int:
 def reporting(sources: list[str], module_names: set[str], label: str):
     """Count the functions of the modules ``module_names`` (run from ``sources``) that
     Numba compiles in this thread, while the block runs, as units of the current
-    compile's progress, described as ``label`` (a region's symbol)."""
+    compile's progress, described as ``label`` (a region's symbol). The block gets a
+    function counting ``n`` more, compiled elsewhere (``compile_workers``)."""
     n = sum(map(function_count, sources))
     notice = f"the llvm kernel of {label!r} ({n} Numba function{'s' * (n != 1)})"
     with progress(n, label, notice=notice) as bar:
         listener = _Listener(bar, module_names, n)
         with event.install_listener("numba:compile", listener):
-            yield
+            yield listener.advance
 
 
 class _Listener(event.Listener):
@@ -56,6 +57,12 @@ class _Listener(event.Listener):
         self.thread = threading.get_ident()
         self.compiling: list[str] = []  # (the kernel compiles its lazy stages inside)
         self.compiled: set[str] = set()
+        self.elsewhere = 0  # (compiled by worker processes: ``advance``)
+
+    def advance(self, count: int) -> None:
+        """``count`` functions of these modules compiled in another process."""
+        self.elsewhere += count
+        self.bar.update(count)
 
     def _function(self, ev) -> str | None:
         """The name of the function ``ev`` compiles, if it is one of this module's."""
@@ -87,6 +94,6 @@ class _Listener(event.Listener):
 
     def _describe(self) -> None:
         if self.compiling:
-            position = min(len(self.compiled) + 1, self.n)
+            position = min(len(self.compiled) + self.elsewhere + 1, self.n)
             function = self.compiling[-1].rsplit(".", 1)[-1]  # (a stage module's: "stage")
             self.bar.describe(f"{function} ({position}/{self.n})")

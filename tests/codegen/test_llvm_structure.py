@@ -117,7 +117,8 @@ print(json.dumps({"stages": names.count("stage"), "compiled": len(names)}))
 def test_a_second_process_with_other_sizes_compiles_no_stage_function(tmp_path):
     """The stage module compiled for one size is loaded from the disk cache for another
     (the second model whose layers the cache has seen: only its kernel compiles)."""
-    env = {"NBYOC_CACHE_DIR": str(tmp_path / "cache")}
+    # (stage modules compiled here, not by compile workers, to be counted here)
+    env = {"NBYOC_CACHE_DIR": str(tmp_path / "cache"), "NBYOC_COMPILE_WORKERS": "0"}
     first, second, _ = PAIRS["wide 3x3"]
     cold = run_fresh(PROGRAM, tmp_path, json.dumps(first), env=env)
     assert cold["stages"] >= 1
