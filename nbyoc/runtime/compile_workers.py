@@ -36,6 +36,9 @@ import threading
 #: Stage modules a compile must lack before workers are used: below, starting the
 #: workers costs more than the compiles they share (a stage module takes 0.2-2 s).
 MIN_MODULES = 3
+#: A worker is replaced by a new one after compiling this many modules: Numba never
+#: frees a compiled module's machine code (about 1 MiB each, ``runtime.kernels``).
+MODULES_PER_WORKER = 200
 
 _WORKERS: list[_Worker] = []
 _TASKS: queue.Queue = queue.Queue()
@@ -95,23 +98,36 @@ class _Worker:
     """One worker process, and the thread here that hands it tasks one at a time."""
 
     def __init__(self):
-        self.process = subprocess.Popen(
+        self.process = self._start()
+        threading.Thread(target=self._serve, daemon=True, name="nbyoc-compile-worker").start()
+
+    @staticmethod
+    def _start() -> subprocess.Popen:
+        return subprocess.Popen(
             [sys.executable, "-m", "nbyoc.runtime.compile_worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,  # (a failure is compiled again here, and shown)
             text=True,
         )
-        threading.Thread(target=self._serve, daemon=True, name="nbyoc-compile-worker").start()
 
     def alive(self) -> bool:
         return self.process.poll() is None
 
     def _serve(self) -> None:
+        compiled = 0
         while True:
             task, future = _TASKS.get()
             if not future.set_running_or_notify_cancel():
                 continue  # (taken back: compiled by the process that wanted it)
+            if compiled == MODULES_PER_WORKER:
+                self.stop()
+                try:
+                    self.process, compiled = self._start(), 0
+                except OSError as error:  # (what is still queued is taken back)
+                    future.set_exception(RuntimeError(f"nbyoc: no compile worker: {error}"))
+                    return
+            compiled += 1
             try:
                 self.process.stdin.write(json.dumps(task) + "\n")
                 self.process.stdin.flush()

@@ -139,17 +139,16 @@ def _compile_missing(missing: dict[str, str], names: dict[str, str], advance) ->
     if len(shared) >= compile_workers.MIN_MODULES and compile_workers.worker_count():
         from .numba_cache import numba_cache_path
 
-        directories = {}
-        for key, source in shared:  # (written first: where Numba caches depends on it)
+        tasks, root = [], str(cache.cache_dir())
+        for key, source in shared:
             path = module_path(key)
-            write_source(path, source)
-            directories[key] = str(numba_cache_path(path))
-        root = str(cache.cache_dir())
-        tasks = [
-            {"key": key, "source": source, "name": names[key], "cache_root": root,
-             "numba_dir": directories[key]}
-            for key, source in shared
-        ]  # fmt: skip
+            write_source(path, source)  # (first: where Numba caches depends on the file)
+            if NumbaCacheFiles(path).present():
+                continue  # (loaded from the cache here in a moment: nothing to share)
+            tasks.append(
+                {"key": key, "source": source, "name": names[key], "cache_root": root,
+                 "numba_dir": str(numba_cache_path(path))}
+            )  # fmt: skip
         futures = compile_workers.submit(tasks)
     if not futures:
         for key, source in items:
@@ -160,18 +159,20 @@ def _compile_missing(missing: dict[str, str], names: dict[str, str], advance) ->
     key, source = items[-1]
     _KERNELS[key] = _load(source, key, names[key])
     for key, source in reversed(shared):
-        if not futures[key].cancel():
+        future = futures.get(key)
+        if future is not None and not future.cancel():
             break  # (the workers are past this one)
         _KERNELS[key] = _load(source, key, names[key])
     for key, source in shared:
         if key in _KERNELS:
             continue
+        future = futures.get(key)
         try:
-            futures[key].result()
+            if future is not None:
+                future.result()
+                advance(function_count(source))
         except RuntimeError:  # (compiled here next, raising what it raises)
             pass
-        else:
-            advance(function_count(source))
         _KERNELS[key] = _load(source, key, names[key])
 
 

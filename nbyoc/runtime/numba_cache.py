@@ -69,6 +69,13 @@ class NumbaCacheFiles:
         for path in files:
             path.unlink(missing_ok=True)
 
+    def present(self) -> bool:
+        """Whether Numba's files of this module look cached: a record, and a file of each
+        kind (``admit`` still checks them before Numba reads them). A cheap guess that
+        tells a compile from a load (``runtime.compile_workers`` gets only compiles)."""
+        names = {p.suffix for p in self.files()}
+        return self.record_path.exists() and names == set(_SUFFIXES)
+
     def record(self, module) -> None:
         """After the import: check that Numba used the directory checked above, and record
         the digests of the files it loaded or wrote (unless they are those admitted)."""

@@ -34,8 +34,12 @@ with pathlib.Path(sys.argv[1]).open("a") as ran:
 import numpy as np
 from numba.core import event
 import nbyoc
+from nbyoc.runtime import compile_workers
 from tests.runtime.test_compile_workers import three_structures
 
+sent = []
+submit = compile_workers.submit
+compile_workers.submit = lambda tasks: sent.extend(tasks) or submit(tasks)
 func = three_structures()
 with event.install_recorder("numba:compile") as compiles:
     fn = nbyoc.compile(func, backend="llvm")
@@ -45,7 +49,8 @@ modules = {a.module for a in module.lowered.addressed if a.module}
 x = np.random.default_rng(0).standard_normal((1, 8, 16, 16)).astype(np.float32)
 host = nbyoc.compile(func, backend="host")
 error = float(np.max(np.abs(fn(x) - host(x))))
-print(json.dumps({"stages_here": names.count("stage"), "modules": len(modules), "error": error}))
+print(json.dumps({"stages_here": names.count("stage"), "modules": len(modules), "error": error,
+                  "sent": len(sent)}))
 """
 
 
@@ -59,6 +64,9 @@ def test_a_worker_compiles_stage_modules_without_running_the_users_script(tmp_pa
     # (the worker takes its first module at once; this process the ones still queued)
     assert result["stages_here"] < result["modules"]
     assert result["error"] <= 1e-5  # (tanh of sums of 72 products of values about 1)
+    # a second process finds them all in the cache: nothing to send
+    warm = run_fresh(PROGRAM, root, str(ran), env=env)
+    assert warm["sent"] == 0 and warm["stages_here"] == 0 and result["sent"] >= 3
 
 
 def test_a_module_a_worker_fails_on_is_compiled_here(monkeypatch):
@@ -123,3 +131,17 @@ def test_the_worker_answers_each_line_and_keeps_prints_out_of_its_answers(tmp_pa
     assert [a["ok"] for a in answers] == [False, False]
     assert answers[0]["key"] is None and answers[1]["key"] == "abc"
     assert "KeyError" in answers[1]["error"]
+
+
+def test_a_worker_is_replaced_after_its_share_of_modules(tmp_path, monkeypatch):
+    """(Numba never frees a module's machine code: a worker's memory grows with each.)"""
+    monkeypatch.setenv("NBYOC_COMPILE_WORKERS", "1")
+    monkeypatch.setattr(compile_workers, "MODULES_PER_WORKER", 1)
+    tasks = [
+        {"key": f"{k:032x}", "source": "", "name": f"m{k}", "cache_root": str(tmp_path),
+         "numba_dir": str(tmp_path)}
+        for k in range(compile_workers.MIN_MODULES)
+    ]  # fmt: skip
+    for future in compile_workers.submit(tasks).values():
+        with pytest.raises(RuntimeError, match="does not have its key"):
+            future.result(timeout=120)
