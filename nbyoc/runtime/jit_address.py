@@ -76,9 +76,13 @@ def _call_at():
     @intrinsic
     def call_at(typingctx, address, ftype, arguments):
         """Call the jitted function of type ``ftype`` (a ``FunctionType``) whose code is
-        at ``address``, with the tuple ``arguments``."""
+        at ``address``, with the tuple ``arguments``: each of the parameter's type, or an
+        array that is one as it is (a C-contiguous array for a parameter of any layout,
+        a writable one for a read-only parameter: a strided view's layout is Numba's to
+        decide, and a stage only needs what its parameter says)."""
         signature = ftype.instance_type.signature
-        if tuple(arguments) != tuple(signature.args):
+        given = tuple(arguments)
+        if len(given) != len(signature.args) or not all(map(_passes, given, signature.args)):
             return None
 
         def codegen(context, builder, call_signature, args):
@@ -86,7 +90,10 @@ def _call_at():
                 signature.return_type, signature.args
             ).as_pointer()
             pointer = builder.inttoptr(args[0], function_type)
-            values = [builder.extract_value(args[2], k) for k in range(len(signature.args))]
+            values = [
+                context.cast(builder, builder.extract_value(args[2], k), given[k], formal)
+                for k, formal in enumerate(signature.args)
+            ]
             status, result = context.call_conv.call_function(
                 builder, pointer, signature.return_type, signature.args, values
             )
@@ -97,6 +104,23 @@ def _call_at():
         return signature.return_type(address, ftype, arguments), codegen
 
     return call_at
+
+
+def _passes(given, formal) -> bool:
+    """Whether a value of Numba type ``given`` may be passed for a parameter of type
+    ``formal`` by ``call_at`` (see there)."""
+    from numba.core import types
+
+    if given == formal:
+        return True
+    return (
+        isinstance(given, types.Array)
+        and isinstance(formal, types.Array)
+        and (given.dtype, given.ndim) == (formal.dtype, formal.ndim)
+        and formal.layout in ("A", given.layout)
+        and (given.mutable or not formal.mutable)
+        and (given.aligned or not formal.aligned)
+    )
 
 
 def __getattr__(name):

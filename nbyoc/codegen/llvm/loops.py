@@ -59,10 +59,20 @@ def outer(n) -> str:
 
 def loops(shape, inner, parallel, names) -> list[str]:
     """Nested loops over ``shape`` with index names ``names`` around ``inner`` (the
-    outermost a ``prange`` when ``parallel``)."""
+    outermost a ``prange`` when ``parallel`` and it has two iterations or more: Numba
+    compiles every ``prange`` of a kernel as a function of its own, about a second
+    each, and one over a single iteration shares nothing out; a detector at batch 1
+    had 30 of them, copying each operand of its concatenates).
+
+    >>> loops((1, 8), ["x[i, j] = 0"], True, ["i", "j"])[0]
+    'for i in range(opaque(1)):'
+    >>> loops((2, 8), ["x[i, j] = 0"], True, ["i", "j"])[0]
+    'for i in prange(2):'
+    """
     lines = []
     for d, (n, name) in enumerate(zip(shape, names)):
-        loop = "prange" if parallel and d == 0 else "range"
+        shared = parallel and d == 0 and not (isinstance(n, int) and n < 2)
+        loop = "prange" if shared else "range"
         bound = outer(n) if d < len(shape) - 1 and loop == "range" else n
         lines.append("    " * d + f"for {name} in {loop}({bound}):")
     return lines + ["    " * len(shape) + line for line in inner]

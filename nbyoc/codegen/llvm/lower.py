@@ -698,9 +698,9 @@ class _Lowering:
         for a, operand in zip(node.args, operands):
             if self.arrays[a].contiguous:  # loops and BLAS calls want contiguous operands
                 sources.append(param(operand, self.parameter_type(a, False)))
-            else:  # a copy: Numba decides whether it is read-only
+            else:  # a copy (Numba's is a writable C-contiguous array, whatever it copies)
                 lines.append(f"{operand}_c = np.ascontiguousarray({operand})")
-                sources.append(param(f"{operand}_c", None))
+                sources.append(param(f"{operand}_c", self.array_type(a.type.dtype, a.type.ndim)))
         out = param(self.arrays[node].name, self.parameter_type(node, False))
         scalar_arguments, scalar_types, block = [], [], None
         if epilogue is not None:
@@ -786,13 +786,14 @@ class _Lowering:
         inner += [f"{array}[{i}] = {value}" for array, i, value, _ in stores]
         return FlatPlanes(inner, reshaped)
 
-    def parameter_type(self, node: Expr, flat: bool) -> str | None:
-        """The exact Numba type of ``node``'s array as a stage function's parameter, or
-        None for a strided view (whose layout Numba decides)."""
+    def parameter_type(self, node: Expr, flat: bool) -> str:
+        """The Numba type of ``node``'s array as a stage function's parameter: exact for
+        a contiguous one; any layout for a strided view (whose layout Numba decides:
+        ``call_at`` passes a contiguous array for it as it is)."""
         array = self.arrays[node]
-        if not (flat or array.contiguous):
-            return None
-        return _array_type(array.type.dtype, 1 if flat else array.type.ndim)
+        if flat or array.contiguous:
+            return _array_type(array.type.dtype, 1 if flat else array.type.ndim)
+        return _array_type(array.type.dtype, array.type.ndim, "A")
 
     def array_type(self, dtype: str, ndim: int) -> str:
         """The Numba type of a C-contiguous array parameter of a stage function."""
@@ -1190,9 +1191,10 @@ def _np_type(dtype: np.dtype) -> str:
     return rules.NP_TYPES[dtype.name]
 
 
-def _array_type(dtype: str, ndim: int) -> str:
-    """The Numba type of a C-contiguous array parameter of a stage function."""
-    return f'nbt.Array({NUMBA_TYPES[storage_dtype(dtype)]}, {ndim}, "C")'
+def _array_type(dtype: str, ndim: int, layout: str = "C") -> str:
+    """The Numba type of an array parameter of a stage function (C-contiguous unless
+    ``layout`` says otherwise)."""
+    return f'nbt.Array({NUMBA_TYPES[storage_dtype(dtype)]}, {ndim}, "{layout}")'
 
 
 #: A line binding a name: an assignment (not a comparison) or a for loop's target.
