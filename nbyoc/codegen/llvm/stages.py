@@ -446,7 +446,7 @@ class StageFunctions:
         """The parallel driver of calls of the addressed stages ``functions``
         (``stage_at<k>`` each, over ``[lo, hi)``), by the name a call uses, or None when
         one of them cannot be driven (not addressed, or reading a 0-d array, which
-        Numba's parfor lowering refuses to pass into a ``prange``). See ``drive``."""
+        Numba's parfor lowering refuses to pass into a ``prange``). See ``emit_calls``."""
         if not self.pointers:
             return None
         inner = []
