@@ -84,7 +84,7 @@ def scaling_times(backend: str, nodes: int, family: str) -> dict:
     the host on its first call, with how many regions and distinct llvm kernels it took."""
     import numpy as np
 
-    from nbyoc.runtime import kernels
+    from nbyoc.runtime.llvm import kernels
 
     imported = time.perf_counter()
     scaled = scaling_graphs.family(family, nodes)

@@ -5,7 +5,7 @@ Each benchmark's ``extra_info`` says what it measured (graph, shape, case, the m
 traffic of an ideal pass, flops), so ``bench/report.py`` needs no name parsing. The copy
 benchmarks measure the memory bandwidth the large cases are compared with: one
 thread (``np.copyto``), every core (a parallel Numba loop, which LLVM turns into a
-``memcpy`` per thread) and every core with streaming stores (``nbyoc.runtime.stream``).
+``memcpy`` per thread) and every core with streaming stores (``nbyoc.runtime.llvm.stream``).
 Each counts the bytes it really moves: a store to a line not in the cache reads it
 first (three times the array), a streaming store does not (twice); glibc's ``memcpy``
 streams copies from its ``x86_non_temporal_threshold`` up (``memcpy_streams``).
@@ -23,7 +23,7 @@ import numba
 import numpy as np
 import pytest
 
-from nbyoc.runtime.stream import store_fence, stream_row
+from nbyoc.runtime.llvm.stream import store_fence, stream_row
 
 CASES = [*graphs.COMPETITORS, *graphs.NBYOC_CASES]
 

@@ -1,4 +1,4 @@
-"""The error of nbyoc's vectorised float32 functions (``nbyoc.runtime.vecmath``) over
+"""The error of nbyoc's vectorised float32 functions (``nbyoc.runtime.llvm.vecmath``) over
 every float32 input, against float64 libm rounded to float32.
 
     python bench/vecmath_accuracy.py            # all five, every finite input
@@ -20,7 +20,7 @@ import time
 import numpy as np
 from numba import njit, prange
 
-from nbyoc.runtime import vecmath
+from nbyoc.runtime.llvm import vecmath
 
 
 @njit

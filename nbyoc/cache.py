@@ -258,7 +258,7 @@ def release() -> int:
 
     What this frees is nbyoc's and Numba's Python-side objects of each kernel (about a
     fifth of its memory); the machine code itself stays mapped until the process ends,
-    because Numba never removes code from its LLVM JIT (see ``nbyoc.runtime.kernels``).
+    because Numba never removes code from its LLVM JIT (see ``nbyoc.runtime.llvm.kernels``).
 
     >>> import nbyoc
     >>> x = nbyoc.var("x", (3,))

@@ -13,7 +13,7 @@ import pytest
 
 import nbyoc
 from nbyoc import progress
-from nbyoc.runtime.numba_progress import function_count
+from nbyoc.runtime.llvm.numba_progress import function_count
 
 from .transform.backends import ARITH
 

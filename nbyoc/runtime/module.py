@@ -97,9 +97,9 @@ def unsavable_message(module: Module) -> str:
 #: are imported when a module of that type is first loaded, so a fresh process loads any
 #: archive, and loading a csource or host-only archive never imports Numba.
 BUILTIN_LOADERS = {
-    "llvm": "nbyoc.runtime.llvm",
-    "csource": "nbyoc.runtime.csource",
-    "examplejson": "nbyoc.runtime.examplejson",
+    "llvm": "nbyoc.codegen.llvm.module",
+    "csource": "nbyoc.codegen.csource.module",
+    "examplejson": "nbyoc.codegen.examplejson.module",
 }
 #: The entry-point group through which an installed package names its module types'
 #: loaders (``mytype = "mypkg.backend:MyModule"``), found when a type is first loaded.
@@ -170,9 +170,9 @@ def get_loader(type_key: str) -> Callable[[bytes], Module]:
 
 
 def builtin_module_class(type_key: str) -> type[Module]:
-    """The ``Module`` class of one of nbyoc's own backends, its runtime module imported
-    now: how a codegen makes its module without importing ``nbyoc.runtime``'s backend
-    modules (they import the codegen's lowering, never the reverse).
+    """The ``Module`` class of one of nbyoc's own backends (``codegen/<backend>/module.py``),
+    imported now: a backend's package imports its module class only when it first builds
+    one, so ``import nbyoc`` imports neither Numba nor cffi.
 
     >>> builtin_module_class("examplejson").__name__
     'ExampleJSONModule'

@@ -180,7 +180,7 @@ def malformed_saved_modules(type_key):
     ]
 
 
-# -- nbyoc's own float32 transcendental functions (llvm: runtime.vecmath, csource: C) --
+# -- nbyoc's own float32 transcendental functions (llvm: runtime.llvm.vecmath, csource: C) --
 
 FLOAT32_SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-30, 2**-12, -(2**-12),
                     9.0, 9.5, -20.0, 88.72, 88.73, -87.3, -103.9, -104.0, -150.0, 1e6, -1e6]  # fmt: skip

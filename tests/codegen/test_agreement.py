@@ -22,7 +22,7 @@ VARIANTS = [
 ]
 COMPARISONS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
 #: float32 ops that are not exactly rounded on every backend: sigmoid is within
-#: ``nbyoc.runtime.vecmath.MAX_ULP`` of the truth, the host's within a few ulp too.
+#: ``nbyoc.runtime.llvm.vecmath.MAX_ULP`` of the truth, the host's within a few ulp too.
 RTOL = {"float32": 1e-5}
 
 

@@ -13,8 +13,8 @@ from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 import nbyoc
 from nbyoc.codegen.csource import emit_c
+from nbyoc.codegen.csource.module import CSourceModule
 from nbyoc.errors import ArgumentError, CompileError, ExecutionError, LoadError
-from nbyoc.runtime.csource import CSourceModule
 
 from ..helpers import assert_matches_host, external, reload, run_in_threads
 from ..strategies import random_inputs

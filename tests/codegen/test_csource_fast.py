@@ -15,9 +15,10 @@ import pytest
 import nbyoc
 from nbyoc.codegen.csource import emit_c
 from nbyoc.codegen.csource.loops import PARALLEL_MIN_ELEMENTS
+from nbyoc.codegen.csource.module import CSourceModule
 from nbyoc.errors import ExecutionError, LoadError
-from nbyoc.runtime import cc, vecmath
-from nbyoc.runtime.csource import CSourceModule
+from nbyoc.runtime import cc
+from nbyoc.runtime.llvm import vecmath
 
 from ..helpers import external
 from .conformance import VECTORISED_OPS, assert_within_ulp, ulp_inputs
@@ -29,7 +30,7 @@ BIG = PARALLEL_MIN_ELEMENTS + 4099  # not a multiple of any chunk
 @pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("op", sorted(VECTORISED_OPS))
 def test_float32_transcendentals_are_within_their_ulp_bound(op, fused):
-    """The C versions share the llvm versions' constants (codegen.vecmath_constants) but
+    """The C versions share the llvm versions' constants (runtime.vecmath_constants) but
     round every multiply and add apart (no contraction in csource): the same bound holds."""
     data = ulp_inputs()
     x = nbyoc.var("in0", data.shape)

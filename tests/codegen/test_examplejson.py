@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 
 import nbyoc
 from nbyoc.codegen.examplejson import to_examplejson
+from nbyoc.codegen.examplejson.module import ExampleJSONModule, op_kernel
 from nbyoc.codegen.examplejson.parse import parse_examplejson
 from nbyoc.errors import NbyocError, ParseError
 from nbyoc.runtime import HostFunction
-from nbyoc.runtime.examplejson import ExampleJSONModule, op_kernel
 
 from ..helpers import assert_close_to_host, external, reload, run_in_threads
 from ..strategies import assert_same_results, graphs, random_inputs

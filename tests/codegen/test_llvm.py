@@ -19,6 +19,7 @@ from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 import nbyoc
 from nbyoc.codegen.llvm import target
+from nbyoc.codegen.llvm.module import LLVMModule
 from nbyoc.errors import (
     ArgumentError,
     DTypeMismatchError,
@@ -27,8 +28,7 @@ from nbyoc.errors import (
     ShapeMismatchError,
 )
 from nbyoc.ir.op import Op
-from nbyoc.runtime import vecmath
-from nbyoc.runtime.llvm import LLVMModule
+from nbyoc.runtime.llvm import vecmath
 
 from ..helpers import assert_close_to_host, assert_matches_host, external, reload
 from ..strategies import graphs, random_inputs
@@ -256,7 +256,7 @@ def test_random_graphs_in_parallel_kernels_match_the_host(f):
 
 @pytest.mark.parametrize("op", sorted(VECTORISED_OPS))
 def test_float32_transcendentals_are_within_their_ulp_bound(op):
-    """float32 exp, log, tanh, sigmoid and erf are nbyoc's own (nbyoc.runtime.vecmath):
+    """float32 exp, log, tanh, sigmoid and erf are nbyoc's own (nbyoc.runtime.llvm.vecmath):
     check them against float64 NumPy rounded to float32, over a dense range, every binade
     of positive numbers (subnormals included) and the special values. The exhaustive
     check over every float32 is bench/vecmath_accuracy.py."""
@@ -311,7 +311,7 @@ def test_exp_of_a_value_never_positive_takes_the_cheaper_exp_with_the_same_resul
 
 
 def test_kernels_call_the_vectorisable_functions_and_their_loops_vectorise():
-    """The point of nbyoc.runtime.vecmath: a loop of them runs on vector registers. The
+    """The point of nbyoc.runtime.llvm.vecmath: a loop of them runs on vector registers. The
     assembly of a kernel computing all of them in one loop has packed single-precision
     instructions (``ps`` forms; the scalar ``ss`` ones are the loop's remainder) for
     each function; before they were forced inline, this loop kept its calls and ran a
@@ -331,7 +331,7 @@ def test_kernels_call_the_vectorisable_functions_and_their_loops_vectorise():
 
 def test_loops_vectorise_as_wide_as_the_machine_s_vectors():
     """On AVX-512, where LLVM would pick 256-bit vectors, every function and parallel
-    loop body of a kernel asks for 512-bit ones (``nbyoc.runtime.vector_width``) and its
+    loop body of a kernel asks for 512-bit ones (``nbyoc.runtime.llvm.vector_width``) and its
     packed instructions use the zmm registers; on narrower machines nothing is said."""
     bits = target.vector_bits()
     x = nbyoc.var("in0", (64, 64))
@@ -577,7 +577,7 @@ def test_zero_size_arrays():
 
 def test_an_identical_compile_reuses_the_kernel_without_numba(monkeypatch):
     from nbyoc.codegen.llvm import lower as llvm_lower
-    from nbyoc.runtime import kernels
+    from nbyoc.runtime.llvm import kernels
 
     x = nbyoc.var("x", (5,))
     f = nbyoc.function([x], nbyoc.exp(x) * 3.0 - x)
@@ -611,9 +611,9 @@ def test_a_fresh_process_loads_kernels_from_the_disk_cache():
 def test_a_changed_runtime_helper_changes_the_cache_key(tmp_path, monkeypatch):
     """Numba's disk cache checks only the kernel file's time stamp: a kernel inlining an
     old ``vecmath.exp_f32`` must not be found once vecmath (or its constants) changed."""
-    from nbyoc.runtime import kernels
+    from nbyoc.runtime.llvm import kernels
 
-    source = "from nbyoc.runtime.vecmath import exp_f32\nfrom nbyoc.runtime.opaque import opaque\n"
+    source = "from nbyoc.runtime.llvm.vecmath import exp_f32\nfrom nbyoc.runtime.llvm.opaque import opaque\n"
     plain = "import numpy as np\n"
     before, before_plain = kernels.source_key(source), kernels.source_key(plain)
     # A copy of the package whose vecmath_constants differ by one byte.
@@ -632,7 +632,7 @@ def test_a_changed_runtime_helper_changes_the_cache_key(tmp_path, monkeypatch):
 
 
 def test_a_tampered_cache_file_is_rewritten_not_imported(tmp_path, monkeypatch):
-    from nbyoc.runtime import kernels
+    from nbyoc.runtime.llvm import kernels
 
     monkeypatch.setenv("NBYOC_CACHE_DIR", str(tmp_path))
     x = nbyoc.var("in0", (3,))

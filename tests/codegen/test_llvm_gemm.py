@@ -1,5 +1,5 @@
 """matmul and conv inside llvm kernels (codegen/llvm/gemm.py, conv.py), the vector
-tiles they run on (runtime/tiles.py), and batch norm folded into convs
+tiles they run on (runtime/llvm/tiles.py), and batch norm folded into convs
 (transform/fold.py), all against NumPy on the host."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import nbyoc
 from nbyoc.codegen.llvm import conv as llvm_conv
 from nbyoc.codegen.llvm import gemm
 from nbyoc.codegen.llvm.lower import FLAT_EPILOGUE_MAX
-from nbyoc.codegen.llvm.target import tile_name, tile_shape
 from nbyoc.runtime import HostFunction
+from nbyoc.runtime.llvm.target import tile_name, tile_shape
 
 from ..helpers import assert_close_to_host, examples, reload
 
@@ -193,7 +193,7 @@ def test_a_tile_writes_its_block_and_nothing_else(dtype, valid, rows, accumulate
     sentinels around it stay."""
     from numba import njit
 
-    from nbyoc.runtime import tiles
+    from nbyoc.runtime.llvm import tiles
 
     tile_rows, cols = tile_shape(dtype)
     rows = rows or tile_rows

@@ -7,10 +7,10 @@ import pytest
 
 import nbyoc
 from nbyoc.codegen.llvm import lower as llvm_lower
+from nbyoc.codegen.llvm import module as llvm_runtime
 from nbyoc.codegen.llvm import stages as llvm_stages
-from nbyoc.runtime import jit_address, kernels
-from nbyoc.runtime import llvm as llvm_runtime
-from nbyoc.runtime.llvm import LLVMModule
+from nbyoc.codegen.llvm.module import LLVMModule
+from nbyoc.runtime.llvm import jit_address, kernels
 
 from ..helpers import assert_close_to_host, external, kernel_source, parallel_runs
 

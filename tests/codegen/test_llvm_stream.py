@@ -1,4 +1,4 @@
-"""llvm kernels writing their results with streaming stores (nbyoc.runtime.stream),
+"""llvm kernels writing their results with streaming stores (nbyoc.runtime.llvm.stream),
 which they do once the arrays of a stage or row group outgrow the last-level cache
 (``target.stream_min_bytes``; forced here with NBYOC_STREAM_MIN_BYTES=0): the same
 numbers as the host executor on random graphs, every output byte written and none
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 import nbyoc
 from nbyoc.codegen.llvm import stages, target
 from nbyoc.codegen.llvm.lower import lower
-from nbyoc.runtime.llvm import LLVMModule
+from nbyoc.codegen.llvm.module import LLVMModule
 
 from ..helpers import assert_close_to_host, examples, external, reload, run_fresh
 from ..strategies import graphs, random_inputs

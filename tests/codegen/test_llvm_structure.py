@@ -16,7 +16,7 @@ import pytest
 
 import nbyoc
 from nbyoc.codegen.llvm import conv as llvm_conv
-from nbyoc.runtime import jit_address
+from nbyoc.runtime.llvm import jit_address
 
 from ..helpers import assert_close_to_host, kernel_source, parallel_runs, run_fresh
 

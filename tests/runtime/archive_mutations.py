@@ -16,8 +16,8 @@ import numpy as np
 
 import nbyoc
 from nbyoc.codegen.examplejson.format import to_examplejson
+from nbyoc.codegen.examplejson.module import ExampleJSONModule
 from nbyoc.runtime.archive import save_executable
-from nbyoc.runtime.examplejson import ExampleJSONModule
 
 from ..mutations import mutate_bytes, mutate_json, mutate_tokens
 

@@ -1,5 +1,5 @@
 """Stage modules compiled by worker processes while the kernel compiles here
-(``runtime.compile_workers``, ``runtime.compile_worker``)."""
+(``runtime.llvm.compile_workers``, ``runtime.llvm.compile_worker``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import nbyoc
-from nbyoc.runtime import compile_workers, kernels
+from nbyoc.runtime.llvm import compile_workers, kernels
 
 from ..helpers import assert_close_to_host, run_fresh
 
@@ -34,7 +34,7 @@ with pathlib.Path(sys.argv[1]).open("a") as ran:
 import numpy as np
 from numba.core import event
 import nbyoc
-from nbyoc.runtime import compile_workers
+from nbyoc.runtime.llvm import compile_workers
 from tests.runtime.test_compile_workers import three_structures
 
 sent = []
@@ -121,7 +121,7 @@ def test_the_worker_answers_each_line_and_keeps_prints_out_of_its_answers(tmp_pa
 
     lines = ["not json", json.dumps({"key": "abc"})]
     done = subprocess.run(
-        [sys.executable, "-m", "nbyoc.runtime.compile_worker"],
+        [sys.executable, "-m", "nbyoc.runtime.llvm.compile_worker"],
         input="\n".join(lines) + "\n",
         capture_output=True,
         text=True,

@@ -5,7 +5,7 @@ Numba compiled each function a kernel calls into a library of its own and linked
 copy into the kernel; the process that compiled the kernel ran the callee's own code,
 one that loaded the kernel from the cache the kernel's copy, optimised once more, and
 LLVM regroups a reassociable float sum on that second pass: a row normalisation
-differed in the last bits between a cold and a warm cache (``nbyoc.runtime.linking``).
+differed in the last bits between a cold and a warm cache (``nbyoc.runtime.llvm.linking``).
 
 Process 1 compiles into an empty cache directory, process 2 loads every kernel from it
 (Numba compiles nothing there) and must get bit-identical outputs: row groups (mean and

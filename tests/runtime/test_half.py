@@ -1,4 +1,4 @@
-"""float16 in llvm kernels (``nbyoc.runtime.half``): every conversion equals NumPy's,
+"""float16 in llvm kernels (``nbyoc.runtime.llvm.half``): every conversion equals NumPy's,
 for all 65536 float16 bit patterns, float32 and float64 values half-way between
 float16 neighbours and just beside them, overflow, underflow, NaN and signed zeros,
 on the hardware path and on the integer (software) one."""
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from nbyoc.runtime import half
+from nbyoc.runtime.llvm import half
 
 ALL_BITS = np.arange(1 << 16, dtype=np.uint16)
 HALVES = ALL_BITS.view(np.float16)

@@ -243,7 +243,7 @@ def test_compiled_code_itself_refuses_misaligned_arrays():
     """Numba types a misaligned array as aligned, and C would dereference it through a
     typed pointer: the llvm kernel and the csource entry point check the address
     themselves (before any read), and the runtime copies such an input (above)."""
-    from nbyoc.runtime.csource import MISALIGNED
+    from nbyoc.codegen.csource.module import MISALIGNED
 
     x = nbyoc.var("x", (8,))
     f = nbyoc.function([x], x * 2.0)

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import nbyoc
+from nbyoc.codegen.llvm import module as llvm
 from nbyoc.errors import ConfigurationError
-from nbyoc.runtime import kernels, llvm
+from nbyoc.runtime.llvm import kernels
 
 
 def distinct(k: int):

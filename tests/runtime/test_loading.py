@@ -193,4 +193,4 @@ def test_the_manifest_records_the_writer_only_as_a_hint(saved):
     with zipfile.ZipFile(saved / "llvm.nbyoc") as archive:
         manifest = json.loads(archive.read("manifest.json"))
     writers = {entry["written_by"] for entry in manifest["runtime_modules"]}
-    assert writers == {"nbyoc.runtime.llvm:LLVMModule"}
+    assert writers == {"nbyoc.codegen.llvm.module:LLVMModule"}

@@ -1,4 +1,4 @@
-"""Streaming stores (nbyoc.runtime.stream): ``stream_row`` writes exactly its row, for
+"""Streaming stores (nbyoc.runtime.llvm.stream): ``stream_row`` writes exactly its row, for
 every element size and every position of the row in a cache line, with non-temporal
 stores for the aligned middle."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from nbyoc.runtime.stream import LINE_BYTES, store_fence, stream_row
+from nbyoc.runtime.llvm.stream import LINE_BYTES, store_fence, stream_row
 
 
 @njit(nogil=True)

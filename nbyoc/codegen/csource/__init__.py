@@ -1,6 +1,6 @@
 """The ``csource`` backend: an external function becomes C source in the shape of the
 BYOC guide's C codegen (``emit``), compiled by the system C compiler and called through
-cffi (``nbyoc.runtime.csource``).
+cffi (``nbyoc.codegen.csource.module``).
 
 Its support is derived from its rules table (``rules.C_RULES``: op -> C expression):
 an op without a row is never offered to it, and runs elsewhere.

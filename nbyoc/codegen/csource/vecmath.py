@@ -1,6 +1,6 @@
 """float32 exp, log, tanh, sigmoid and erf in C that the C compiler vectorises, for
 csource kernels: the same range reductions and polynomials as the llvm backend's
-(``nbyoc.runtime.vecmath``, constants shared through ``vecmath_constants``).
+(``nbyoc.runtime.llvm.vecmath``, constants shared through ``vecmath_constants``).
 
 libm's ``expf`` or ``tanhf`` is an opaque call per element, so a loop calling it runs
 one element at a time (csource's GELU took 6x NumPy's time). These are ``static
@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .. import vecmath_constants as C
+from ...runtime import vecmath_constants as C
 
 
 def _f(value: float) -> str:
@@ -50,7 +50,7 @@ static inline float nbyoc_bits_float(uint32_t b) { float x; memcpy(&x, &b, 4); r
 
 SOURCES = {
     "exp": f"""\
-/* e**x, within 1.09 ulp (see nbyoc.runtime.vecmath.exp_f32). */
+/* e**x, within 1.09 ulp (see nbyoc.runtime.llvm.vecmath.exp_f32). */
 static inline float nbyoc_exp_f32(float x) {{
   x = x < {_f(C.EXP_LOW)} ? {_f(C.EXP_LOW)} : x; /* NaN stays NaN */
   x = x > {_f(C.EXP_HIGH)} ? {_f(C.EXP_HIGH)} : x;
@@ -71,7 +71,7 @@ static inline float nbyoc_exp_f32(float x) {{
 }}""",
     "exp_nonpositive": f"""\
 /* e**x for x <= 0 (or NaN), the same as nbyoc_exp_f32 with one power of two: 2**(k + 24)
-   is normal for every k here (see nbyoc.runtime.vecmath.exp_nonpositive_f32). */
+   is normal for every k here (see nbyoc.runtime.llvm.vecmath.exp_nonpositive_f32). */
 static inline float nbyoc_exp_nonpositive_f32(float x) {{
   x = x < {_f(C.EXP_LOW)} ? {_f(C.EXP_LOW)} : x; /* NaN stays NaN */
   const float j = x * {_f(C.LOG2E)} + {_f(C.ROUNDER)};

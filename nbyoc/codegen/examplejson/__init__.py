@@ -1,6 +1,6 @@
 """The ``examplejson`` backend: an external function becomes ExampleJSON text (the BYOC
 guide's graph format, written and read by ``format`` and ``parse``), run by an
-interpreter runtime (``nbyoc.runtime.examplejson``) that calls one JIT kernel per node.
+interpreter runtime (``nbyoc.codegen.examplejson.module``) that calls one JIT kernel per node.
 
 The per-node kernels are the llvm backend's, so it takes the same ops on the same
 terms: its support is llvm's public ``support_rules()`` table.

@@ -1,5 +1,5 @@
 """The ``llvm`` backend (the default): each external function becomes one fused
-Numba ``@njit`` kernel (see ``lower`` for the lowering, ``nbyoc.runtime.llvm``
+Numba ``@njit`` kernel (see ``lower`` for the lowering, ``nbyoc.codegen.llvm.module``
 for calling and caching).
 
 It takes the ops its lowering has a rule for (``lowerable_ops``: the elementwise
@@ -30,6 +30,10 @@ from .ops import STAGES
 from .rules import SCALAR_RULES
 
 BACKEND = "llvm"
+#: Stages with at least this many elements run their outer loop with prange. Measured
+#: (bench/test_llvm_parallel.py, 2 cores): parallel breaks even at 2**14 elements and is
+#: 2x faster at 2**16; launching the threads costs about 2 us.
+PARALLEL_THRESHOLD = 1 << 15
 
 
 @register_codegen(BACKEND)
@@ -37,6 +41,24 @@ def llvm_codegen(func: Function, fuse: bool = True, parallel_threshold: int | No
     """The llvm codegen: a fused Numba kernel, compiled (or loaded from the cache)."""
     options = {} if parallel_threshold is None else {"parallel_threshold": parallel_threshold}
     return builtin_module_class(BACKEND)(func, fuse=fuse, **options)
+
+
+def compiled_kernel(
+    func: Function, fuse: bool = True, parallel_threshold: int = PARALLEL_THRESHOLD
+):
+    """``func``'s llvm kernel, compiled or found in the caches: a ``CompiledKernel``
+    (``module.py``) whose ``kernel`` takes the inputs, then the outputs, then the scratch
+    buffers and stage addresses of its ``lowered`` plan. For other backends that run
+    llvm's kernels (examplejson runs one per node); imports Numba on first use.
+
+    >>> import nbyoc
+    >>> x = nbyoc.var("x", (3,))
+    >>> compiled_kernel(nbyoc.function([x], x * 2.0)).lowered.kernel
+    'kernel'
+    """
+    from .module import compiled_kernel as compile_or_find
+
+    return compile_or_find(func, fuse, parallel_threshold)
 
 
 def lowerable_ops() -> list[str]:

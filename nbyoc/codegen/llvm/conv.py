@@ -9,7 +9,7 @@ Two ways, chosen per call by its sizes:
   output range is worked out from the static geometry, so the padding is never
   read or tested inside the row loop. Depthwise and small convs run this way.
 - **tiles**: per image and group, ``w (M, C*taps) @ columns (C*taps, positions)``
-  by ``nbyoc.runtime.tiles``, the columns gathered first (im2col; a 1x1 conv with
+  by ``nbyoc.runtime.llvm.tiles``, the columns gathered first (im2col; a 1x1 conv with
   unit strides and no padding reads its input as it is; other unit-stride convs
   gather from a zero-padded copy of the input, one contiguous copy per channel and
   tap, and compute over rows of the padded width, ``_wide_tiled_conv``). One task per image, group
@@ -26,11 +26,11 @@ from __future__ import annotations
 import math
 
 from ...ir.nodes import Call
+from ...runtime.llvm.target import tile_shape
 from .gemm import tile_product
 from .loops import outer, subscript
 from .sizes import Sizes, value
 from .stages import Lead, StageBody
-from .target import tile_shape
 
 #: A conv runs as tiles when each group has at least this many output channels and
 #: this many multiply-adds per output (input channels x taps) (measured on PP-OCR's

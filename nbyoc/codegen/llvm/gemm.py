@@ -6,7 +6,7 @@ Three ways, chosen per call by its dtype:
 
 - **tiles** (float32 and float64, both operands at least 2-D): the product is cut
   into groups of rows, one task each, shared out over the kernel's threads; a task
-  runs ``nbyoc.runtime.tiles``' register-blocked tiles over its rows, a panel of
+  runs ``nbyoc.runtime.llvm.tiles``' register-blocked tiles over its rows, a panel of
   columns at a time (the panel of B stays in L1 while the task's rows pass over it,
   the rows of A in L2 while the panels pass), then its epilogue on its rows.
   In the kernel's own threads, at BLAS speed (see ``tiles``). A product deeper than
@@ -27,11 +27,11 @@ import math
 
 from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call
+from ...runtime.llvm.target import tile_name, tile_shape, tiles_supported, worker_threads
 from . import rules
 from .loops import loops, outer, subscript
 from .sizes import Sizes, ceil_div, value
 from .stages import Lead, StageBody
-from .target import tile_name, tile_shape, tiles_supported, worker_threads
 
 #: A matmul without tiles or rows is taken up to this many multiply-adds.
 LOOP_MAX_WORK = 1 << 16

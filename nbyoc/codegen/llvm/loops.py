@@ -13,13 +13,13 @@ from __future__ import annotations
 import re
 
 #: A loop with loops inside it and at most this many iterations runs to an opaque
-#: bound (``nbyoc.runtime.opaque``): LLVM would unroll it fully, and its schedulers
+#: bound (``nbyoc.runtime.llvm.opaque``): LLVM would unroll it fully, and its schedulers
 #: take time quadratic in the length of the block that makes.
 UNROLLED_MAX = 64
 #: The kernel module's import of ``opaque``.
-OPAQUE_IMPORT = "from nbyoc.runtime.opaque import opaque"
+OPAQUE_IMPORT = "from nbyoc.runtime.llvm.opaque import opaque"
 #: The kernel module's import of ``vector_width`` (see ``with_vector_width``).
-VECTOR_WIDTH_IMPORT = "from nbyoc.runtime.vector_width import vector_width"
+VECTOR_WIDTH_IMPORT = "from nbyoc.runtime.llvm.vector_width import vector_width"
 #: LLVM's own choice of width for the loops it vectorises, on every x86-64 CPU up to
 #: AVX2 and on Intel's AVX-512 ones (there it prefers 256 bits on purpose).
 DEFAULT_VECTOR_BITS = 256
@@ -30,7 +30,7 @@ _FUNCTION_START = re.compile(r"^(\s*)(def \w+\(.*\)|for \w+ in prange\(.*\)):$")
 
 def with_vector_width(lines: list[str], bits: int) -> list[str]:
     """``lines`` of a kernel module with every function and ``prange`` body starting by
-    ``vector_width(bits)`` (``nbyoc.runtime.vector_width``), when ``bits`` is wider than
+    ``vector_width(bits)`` (``nbyoc.runtime.llvm.vector_width``), when ``bits`` is wider than
     what LLVM picks by itself.
 
     >>> with_vector_width(["def f(a):", "    for i in prange(4):", "        a[i] = 0"], 512)

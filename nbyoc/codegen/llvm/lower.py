@@ -67,7 +67,9 @@ from ...ir.ops.elementwise import loop_dtypes
 from ...ir.ops.index import python_slices
 from ...ir.traversal import post_order
 from ...ir.types import TensorType
-from . import rules, target
+from ...runtime.llvm import target
+from ...runtime.llvm.target import vector_bits
+from . import rules
 from .buffers import BufferPlan, last_uses, plan_buffers
 from .epilogue import Epilogue, FlatPlanes, FlatRows
 from .gemm import takes_epilogue, uses_tiles
@@ -106,7 +108,6 @@ from .stages import (
     lead_axes,
     stage_module,
 )
-from .target import vector_bits
 
 #: A kernel over fewer elements than this (inputs and outputs together), with no
 #: parallel loop and no stage functions, keeps the GIL: releasing and taking it back
@@ -129,7 +130,7 @@ MAX_NEST_OPS = 64
 FUNCTION_MIN_OPS = 8
 
 #: The kernel module's import of ``pointer_at`` (its constants, read at their addresses).
-POINTER_IMPORT = "from nbyoc.runtime.jit_address import pointer_at"
+POINTER_IMPORT = "from nbyoc.runtime.llvm.jit_address import pointer_at"
 #: The options of a parallel loop's group function (``outline``): called from the
 #: kernel only, so compiled and cached with it.
 GROUP_OPTIONS = 'nogil=True, error_model="numpy", boundscheck=False'
@@ -176,7 +177,7 @@ class Lowered:
     scratch: list[tuple[str, int]]  # (storage dtype, elements) of each scratch arena
     parallel: bool = False
     #: (function, signature) of the stage functions whose addresses the kernel takes, in
-    #: order, as its last argument (``nbyoc.runtime.jit_address.stage_addresses``).
+    #: order, as its last argument (``nbyoc.runtime.llvm.jit_address.stage_addresses``).
     addressed: list[Addressed] = field(default_factory=list)
     #: What the buffers were planned from, for checking the plan (``Schedule``).
     schedule: Schedule | None = None
@@ -1032,7 +1033,7 @@ class _Lowering:
             *([PREFETCH_IMPORT] if self.prefetches else []),
             *([STREAM_IMPORT] if self.streams else []),
             *(
-                [f"from nbyoc.runtime.tiles import {', '.join(sorted(self.tiles))}"]
+                [f"from nbyoc.runtime.llvm.tiles import {', '.join(sorted(self.tiles))}"]
                 if self.tiles
                 else []
             ),
@@ -1112,7 +1113,7 @@ class _Lowering:
 
 
 #: The import of what calls a stage through its address (kernels and drivers).
-CALL_AT_IMPORT = "from nbyoc.runtime.jit_address import call_at"
+CALL_AT_IMPORT = "from nbyoc.runtime.llvm.jit_address import call_at"
 
 
 def _shape_literal(shape) -> str:

@@ -25,7 +25,7 @@ first pass only accumulates reductions, the first pass of row ``r + 1`` runs in
 the loop of row ``r``'s last pass (``pipelines``).
 
 Reductions vectorise along the row: float sums and products accumulate in float64
-with reassociable steps (``nbyoc.runtime.vecmath.add_step``: several partial sums,
+with reassociable steps (``nbyoc.runtime.llvm.vecmath.add_step``: several partial sums,
 far more accurate than NumPy's pairwise float32 sum), max and min through LLVM's
 NaN-propagating ``maximum``/``minimum``.
 
@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call, Expr
 from ...ir.ops.elementwise import loop_dtypes
-from . import rules, target
+from ...runtime.llvm import target
+from . import rules
 from .sizes import Sizes
 
 #: The reductions a row group computes.
@@ -53,16 +54,16 @@ ROW_REDUCTIONS = ("sum", "mean", "max", "min", "prod")
 #: Elements per block of a blocked float32 sum (see ``emit_row_group``).
 SUM_BLOCK = 256
 #: The kernel-module import row groups need.
-ROWS_IMPORT = "from nbyoc.runtime.vecmath import add_step, multiply_step, maximum, minimum"
+ROWS_IMPORT = "from nbyoc.runtime.llvm.vecmath import add_step, multiply_step, maximum, minimum"
 #: The import of kernels whose row groups prefetch (see ``prefetches``).
-PREFETCH_IMPORT = "from nbyoc.runtime.prefetch import prefetch_read, prefetch_write"
+PREFETCH_IMPORT = "from nbyoc.runtime.llvm.prefetch import prefetch_read, prefetch_write"
 #: Rows of at least this many bytes prefetch the next row during their second pass
-#: (``nbyoc.runtime.prefetch``). Shorter rows gain nothing with two threads: softmax at
+#: (``nbyoc.runtime.llvm.prefetch``). Shorter rows gain nothing with two threads: softmax at
 #: 2048 x 2048 float32 (8 KiB rows) is even, within noise; at 4096 it runs 20% faster.
 PREFETCH_MIN_ROW_BYTES = 8192
 #: The import of kernels that stream their results (``streamed_rows``, and flat stages:
 #: ``stages.streamed_loop``).
-STREAM_IMPORT = "from nbyoc.runtime.stream import stream_row, stream_run, store_fence"
+STREAM_IMPORT = "from nbyoc.runtime.llvm.stream import stream_row, stream_run, store_fence"
 
 
 @dataclass(frozen=True)
@@ -382,7 +383,7 @@ def prefetches(
 
 
 def streamed_rows(group: RowGroup, bound: Bindings, stored: set) -> set[Expr]:
-    """The full values ``group`` stores with streaming stores (``nbyoc.runtime.stream``):
+    """The full values ``group`` stores with streaming stores (``nbyoc.runtime.llvm.stream``):
     all of them (not emulated dtypes) once the group's full arrays together reach
     ``target.stream_min_bytes()``; none below it, where the cache holds them."""
     full = [node for node, role in bound.roles.items() if role == "full"]

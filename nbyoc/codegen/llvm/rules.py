@@ -22,7 +22,7 @@ from ...ir.signs import nonpositive
 #: Dtypes Numba cannot compute with on the CPU (no typing, loads, stores or arithmetic):
 #: floats narrower than float32, i.e. float16. A kernel holds their arrays as the bits
 #: (the unsigned integer of the same width) and their values in float32, rounded to the
-#: dtype after every op, as NumPy's own float16 loops do (``nbyoc.runtime.half``).
+#: dtype after every op, as NumPy's own float16 loops do (``nbyoc.runtime.llvm.half``).
 EMULATED = tuple(d for d in DTYPES if dtype_info(d).is_float and dtype_info(d).bits < 32)
 #: How the kernel stores each emulated dtype's arrays: its bits, as the unsigned integer
 #: of the same width.
@@ -36,7 +36,7 @@ VALUE_DTYPE = next(d for d in DTYPES if dtype_info(d).is_float and dtype_info(d)
 #: np.bool_ for bool).
 NP_TYPES = {d: "np.bool_" if dtype_info(d).kind == "bool" else f"np.{d}" for d in DTYPES}
 #: The kernel-module imports the emulated dtypes need.
-EMULATION_IMPORT = "from nbyoc.runtime.half import half_bits, half_value, round_half"
+EMULATION_IMPORT = "from nbyoc.runtime.llvm.half import half_bits, half_value, round_half"
 
 
 def storage_dtype(dtype: str) -> str:
@@ -148,9 +148,9 @@ def nbyoc_sigmoid(x):
 """,
     # float32 exp, log, tanh, sigmoid and erf: nbyoc's own, which vectorise (libm's are
     # one call per element: tanhf took 15 ms for 2**20 elements on 2 threads, NumPy's
-    # SIMD tanh 2.8 ms), imported from ``nbyoc.runtime.vecmath``.
+    # SIMD tanh 2.8 ms), imported from ``nbyoc.runtime.llvm.vecmath``.
     **{
-        f"{op}_f32": f"from nbyoc.runtime.vecmath import {op}_f32\n"
+        f"{op}_f32": f"from nbyoc.runtime.llvm.vecmath import {op}_f32\n"
         for op in ("exp", "exp_nonpositive", "log", "tanh", "sigmoid", "erf")
     },
 }
@@ -198,7 +198,7 @@ def _numpy(function: str, heavy: bool = False) -> ScalarRule:
 
 
 def _vectorised(op: str, other: ScalarRule) -> ScalarRule:
-    """float32 ``op`` by ``nbyoc.runtime.vecmath`` (see HELPERS), others by ``other``."""
+    """float32 ``op`` by ``nbyoc.runtime.llvm.vecmath`` (see HELPERS), others by ``other``."""
     helper = f"{op}_f32"
 
     def expression(args, dtype):

@@ -11,7 +11,7 @@ over chunks; consecutive parallel stages over the same domain share one
 parfor passes, whose cost grows much faster than the body they outline, so
 only ever see a few calls.
 
-Large stages are called through their address (``nbyoc.runtime.jit_address``)
+Large stages are called through their address (``nbyoc.runtime.llvm.jit_address``)
 so that their code is generated once rather than again inside the kernel.
 
 >>> stages = StageFunctions(pointers=False)
@@ -163,7 +163,7 @@ def _buffered_blocks(inner: list[str], stores, block: int) -> list[str]:
 def streamed_loop(inner: list[str], stores) -> list[str]:
     """A flat loop over ``range(lo, hi)`` computing ``inner`` a block at a time into
     private buffers, each block then written to the outputs with streaming stores
-    (``nbyoc.runtime.stream``), for stages whose arrays outgrow the last-level cache:
+    (``nbyoc.runtime.llvm.stream``), for stages whose arrays outgrow the last-level cache:
     the output's lines are not read first (the reference graph at 4096 x 4096: 10.2 ->
     8.5 ms).
 
@@ -193,7 +193,7 @@ class StageBody:
     tasks: int | None = None
     work: int = 1
     setup: list[str] = field(default_factory=list)  # run once per call, before the tasks
-    #: Names the kernel module imports from ``nbyoc.runtime.tiles``.
+    #: Names the kernel module imports from ``nbyoc.runtime.llvm.tiles``.
     imports: set[str] = field(default_factory=set)
     #: How the tasks cover the result's leading axis, as ``StageCall.lead`` (None: they
     #: do not, in an order a chunk of that axis could take).
@@ -338,12 +338,12 @@ def stage_module(definition: list[str], imports: list[str], helpers: dict[str, s
     ``helpers`` (name -> source) it calls.
 
     >>> print("\\n".join(stage_module(["def stage(a0):", "    a0[0] = opaque(1)"],
-    ...                               ["from nbyoc.runtime.opaque import opaque"], {})))
+    ...                               ["from nbyoc.runtime.llvm.opaque import opaque"], {})))
     import math
     import numpy as np
     from numba import njit, prange
     from numba.core import types as nbt
-    from nbyoc.runtime.opaque import opaque
+    from nbyoc.runtime.llvm.opaque import opaque
     <BLANKLINE>
     def stage(a0):
         a0[0] = opaque(1)
@@ -526,7 +526,7 @@ _ADDRESSED = re.compile(r"stage_at(\d+)")
 
 def call_text(function: str, arguments: list[str]) -> str:
     """The call of ``function`` by its name or, for ``stage_at<k>``, through its address
-    (``nbyoc.runtime.jit_address.call_at``; its type is ``STAGE_AT<k>_TYPE``).
+    (``nbyoc.runtime.llvm.jit_address.call_at``; its type is ``STAGE_AT<k>_TYPE``).
 
     >>> call_text("stage3", ["a", "lo"]), call_text("stage_at2", ["a"])
     ('stage3(a, lo)', 'call_at(stage_addresses[2], STAGE_AT2_TYPE, (a,))')

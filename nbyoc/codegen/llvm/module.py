@@ -13,7 +13,7 @@ again. Scratch buffers are allocated once per thread and kept.
 Compiled kernels are cached in memory (by the function's structural digest
 and the options: a second identical compile does not touch Numba) while
 something holds them, plus the ``nbyoc.cache.kernels_kept()`` most recently
-used ones, and on disk (see ``nbyoc.runtime.kernels``). The saved form is the
+used ones, and on disk (see ``nbyoc.runtime.llvm.kernels``). The saved form is the
 function's JSON and the options; loading regenerates the kernel source from
 the graph.
 """
@@ -26,34 +26,31 @@ import weakref
 
 import numpy as np
 
-from .. import cache
-from ..codegen.llvm import target
-from ..codegen.llvm.lower import Lowered, lower
-from ..codegen.llvm.rules import STORAGE
-from ..errors import ArgumentError, ExecutionError, LoadError, NbyocError
-from ..ir.nodes import Function
-from ..ir.structural import structural_digest
-from ..ir.types import tensor_types
-from .arguments import (
+from ... import cache
+from ...errors import ArgumentError, ExecutionError, LoadError, NbyocError
+from ...ir.nodes import Function
+from ...ir.structural import structural_digest
+from ...ir.types import tensor_types
+from ...runtime.arguments import (
     ArgumentSpec,
     aligned_destinations,
     check_destinations,
     readable_inputs,
 )
-from .fastcall import fixed_arity
-from .jit_address import data_addresses, stage_addresses, supported
-from .kernels import load_kernel_modules
-from .kernels import release as release_kernels
-from .module import Module, load_function, register_loader, save_function
-from .outputs import allocate_result, allocators
-from .threads import start_threads
+from ...runtime.llvm import target
+from ...runtime.llvm.fastcall import fixed_arity
+from ...runtime.llvm.jit_address import data_addresses, stage_addresses, supported
+from ...runtime.llvm.kernels import load_kernel_modules
+from ...runtime.llvm.kernels import release as release_kernels
+from ...runtime.module import Module, load_function, register_loader, save_function
+from ...runtime.outputs import allocate_result, allocators
+from ...runtime.threads import start_threads
+from . import PARALLEL_THRESHOLD
+from .lower import Lowered, lower
+from .rules import STORAGE
 
 TYPE_KEY = "llvm"
 SAVE_VERSION = 1
-#: Stages with at least this many elements run their outer loop with prange. Measured
-#: (bench/test_llvm_parallel.py, 2 cores): parallel breaks even at 2**14 elements and is
-#: 2x faster at 2**16; launching the threads costs about 2 us.
-PARALLEL_THRESHOLD = 1 << 15
 
 
 class CompiledKernel:
@@ -328,6 +325,14 @@ class LLVMModule(Module):
     def save_to_bytes(self) -> bytes:
         options = {"fuse": self.fuse, "parallel_threshold": self.parallel_threshold}
         return save_function(TYPE_KEY, SAVE_VERSION, self.func, options)
+
+    @staticmethod
+    def export_modules(modules: dict, path):
+        """Write ``modules`` (this backend's, by symbol) as one library at ``path``
+        (``nbyoc.runtime.export``)."""
+        from .export import export_llvm
+
+        return export_llvm(modules, path)
 
     @classmethod
     def load_from_bytes(cls, data: bytes) -> LLVMModule:

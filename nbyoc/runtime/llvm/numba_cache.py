@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import cache
-from ..errors import CompileError
+from ... import cache
+from ...errors import CompileError
 
 #: What Numba writes for a function: its index and its data files.
 _SUFFIXES = (".nbi", ".nbc")
@@ -72,7 +72,7 @@ class NumbaCacheFiles:
     def present(self) -> bool:
         """Whether Numba's files of this module look cached: a record, and a file of each
         kind (``admit`` still checks them before Numba reads them). A cheap guess that
-        tells a compile from a load (``runtime.compile_workers`` gets only compiles)."""
+        tells a compile from a load (``runtime.llvm.compile_workers`` gets only compiles)."""
         names = {p.suffix for p in self.files()}
         return self.record_path.exists() and names == set(_SUFFIXES)
 

@@ -5,11 +5,11 @@ by a hash of the source, the versions of nbyoc, Numba, llvmlite, NumPy and
 Python, and the text of the nbyoc runtime modules it imports (Numba's own cache
 checks only the kernel file's time stamp, so a changed helper such as
 ``vecmath.exp_f32`` would otherwise stay inlined in old machine code) and of
-``runtime.linking``, which shapes every kernel's machine code. It is run as a
+``runtime.llvm.linking``, which shapes every kernel's machine code. It is run as a
 module and compiled with ``cache=True``, so Numba keeps the machine code beside
 it (``__pycache__``) and a later process loads it instead of compiling; that
 machine code calls only its own copies of the functions the kernel uses
-(``runtime.linking``), so the process that compiled it computes the same bits as
+(``runtime.llvm.linking``), so the process that compiled it computes the same bits as
 one that loads it. Within a process, a kernel is compiled once: later requests
 for the same source get the same dispatcher without touching Numba.
 
@@ -17,7 +17,7 @@ Only what nbyoc trusts runs: the module is compiled from the source text nbyoc
 generated in this process, never imported through Python's import system, so no
 bytecode (``.pyc``) is ever read from the cache; the file on disk is rewritten
 when its text differs (Numba hashes it to validate its own cache); and Numba
-reads its cache files only as nbyoc recorded them (``runtime.numba_cache``).
+reads its cache files only as nbyoc recorded them (``runtime.llvm.numba_cache``).
 
 Memory: a kernel module stays loaded while anything uses it (an executable, or
 the llvm runtime's list of recently used kernels, ``runtime.llvm``); ``release``
@@ -41,8 +41,8 @@ import sys
 import threading
 import types
 
-from .. import cache
-from .._version import __version__
+from ... import cache
+from ..._version import __version__
 from .linking import KERNEL_MODULE_PREFIX
 from .linking import install as keep_kernels_self_contained
 from .numba_cache import NumbaCacheFiles
@@ -62,24 +62,24 @@ def _versions() -> str:
     )  # fmt: skip
 
 
-#: ``from nbyoc.runtime.<module> import ...`` lines of generated sources.
-_RUNTIME_IMPORT = re.compile(r"^from nbyoc\.runtime\.(\w+) import", re.MULTILINE)
+#: ``from nbyoc.runtime.llvm.<module> import ...`` lines of generated sources.
+_RUNTIME_IMPORT = re.compile(r"^from nbyoc\.runtime\.llvm\.(\w+) import", re.MULTILINE)
 
 
-#: ``from ..package[.module] import name[, ...]`` lines of a runtime module.
-_RELATIVE_IMPORT = re.compile(r"^from \.\.([\w.]+) import (\w+)", re.MULTILINE)
+#: ``from .[.]module import ...`` and ``from .. import module`` lines of a library module.
+_RELATIVE_IMPORT = re.compile(r"^from (\.+)([\w.]*) import (\w+)", re.MULTILINE)
 
 
 @functools.cache
 def _module_digest(module: str) -> str:
-    """A digest of ``nbyoc/runtime/<module>.py``'s text and of the nbyoc files it imports
-    from (``vecmath`` takes its coefficients from ``codegen/vecmath_constants.py``)."""
-    root = pathlib.Path(__file__).parent.parent
-    path = root / "runtime" / f"{module}.py"
-    text = path.read_bytes()
+    """A digest of ``nbyoc/runtime/llvm/<module>.py``'s text and of the nbyoc files it
+    imports from (``vecmath`` takes its coefficients from ``runtime/vecmath_constants.py``)."""
+    here = pathlib.Path(__file__).parent
+    text = (here / f"{module}.py").read_bytes()
     digest = hashlib.blake2b(text, digest_size=8)
-    for package, name in _RELATIVE_IMPORT.findall(text.decode()):
-        base = root.joinpath(*package.split("."))
+    for dots, package, name in _RELATIVE_IMPORT.findall(text.decode()):
+        base = here.parents[len(dots) - 2] if len(dots) > 1 else here
+        base = base.joinpath(*package.split(".")) if package else base
         for candidate in (base / f"{name}.py", base.with_suffix(".py")):
             if candidate.is_file():
                 digest.update(candidate.read_bytes())

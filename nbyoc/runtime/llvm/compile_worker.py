@@ -1,4 +1,4 @@
-"""A compile worker's process (``python -m nbyoc.runtime.compile_worker``; see
+"""A compile worker's process (``python -m nbyoc.runtime.llvm.compile_worker``; see
 ``compile_workers``): compiles the stage modules it is sent into nbyoc's disk cache.
 
 Each line of its standard input is one JSON object: the module's ``source``, its

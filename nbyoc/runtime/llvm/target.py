@@ -1,6 +1,6 @@
 """What the llvm lowering needs to know about the CPU it compiles for: the width of
 its float vectors, and from that the shape of the register tiles its matrix products
-are cut into (``nbyoc.runtime.tiles`` builds them).
+are cut into (``nbyoc.runtime.llvm.tiles`` builds them).
 
 Read from llvmlite's view of the host, and only when a kernel is lowered: importing
 this module imports neither Numba nor llvmlite.
@@ -86,7 +86,7 @@ def last_level_cache_bytes() -> int:
 
 def stream_min_bytes() -> int:
     """The bytes a row group's arrays must reach for it to write its rows with
-    streaming stores (``nbyoc.runtime.stream``): glibc's rule for its own ``memcpy``,
+    streaming stores (``nbyoc.runtime.llvm.stream``): glibc's rule for its own ``memcpy``,
     three quarters of one thread's share of the last-level cache (99 MiB on this
     project's 2-core Xeon with 260 MiB). ``NBYOC_STREAM_MIN_BYTES`` overrides it.
 

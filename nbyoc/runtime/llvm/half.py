@@ -19,7 +19,7 @@ was lost), which makes the second rounding to float16 exact (float32 keeps 13
 more bits than float16 needs), so the result is float64's own nearest float16,
 as NumPy's float64 -> float16 cast gives.
 
-Generated kernels import these by name (``from nbyoc.runtime.half import ...``).
+Generated kernels import these by name (``from nbyoc.runtime.llvm.half import ...``).
 
 >>> import numpy as np
 >>> bits = np.float16(1.5).view(np.uint16)

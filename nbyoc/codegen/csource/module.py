@@ -21,19 +21,19 @@ import threading
 
 import numpy as np
 
-from ..codegen.csource.emit import Subgraph, emit_c
-from ..codegen.csource.rules import DLPACK_DTYPES
-from ..errors import ArgumentError, ExecutionError, LoadError, NbyocError
-from ..ir.nodes import Function
-from .arguments import (
+from ...errors import ArgumentError, ExecutionError, LoadError, NbyocError
+from ...ir.nodes import Function
+from ...runtime.arguments import (
     ArgumentSpec,
     aligned_destinations,
     check_destinations,
     readable_inputs,
 )
-from .cc import build_shared_library
-from .module import Module, load_function, register_loader, save_function
-from .threads import quiet_openmp
+from ...runtime.cc import build_shared_library
+from ...runtime.module import Module, load_function, register_loader, save_function
+from ...runtime.threads import quiet_openmp
+from .emit import Subgraph, emit_c
+from .rules import DLPACK_DTYPES
 
 TYPE_KEY = "csource"
 SAVE_VERSION = 1
@@ -196,6 +196,14 @@ class CSourceModule(Module):
     def save_to_bytes(self) -> bytes:
         options = {"fused": self.fused, "native": self.native}
         return save_function(TYPE_KEY, SAVE_VERSION, self.func, options)
+
+    @staticmethod
+    def export_modules(modules: dict, path):
+        """Write ``modules`` (this backend's, by symbol) as one library at ``path``
+        (``nbyoc.runtime.export``)."""
+        from .export import export_csource
+
+        return export_csource(modules, path)
 
     @classmethod
     def load_from_bytes(cls, data: bytes) -> CSourceModule:

@@ -23,7 +23,7 @@ import threading
 
 from numba.core import event
 
-from ..progress import progress
+from ...progress import progress
 
 #: A line decorating a function that Numba compiles.
 _DECORATOR = re.compile(r"^@(?:numba\.)?njit\b", re.MULTILINE)

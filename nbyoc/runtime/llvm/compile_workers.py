@@ -3,15 +3,15 @@
 A region's stage modules (``codegen.llvm.stages``) are independent of one another
 and of the kernel module, which holds only their types: each can be compiled by
 any process, and Numba's disk cache then holds its machine code for all of them
-(``runtime.kernels``). So on a machine of several cores, the stage modules a cold
+(``runtime.llvm.kernels``). So on a machine of several cores, the stage modules a cold
 compile lacks are sent to worker processes, the kernel module is compiled here
 meanwhile, and each stage module is then loaded from the cache. A module no worker
 has started when this process is free is taken back and compiled here; one a
 worker failed on is compiled here too, which raises what it raises with this
 process's traceback. Loading from the cache checks the files the worker wrote as
-any other process's (``runtime.numba_cache``).
+any other process's (``runtime.llvm.numba_cache``).
 
-A worker is ``python -m nbyoc.runtime.compile_worker``, fed one JSON line per module
+A worker is ``python -m nbyoc.runtime.llvm.compile_worker``, fed one JSON line per module
 on its standard input, answering one per module on its standard output: it never
 imports the user's ``__main__`` (as ``multiprocessing``'s spawn would, re-running a
 script that compiles at its top level) and unpickles nothing. Workers start when a
@@ -37,7 +37,7 @@ import threading
 #: workers costs more than the compiles they share (a stage module takes 0.2-2 s).
 MIN_MODULES = 3
 #: A worker is replaced by a new one after compiling this many modules: Numba never
-#: frees a compiled module's machine code (about 1 MiB each, ``runtime.kernels``).
+#: frees a compiled module's machine code (about 1 MiB each, ``runtime.llvm.kernels``).
 MODULES_PER_WORKER = 200
 
 _WORKERS: list[_Worker] = []
@@ -104,7 +104,7 @@ class _Worker:
     @staticmethod
     def _start() -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, "-m", "nbyoc.runtime.compile_worker"],
+            [sys.executable, "-m", "nbyoc.runtime.llvm.compile_worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,  # (a failure is compiled again here, and shown)

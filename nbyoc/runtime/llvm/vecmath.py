@@ -20,7 +20,7 @@ overflow and underflow (subnormal results included) follow IEEE and NumPy.
 The constants and polynomial coefficients are in ``vecmath_constants``, which the
 csource backend's C versions of these functions share.
 
-Generated kernels import these by name (``from nbyoc.runtime.vecmath import ...``).
+Generated kernels import these by name (``from nbyoc.runtime.llvm.vecmath import ...``).
 
 >>> import numpy as np
 >>> float(exp_f32(np.float32(1.0))), float(log_f32(np.float32(np.e)))
@@ -34,7 +34,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from ..codegen import vecmath_constants as C
+from .. import vecmath_constants as C
 
 #: The largest error, in units in the last place of the correctly rounded float32
 #: result, that any function here may have (the tests' bound).

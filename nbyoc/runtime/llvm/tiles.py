@@ -25,7 +25,7 @@ the CPU has FMA.
 Kernels import tiles by name: ``tile_float32_6x32`` is a 6-row, 32-column float32
 tile, ``tile_float32_6x32_acc`` the same adding its product to C (for a product
 summed over K in parts) (``tile_name``); ``tile_shape`` gives this machine's choice (both in
-``codegen.llvm.target``, which the lowering reads without importing Numba).
+``runtime.llvm.target``, which the lowering reads without importing Numba).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import re
 
-from ..codegen.llvm.target import BITS, vector_lanes
+from .target import BITS, vector_lanes
 
 _NAME = re.compile(r"tile_(float32|float64)_(\d+)x(\d+)(_acc)?$")
 

@@ -30,13 +30,13 @@ import threading
 
 import numpy as np
 
-from ..codegen.examplejson.parse import parse_examplejson
-from ..errors import ExecutionError, LoadError, NbyocError
-from ..ir.nodes import Call, Constant, Expr, Function, Tuple, Var
-from ..ir.traversal import last_reads, post_order
-from ..progress import progress
-from .llvm import PARALLEL_THRESHOLD, compiled_kernel
-from .module import Module, destination_passing, register_loader
+from ...errors import ExecutionError, LoadError, NbyocError
+from ...ir.nodes import Call, Constant, Expr, Function, Tuple, Var
+from ...ir.traversal import last_reads, post_order
+from ...progress import progress
+from ...runtime.module import Module, destination_passing, register_loader
+from ..llvm import PARALLEL_THRESHOLD, compiled_kernel
+from .parse import parse_examplejson
 
 TYPE_KEY = "examplejson"
 

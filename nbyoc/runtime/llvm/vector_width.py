@@ -11,8 +11,8 @@ option for it, so this intrinsic adds it to the function being compiled (the
 one whose body calls it: a stage function, a kernel, the body of a ``prange``,
 which Numba compiles as a function of its own). It emits no instruction.
 
-Generated kernels import it by name (``from nbyoc.runtime.vector_width import
-vector_width``) and call it with ``codegen.llvm.target.vector_bits()``.
+Generated kernels import it by name (``from nbyoc.runtime.llvm.vector_width import
+vector_width``) and call it with ``runtime.llvm.target.vector_bits()``.
 
 >>> from numba import njit
 >>> @njit

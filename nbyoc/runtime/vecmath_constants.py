@@ -1,5 +1,5 @@
 """The constants of nbyoc's vectorisable float32 functions, shared by the llvm kernels
-(``nbyoc.runtime.vecmath``, Numba) and the csource kernels
+(``nbyoc.runtime.llvm.vecmath``, Numba) and the csource kernels
 (``nbyoc.codegen.csource.vecmath``, C), so that both compute the same approximations.
 
 Each value is used rounded to float32. The polynomial coefficients are near-minimax

@@ -8,7 +8,7 @@ take time quadratic in a block's length: a stage function filling a 24 x 96 plan
 with the outer bound opaque, and ran no slower. The value passes through an empty
 inline-assembly statement: one register move at run time, once per loop.
 
-Generated kernels import it by name (``from nbyoc.runtime.opaque import opaque``).
+Generated kernels import it by name (``from nbyoc.runtime.llvm.opaque import opaque``).
 
 >>> int(opaque(24))
 24

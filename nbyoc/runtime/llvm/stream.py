@@ -9,7 +9,7 @@ Measured on this project's 2-core Xeon: a 64 MiB float32 copy 4.6 ms with ordina
 stores, 2.2 ms streaming; softmax over 4096 x 4096 float32 5.3 -> 4.7 ms (ONNX
 Runtime: 5.7). When the data fits in the cache it is the other way round (softmax at
 2048 x 2048: 1.09 -> 1.29 ms), so the llvm lowering streams only a row group whose
-arrays outgrow its share of the last-level cache (``codegen.llvm.target.stream_min_bytes``).
+arrays outgrow its share of the last-level cache (``runtime.llvm.target.stream_min_bytes``).
 
 A row is computed into a row buffer (in L1), then ``stream_row`` copies it: ordinary
 stores up to the first 64-byte boundary of the destination, 64-byte vector stores
@@ -20,7 +20,7 @@ is inside ``array[row, :]``. Streaming stores are weakly ordered: a thread calls
 before another thread may read the rows.
 
 Flat elementwise stages do the same a block of elements at a time (``stream_run``).
-Generated kernels import these by name (``from nbyoc.runtime.stream import
+Generated kernels import these by name (``from nbyoc.runtime.llvm.stream import
 stream_row, stream_run, store_fence``).
 
 >>> import numpy as np

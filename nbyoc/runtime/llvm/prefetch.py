@@ -11,7 +11,7 @@ threads 10.7 -> 8.2 ms.
 A prefetch is a hint: it never faults and changes no value. The row index is still
 kept inside the array (``nbyoc`` never forms an address outside an argument).
 
-Generated kernels import it by name (``from nbyoc.runtime.prefetch import
+Generated kernels import it by name (``from nbyoc.runtime.llvm.prefetch import
 prefetch_read, prefetch_write``).
 
 >>> import numpy as np
