@@ -2,11 +2,14 @@
 the llvm lowering's plans against it (every kernel the suite lowers is checked too:
 tests/conftest.py installs it)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import nbyoc
 from nbyoc.codegen.llvm import buffers, lower
+from nbyoc.codegen.llvm import schedule as scheduling
 
 from ..buffer_plan import BufferPlanError, check_buffer_plan
 from ..helpers import output_view_graph
@@ -38,7 +41,7 @@ def fix_reverted(monkeypatch):
     of every plan (which would refuse it first)."""
     run = lower._Lowering.run
     monkeypatch.setattr(lower._Lowering, "run", getattr(run, "__wrapped__", run))
-    monkeypatch.setattr(lower, "last_uses", _last_uses_before_the_fix)
+    monkeypatch.setattr(scheduling, "last_uses", _last_uses_before_the_fix)
 
 
 def test_the_plan_of_the_repro_passes_the_checker():
@@ -83,8 +86,7 @@ def test_the_checker_refuses_a_value_written_over_a_live_one():
     first = buffers.Buffer(plan.buffers[0].dtype, plan.buffers[0].storage, 0, 0, biggest)
     bad = buffers.BufferPlan(((plan.arenas[0][0], biggest),), (first,), home)
     with pytest.raises(BufferPlanError):
-        check_buffer_plan(f.with_attrs(global_symbol="k"), type(schedule)(
-            schedule.stage_of, schedule.groups, bad))  # fmt: skip
+        check_buffer_plan(f.with_attrs(global_symbol="k"), dataclasses.replace(schedule, plan=bad))
 
 
 def test_the_checker_refuses_a_value_outside_its_arena():
@@ -95,7 +97,7 @@ def test_the_checker_refuses_a_value_outside_its_arena():
     assert plan.buffers, "this graph keeps its product in scratch"
     short = buffers.BufferPlan(((plan.arenas[0][0], 1),), plan.buffers, plan.home)
     with pytest.raises(BufferPlanError, match="past its arena"):
-        check_buffer_plan(f, type(schedule)(schedule.stage_of, schedule.groups, short))  # fmt: skip
+        check_buffer_plan(f, dataclasses.replace(schedule, plan=short))
 
 
 def test_buffers_share_one_arena_per_dtype_each_aligned():

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 import nbyoc
-from nbyoc.codegen.llvm import target
 from nbyoc.codegen.llvm.module import LLVMModule
 from nbyoc.errors import (
     ArgumentError,
@@ -28,7 +27,7 @@ from nbyoc.errors import (
     ShapeMismatchError,
 )
 from nbyoc.ir.op import Op
-from nbyoc.runtime.llvm import vecmath
+from nbyoc.runtime.llvm import target, vecmath
 
 from ..helpers import assert_close_to_host, assert_matches_host, external, reload
 from ..strategies import graphs, random_inputs

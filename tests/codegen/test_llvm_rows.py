@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 import nbyoc
 from nbyoc.codegen.llvm import rows as rows_module
-from nbyoc.codegen.llvm import target
 from nbyoc.codegen.llvm.module import LLVMModule
 from nbyoc.codegen.llvm.row_blocks import SHORT_ROW
+from nbyoc.runtime.llvm import target
 
 from ..helpers import assert_close_to_host, examples, external, reload
 

@@ -8,6 +8,7 @@ import pytest
 import nbyoc
 from nbyoc.codegen.llvm import lower as llvm_lower
 from nbyoc.codegen.llvm import module as llvm_runtime
+from nbyoc.codegen.llvm import schedule as llvm_schedule
 from nbyoc.codegen.llvm import stages as llvm_stages
 from nbyoc.codegen.llvm.module import LLVMModule
 from nbyoc.runtime.llvm import jit_address, kernels
@@ -31,7 +32,7 @@ def inputs(shape=(256, 256)):
 def test_a_long_chain_is_capped_deduplicated_stages_in_one_prange():
     f = chain(300)
     source = LLVMModule(f).get_source()
-    per_stage = llvm_lower.MAX_NEST_OPS
+    per_stage = llvm_schedule.MAX_NEST_OPS
     # 300 ops in nests of at most 64: four identical full ones and one of 44.
     assert kernel_source(source).count("# stage ") == -(-300 // per_stage)
     stages = [part for part in source.split("\n# ---- ") if "INNER0" not in part]
@@ -61,11 +62,11 @@ def test_nests_become_stage_functions_and_long_ones_store_through_a_block_buffer
     long_stage = LLVMModule(chain(llvm_stages.BLOCKED_MIN_OPS)).get_source()
     # (a long one is called through its address, from a module of its own: ``def stage(``)
     assert "def stage(" in long_stage and "buffer0 = np.empty(64, np.float32)" in long_stage
-    medium = LLVMModule(chain(llvm_lower.FUNCTION_MIN_OPS)).get_source()
+    medium = LLVMModule(chain(llvm_schedule.FUNCTION_MIN_OPS)).get_source()
     assert "def stage0" in medium and "buffer0" not in medium
     short = LLVMModule(chain(3)).get_source()  # a few ops: loops in the kernel itself
     assert "def stage" not in short
-    assert 3 < llvm_lower.FUNCTION_MIN_OPS < llvm_stages.BLOCKED_MIN_OPS
+    assert 3 < llvm_schedule.FUNCTION_MIN_OPS < llvm_stages.BLOCKED_MIN_OPS
 
 
 def test_a_buffer_read_in_a_parallel_group_is_not_reused_inside_it():
@@ -75,10 +76,10 @@ def test_a_buffer_read_in_a_parallel_group_is_not_reused_inside_it():
     sums: a row sum would make a row group of the whole graph, ``rows``.)"""
     x, b = nbyoc.var("in0", (128, 128)), nbyoc.var("in1", (128, 1))
     y = x * nbyoc.sum(x, axis=0, keepdims=True)
-    for k in range(llvm_lower.MAX_NEST_OPS - 1):  # the first nest, full
+    for k in range(llvm_schedule.MAX_NEST_OPS - 1):  # the first nest, full
         y = y * 1.001 if k % 2 else y + 0.5
     y = y * b  # the second nest reads a broadcast too, so both walk the same 2-d domain
-    for k in range(llvm_lower.FUNCTION_MIN_OPS - 1):
+    for k in range(llvm_schedule.FUNCTION_MIN_OPS - 1):
         y = y * 0.999 if k % 2 else y - 0.25
     f = external([x, b], [nbyoc.sum(y, axis=0)], "llvm_0", "llvm")
     fn = nbyoc.compile(f, options={"llvm": {"parallel_threshold": 1}})
@@ -148,6 +149,6 @@ def test_graphs_beyond_the_region_cap_split_and_equal_pieces_share_a_kernel():
 
 @pytest.mark.parametrize("threshold", [1, 1 << 40])
 def test_chains_across_the_nest_cap_match_the_host_serial_and_parallel(threshold):
-    f = chain(2 * llvm_lower.MAX_NEST_OPS + 5, (16, 24))
+    f = chain(2 * llvm_schedule.MAX_NEST_OPS + 5, (16, 24))
     fn = nbyoc.compile(f, options={"llvm": {"parallel_threshold": threshold}})
     assert_close_to_host(fn, f, inputs((16, 24)), rtol=1e-5)

@@ -14,9 +14,10 @@ import pytest
 from hypothesis import given, settings
 
 import nbyoc
-from nbyoc.codegen.llvm import stages, target
+from nbyoc.codegen.llvm import stages
 from nbyoc.codegen.llvm.lower import lower
 from nbyoc.codegen.llvm.module import LLVMModule
+from nbyoc.runtime.llvm import target
 
 from ..helpers import assert_close_to_host, examples, external, reload, run_fresh
 from ..strategies import graphs, random_inputs

@@ -25,9 +25,9 @@ from ...runtime.module import builtin_module_class
 from ..registry import register_codegen, register_op_support
 from .conv import conv_supported
 from .gemm import matmul_supported
-from .lower import VIEWS
 from .ops import STAGES
 from .rules import SCALAR_RULES
+from .schedule import VIEWS
 
 BACKEND = "llvm"
 #: Stages with at least this many elements run their outer loop with prange. Measured
