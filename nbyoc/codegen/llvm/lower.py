@@ -83,6 +83,7 @@ from .loops import (
 from .ops import FUNCTION_STAGES, STAGES
 from .outline import outline_parallel_loops
 from .reduce import concatenate_stage, table_source
+from .reductions import REDUCTIONS
 from .row_blocks import BLOCK_ELEMENTS, SHORT_ROW, emit_row_blocks
 from .rows import (
     PREFETCH_IMPORT,
@@ -90,7 +91,6 @@ from .rows import (
     STREAM_IMPORT,
     emit_row_group,
 )
-from .rows import ROW_REDUCTIONS as REDUCTIONS
 from .rules import load, storage_dtype, store, value_dtype
 from .schedule import (
     VIEWS,

@@ -5,15 +5,15 @@ A reduction over one contiguous block of axes (any reduction of a 2-D array, a
 softmax's row, a batch norm's statistics) sees its operand as ``(outer, reduced,
 inner)``. With no inner axes, each outer index reduces one contiguous run of
 values: parallel over the outer indices, vectorised along the run (reassociable
-steps, ``rows.reduction_code``). With inner axes, values next to each other in
+steps, ``reductions``). With inner axes, values next to each other in
 memory belong to different results: each task takes a block of ``COLUMN_BLOCK``
 inner indices and adds the reduced rows into a block of accumulators, one lane
 per result, which vectorises without reordering anything. Other axis sets keep
 plain loops. (Reductions over trailing axes with elementwise work around them are
 fused into row groups, ``rows``, before they get here.)
 
-Float32 sums accumulate in float64 (closer to the truth than NumPy's pairwise
-sums); ``max`` lets NaN win, as NumPy does.
+What each reduction accumulates in, starts from and steps by is one table,
+``reductions.REDUCTIONS``, shared with the row groups.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from . import rules
 from .loops import loops as _loops
 from .loops import outer as _opaque_bound
 from .loops import subscript as _subscript
-from .rows import accumulator_dtype, reduction_code
+from .reductions import accumulator_dtype, reduction_code
 
 #: Inner indices per task of a reduction over middle axes: the accumulators of one
 #: block (2 KiB of float64) stay in L1 while the reduced rows stream past.
@@ -191,30 +191,12 @@ def reduce_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
         return _blocked_reduction(node, source, dest, parallel, blocks)
     axes = set(node.attrs["axis"])
     reduced = [d for d in range(len(shape)) if d in axes]
-    op, out_dtype, in_dtype = node.op.name, node.type.dtype, x.type.dtype
-    value = rules.load(f"{source}[{_subscript([f'i{d}' for d in range(len(shape))])}]", in_dtype)
-    if op in ("max", "min"):
-        info = dtype_info(in_dtype)
-        bound = {"max": ("-np.inf", info.min), "min": ("np.inf", info.max)}[op]
-        start = rules.cast(bound[0] if info.is_float else str(bound[1]), in_dtype)
-        better = ">" if op == "max" else "<"
-        update = ["v = " + value, f"if v {better} acc or v != v:", "    acc = v"]
-        result = "acc"
-    elif op == "prod":
-        # Integers multiply in the result dtype (int64/uint64 wrap as NumPy's do); floats
-        # in float64, closer to NumPy's float32 product than a float32 running one.
-        acc_dtype = "float64" if dtype_info(in_dtype).is_float else out_dtype
-        start = rules.cast("1", acc_dtype)
-        update = [f"acc *= {rules.cast(value, acc_dtype)}"]
-        result = "acc"
-    else:
-        acc_dtype = "int64" if dtype_info(in_dtype).is_integer and op == "sum" else "float64"
-        start = rules.cast("0", acc_dtype)
-        update = [f"acc += {rules.cast(value, acc_dtype)}"]
-        count = math.prod(shape[d] for d in reduced)
-        result = f"acc / {float(count)!r}" if op == "mean" else "acc"
-    store = rules.cast(result, out_dtype)
-    return _reduction_loops(node, shape, reduced, [f"acc = {start}"], update, store, dest, parallel)
+    value = rules.load(
+        f"{source}[{_subscript([f'i{d}' for d in range(len(shape))])}]", x.type.dtype
+    )
+    count = math.prod(shape[d] for d in reduced)
+    start, update, result = reduction_code(node, value, count, "acc")
+    return _reduction_loops(node, shape, reduced, [start], [update], result, dest, parallel)
 
 
 def arg_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:

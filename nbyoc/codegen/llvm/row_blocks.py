@@ -24,7 +24,8 @@ from __future__ import annotations
 from ...ir.nodes import Call, Expr
 from ...ir.ops.elementwise import loop_dtypes
 from . import rules
-from .rows import RowGroup, bind_outside, last_reads, reduction_code
+from .reductions import reduction_code
+from .rows import RowGroup, bind_outside, last_reads
 
 #: Rows shorter than this run as blocks of rows (a row loop at 32 float32 elements
 #: vectorises in two AVX-512 steps and is as fast as the blocks).

@@ -42,15 +42,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call, Expr
 from ...ir.ops.elementwise import loop_dtypes
 from ...runtime.llvm import target
 from . import rules
+from .reductions import REDUCTIONS, accumulator_dtype, reduction_code
 from .sizes import Sizes
 
-#: The reductions a row group computes.
-ROW_REDUCTIONS = ("sum", "mean", "max", "min", "prod")
+#: The reductions a row group computes: every one the table has.
+ROW_REDUCTIONS = tuple(REDUCTIONS)
 #: Elements per block of a blocked float32 sum (see ``emit_row_group``).
 SUM_BLOCK = 256
 #: The kernel-module import row groups need.
@@ -206,53 +206,6 @@ class RowGroup:
             else:
                 ready[node] = max([ready.get(a, 0) for a in node.args] or [0])
         return computed, ready
-
-
-def accumulator_dtype(node: Call) -> str:
-    """The dtype reduction ``node`` accumulates in: float64 for float sums, means and
-    products (float32 sums come out more accurate than NumPy's pairwise ones), int64
-    for integer sums, the result's dtype for integer products, the operand's value
-    dtype for max and min."""
-    op = node.op.name
-    info = dtype_info(rules.value_dtype(node.args[0].type.dtype))
-    if op in ("max", "min"):
-        return rules.value_dtype(node.args[0].type.dtype)
-    if op == "prod":
-        return "float64" if info.is_float else node.type.dtype
-    return "int64" if info.is_integer and op == "sum" else "float64"
-
-
-def reduction_code(node: Call, value: str, count: int, acc: str):
-    """(start line, update line, result expression) of reduction ``node`` with
-    accumulator ``acc`` (a local, or an element of an accumulator array) over ``count``
-    values, each ``value``."""
-    op, out_dtype = node.op.name, node.type.dtype
-    acc_dtype = accumulator_dtype(node)
-    info = dtype_info(acc_dtype)
-    if op in ("max", "min"):
-        if info.is_float:
-            start = rules.cast("-np.inf" if op == "max" else "np.inf", acc_dtype)
-            update = f"{acc} = {'maximum' if op == 'max' else 'minimum'}({acc}, {value})"
-        else:
-            bound = info.min if op == "max" else info.max
-            start = rules.cast(str(bound), acc_dtype) if info.kind != "bool" else str(op == "min")
-            update = f"{acc} = {op}({acc}, {value})"
-        return f"{acc} = {start}", update, rules.cast(acc, out_dtype)
-    if op == "prod":
-        if info.is_float:
-            step = f"multiply_step({acc}, {rules.cast(value, acc_dtype)})"
-        else:  # Numba widens small integers: back to the dtype, wrapping as NumPy does
-            step = rules.cast(f"{acc} * {rules.cast(value, acc_dtype)}", acc_dtype)
-        start = f"{acc} = {rules.cast('1', acc_dtype)}"
-        return start, f"{acc} = {step}", rules.cast(acc, out_dtype)
-    if info.is_integer:
-        update = f"{acc} += {rules.cast(value, acc_dtype)}"
-    else:
-        update = f"{acc} = add_step({acc}, {rules.cast(value, acc_dtype)})"
-    # (a count read at run time divides as an int: the same float64 division)
-    divisor = f"{float(count)!r}" if isinstance(count, int) else str(count)
-    result = f"{acc} / {divisor}" if op == "mean" else acc
-    return f"{acc} = {rules.cast('0', acc_dtype)}", update, rules.cast(result, out_dtype)
 
 
 @dataclass

@@ -20,6 +20,7 @@ from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call
 from . import rules
 from .loops import loops, subscript
+from .reductions import REDUCTIONS
 from .sizes import Sizes, value
 from .stages import Lead, StageBody
 
@@ -71,8 +72,7 @@ def pool_stage(node: Call, sources, dest: str, parallel: bool, epilogue=None) ->
     dtype = x.type.dtype
     element = rules.load(f"{source}[{subscript(['n', 'c', *(f'p{d}' for d in range(k))])}]", dtype)
     if node.op.name == "max_pool":
-        info = dtype_info(dtype)
-        start = rules.cast("-np.inf" if info.is_float else str(info.min), dtype)
+        start = REDUCTIONS["max"].identity(dtype)
         # A select, not a branch, so that LLVM can vectorise the loop over outputs.
         update = ["v = " + element, "acc = v if v > acc or v != v else acc"]
         result = "acc"
