@@ -3,7 +3,7 @@ Numba ``@njit`` kernel (see ``lower`` for the lowering, ``nbyoc.codegen.llvm.mod
 for calling and caching).
 
 It takes the ops its lowering has a rule for (``lowerable_ops``: the elementwise
-ops of ``rules.SCALAR_RULES``, the stage ops of ``ops.STAGES`` - reductions,
+ops of ``rules.SCALAR_RULES``, the stage ops of ``ops.STAGE_RULES`` - reductions,
 matmul, conv, pools... - and reshape, transpose and slice as views). Float
 matmuls of any size run as register-blocked tiles in the kernel (``gemm``); integer
 ones only while small (``gemm.matmul_supported``). conv is taken in float32 and
@@ -25,7 +25,7 @@ from ...runtime.module import builtin_module_class
 from ..registry import register_codegen, register_op_support
 from .conv import conv_supported
 from .gemm import matmul_supported
-from .ops import STAGES
+from .ops import STAGE_RULES
 from .rules import SCALAR_RULES
 from .schedule import VIEWS
 
@@ -68,7 +68,7 @@ def lowerable_ops() -> list[str]:
     >>> "add" in lowerable_ops() and "matmul" in lowerable_ops()
     True
     """
-    return [*SCALAR_RULES, *STAGES, *VIEWS]
+    return [*SCALAR_RULES, *STAGE_RULES, *VIEWS]
 
 
 def support_rules() -> dict:

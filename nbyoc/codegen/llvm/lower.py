@@ -80,10 +80,9 @@ from .loops import (
     outer,
     with_vector_width,
 )
-from .ops import FUNCTION_STAGES, STAGES
+from .ops import STAGE_RULES
 from .outline import outline_parallel_loops
-from .reduce import concatenate_stage, table_source
-from .reductions import REDUCTIONS
+from .reduce import table_source
 from .row_blocks import BLOCK_ELEMENTS, SHORT_ROW, emit_row_blocks
 from .rows import (
     PREFETCH_IMPORT,
@@ -288,14 +287,15 @@ class _Lowering:
         name = node.op.name
         if name in VIEWS:
             return lines + self.emit_view(node)
-        if name not in STAGES:
+        rule = STAGE_RULES.get(name)
+        if rule is None:
             raise CompileError(f"the llvm backend has no lowering for {name!r} in @{self.symbol}")
         lines += self.bind_destination(node, dest)
         operands = [self.read_array(a) for a in node.args]
-        if name in FUNCTION_STAGES:
+        if rule.function:
             return lines + self.emit_function_stage(node, operands, epilogue, stored, dest)
         lines = self.flush() + lines  # (no other op joins a group: ``plan_groups``)
-        if name in (*REDUCTIONS, "argmax", "argmin"):  # read as (outer, reduced, inner)
+        if rule.blocks:  # read as (outer, reduced, inner)
             self.row_groups = True
             (operand,) = node.args
             if not self.arrays[operand].contiguous:
@@ -304,15 +304,15 @@ class _Lowering:
             parallel = self.use_parallel(operand.type.shape)
         else:
             parallel = self.use_parallel(node.type.shape)
-        if name == "concatenate":  # which operands share a loop depends on their layouts
+        if rule.layouts:  # which operands share a loop depends on their layouts
             contiguous = [self.arrays[a].contiguous for a in node.args]
-            table = f"concatenate{index}"
-            body, tables = concatenate_stage(
+            table = f"{name}{index}"
+            body, tables = rule.emit(
                 node, operands, self.arrays[node].name, parallel, contiguous, table
             )
             self.tables.update(tables)
             return lines + body
-        return lines + STAGES[name](node, operands, self.arrays[node].name, parallel)
+        return lines + rule.emit(node, operands, self.arrays[node].name, parallel)
 
     def emit_nest(self, stage: Stage, index: int, group: int, stored, dest) -> list[str]:
         """Bind what a loop nest reads and writes, then emit it: a few ops as loops in
@@ -463,7 +463,7 @@ class _Lowering:
             planes = self.plane_epilogue(node, epilogue, stored, names, scalars)
             block = Epilogue(epilogue.shape, inner, flat, planes)
         parallel = self.use_parallel(node.type.shape)
-        body = STAGES[node.op.name](node, sources, out, parallel, block)
+        body = STAGE_RULES[node.op.name].emit(node, sources, out, parallel, block)
         self.tiles |= body.imports
         parameters = [*params.values(), *(f"x{k}" for k in range(len(scalar_arguments)))]
         name, address = self.stages.add_body(parameters, [*types.values(), *scalar_types], body)
@@ -483,7 +483,8 @@ class _Lowering:
         epilogue reads only contiguous arrays of its shape, per-column vectors and
         scalars. ``names``: each array's parameter; ``scalars``: each 0-d operand's."""
         shape = epilogue.shape
-        if node.op.name != "matmul" or len(shape) != 2 or not uses_tiles(node):
+        rule = STAGE_RULES[node.op.name]
+        if not rule.row_epilogue or len(shape) != 2 or not uses_tiles(node):
             return None
         rows, n = shape
         if n > FLAT_EPILOGUE_MAX:
@@ -517,7 +518,7 @@ class _Lowering:
         (image, channel) plane walked flat), or None: when every array it reads is
         contiguous of its shape, or constant across a plane (a per-channel bias)."""
         shape = epilogue.shape
-        if node.op.name != "conv" or len(shape) < 3:
+        if not STAGE_RULES[node.op.name].plane_epilogue or len(shape) < 3:
             return None
         views, reshaped = {}, []
         for a, param in names.items():

@@ -1,43 +1,84 @@
 """The ops the llvm kernel runs as stages of their own (not elementwise loop nests,
-not views), each with its emitter: ``emitter(node, operand arrays, destination
-array, parallel)`` returns the lines writing the node's whole result into the
-destination. Emitters in ``EPILOGUES`` also take ``epilogue=``: the elementwise
-ops after them run on each block of their result while it is in cache.
+not views), one ``StageRule`` each: its emitter and how the lowering treats it.
+Adding a stage op is a row here; ``lower`` and ``schedule`` read only the rule's
+fields, never the op's name.
 
->>> sorted(EPILOGUES)
+An emitter is ``emit(node, operand arrays, destination array, parallel)`` and
+returns the lines writing the node's whole result into the destination; a
+*function* stage's returns a ``stages.StageBody`` instead (a stage function of its
+own, which may share a parallel loop with the stages around it), and one that takes
+an epilogue also gets the elementwise ops after it, run on each block of its result
+while it is in cache.
+
+>>> sorted(op for op, rule in STAGE_RULES.items() if rule.epilogue is not None)
 ['conv', 'matmul']
+>>> STAGE_RULES["sum"].blocks, STAGE_RULES["conv"].function
+(True, True)
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ...ir.nodes import Call
 from .conv import conv_stage
 from .gemm import matmul_stage, takes_epilogue
 from .reduce import arg_stage, concatenate_stage, reduce_stage
+from .reductions import REDUCTIONS
 from .windows import gather_stage, pool_stage, resize_stage
 
-#: op -> emitter: with rules.SCALAR_RULES and the views, what the backend supports.
-#: (concatenate's also takes its operands' layouts and a name for its tables.)
-STAGES = {
-    "sum": reduce_stage,
-    "mean": reduce_stage,
-    "max": reduce_stage,
-    "min": reduce_stage,
-    "prod": reduce_stage,
-    "argmax": arg_stage,
-    "argmin": arg_stage,
-    "matmul": matmul_stage,
-    "conv": conv_stage,
-    "concatenate": concatenate_stage,
-    "gather": gather_stage,
-    "max_pool": pool_stage,
-    "avg_pool": pool_stage,
-    "resize": resize_stage,
+
+@dataclass(frozen=True)
+class StageRule:
+    """How one stage op is lowered.
+
+    - ``emit``: its emitter (see the module docstring).
+    - ``function``: the emitter returns a ``StageBody``, a stage function of its own.
+    - ``epilogue``: whether a call of it takes the elementwise ops after it as an
+      epilogue (None: never). The leading output axes it fixes per block are its batch
+      and row axes (matmul) or image and channel (conv).
+    - ``row_epilogue`` / ``plane_epilogue``: the flat forms its epilogue may take
+      (``epilogue.FlatRows``: a tiled product's short rows as flat blocks;
+      ``epilogue.FlatPlanes``: each (image, channel) plane walked flat).
+    - ``blocks``: it reads its one operand as (outer, reduced, inner) blocks
+      (``reduce``): a strided operand is copied contiguous first, it runs in parallel by
+      the operand's size, and its steps come from ``rules``' row helpers.
+    - ``layouts``: the emitter also takes each operand's layout (contiguous or not) and
+      a name for the module-level tables it defines (concatenate), and returns them.
+    """
+
+    emit: Callable
+    function: bool = False
+    epilogue: Callable[[Call], bool] | None = None
+    row_epilogue: bool = False
+    plane_epilogue: bool = False
+    blocks: bool = False
+    layouts: bool = False
+
+
+STAGE_RULES: dict[str, StageRule] = {
+    **{op: StageRule(reduce_stage, blocks=True) for op in REDUCTIONS},
+    "argmax": StageRule(arg_stage, blocks=True),
+    "argmin": StageRule(arg_stage, blocks=True),
+    "matmul": StageRule(matmul_stage, function=True, epilogue=takes_epilogue, row_epilogue=True),
+    "conv": StageRule(conv_stage, function=True, epilogue=lambda call: True, plane_epilogue=True),
+    "max_pool": StageRule(pool_stage, function=True),
+    "avg_pool": StageRule(pool_stage, function=True),
+    "concatenate": StageRule(concatenate_stage, layouts=True),
+    "gather": StageRule(gather_stage),
+    "resize": StageRule(resize_stage),
 }
 
-#: op -> predicate: whether a call's emitter takes an epilogue; the leading output
-#: axes it fixes per block are its batch and row axes (matmul) or image and channel
-#: (conv).
-EPILOGUES = {"matmul": takes_epilogue, "conv": lambda call: True}
-#: Ops whose emitter returns a ``stages.StageBody``: a stage function of their own, which
-#: may share a parallel loop with the stages around it.
-FUNCTION_STAGES = (*EPILOGUES, "max_pool", "avg_pool")
+
+def runs_epilogue(node: Call) -> bool:
+    """Whether ``node`` is a stage op whose emitter takes the nest after it as its
+    epilogue."""
+    rule = STAGE_RULES.get(node.op.name)
+    return rule is not None and rule.epilogue is not None and rule.epilogue(node)
+
+
+def is_function_op(name: str) -> bool:
+    """Whether op ``name`` is emitted as a stage function of its own (``StageRule.function``)."""
+    rule = STAGE_RULES.get(name)
+    return rule is not None and rule.function

@@ -1,5 +1,5 @@
 """Loops for the llvm kernel's reductions and concatenate (the table of every stage
-op is ``ops.STAGES``). Each writes its whole result into a destination array.
+op is ``ops.STAGE_RULES``). Each writes its whole result into a destination array.
 
 A reduction over one contiguous block of axes (any reduction of a 2-D array, a
 softmax's row, a batch norm's statistics) sees its operand as ``(outer, reduced,

@@ -23,13 +23,12 @@ from ...ir.nodes import Call, Expr, Function, Tuple
 from ...ir.traversal import post_order
 from .buffers import BufferPlan, last_uses
 from .buffers import plan_buffers as plan_arena
-from .gemm import takes_epilogue
-from .ops import EPILOGUES, FUNCTION_STAGES
+from .ops import STAGE_RULES, is_function_op, runs_epilogue
 from .rows import RowGroup, RowGroupPlan, row_domain
 from .rules import SCALAR_RULES, storage_dtype
 
 #: Ops that are views of their operand (no stage of work): the last part of what llvm
-#: supports, beside rules.SCALAR_RULES and ops.STAGES.
+#: supports, beside rules.SCALAR_RULES and ops.STAGE_RULES.
 VIEWS = ("reshape", "transpose", "slice")
 #: A fused loop nest holds at most this many ops; a longer run of elementwise ops
 #: continues in the next nest (see ``plan_stages``). LLVM's time on one loop body grows
@@ -50,7 +49,7 @@ class Stage:
     shape: tuple[int, ...]
     nest: bool  # elementwise loop nest, or a single other op (or a row group)
     rows: RowGroup | None = None  # a row group (``rows``): reductions and their nests
-    #: A nest run block by block inside the matmul or conv stage before it (``EPILOGUES``).
+    #: A nest run block by block inside the matmul or conv stage before it (``StageRule.epilogue``).
     epilogue: bool = False
     #: A nest of few ops made a stage function all the same, to share a prange with the
     #: stages around it (``plan_groups``).
@@ -219,7 +218,7 @@ def plan_groups(stages: list[Stage], threshold: int) -> list[int]:
         wide = size is not None and parallel_size(stage_shape(stage), threshold)
         kind = stage.nodes[0].op.name
         if not joins and lead is not None:
-            if stage.nest or stage.rows is not None or kind in FUNCTION_STAGES:
+            if stage.nest or stage.rows is not None or is_function_op(kind):
                 # A stage too small to run in parallel alone (a squeeze-and-excite
                 # block's 1x1 convs on (8, C, 1, 1)) runs chunk by chunk in a
                 # parallel group rather than end it.
@@ -265,10 +264,11 @@ def lead_size(stage: Stage) -> int | None:
         return None
     if not stage.nest and stage.rows is None:
         node = stage.nodes[0]
-        if node.op.name not in FUNCTION_STAGES or node.args[0].type.ndim != node.type.ndim:
+        if not is_function_op(node.op.name) or node.args[0].type.ndim != node.type.ndim:
             return None
-        if node.op.name == "matmul" and not takes_epilogue(node):  # plain loops
-            return None
+        rule = STAGE_RULES[node.op.name]
+        if rule.epilogue is not None and not rule.epilogue(node):
+            return None  # a 1-D or integer product: plain loops, not cut by lead
     shape = stage_shape(stage)
     return shape[0] if shape and shape[0] >= 2 else None
 
@@ -344,6 +344,5 @@ def plan_epilogues(stages: list[Stage]) -> None:
         if stage.nest or stage.rows is not None or not after.nest or after.shape != stage.shape:
             continue
         node = stage.nodes[0]
-        takes = EPILOGUES.get(node.op.name)
-        if takes is not None and takes(node) and stage.shape:
+        if runs_epilogue(node) and stage.shape:
             after.epilogue = True
