@@ -59,14 +59,29 @@ def test_stages_called_directly_give_the_same_numbers(monkeypatch):
 
 
 def test_nests_become_stage_functions_and_long_ones_store_through_a_block_buffer():
-    long_stage = LLVMModule(chain(llvm_stages.BLOCKED_MIN_OPS)).get_source()
+    # Serial (a parallel nest of any length is a stage called through its address, so
+    # that a driver runs it: test_a_parallel_nest_of_few_ops_is_run_by_a_driver).
+    serial = {"parallel_threshold": 1 << 30}
+    long_stage = LLVMModule(chain(llvm_stages.BLOCKED_MIN_OPS), **serial).get_source()
     # (a long one is called through its address, from a module of its own: ``def stage(``)
     assert "def stage(" in long_stage and "buffer0 = np.empty(64, np.float32)" in long_stage
-    medium = LLVMModule(chain(llvm_schedule.FUNCTION_MIN_OPS)).get_source()
+    medium = LLVMModule(chain(llvm_schedule.FUNCTION_MIN_OPS), **serial).get_source()
     assert "def stage0" in medium and "buffer0" not in medium
-    short = LLVMModule(chain(3)).get_source()  # a few ops: loops in the kernel itself
+    short = LLVMModule(chain(3), **serial).get_source()  # a few ops: loops in the kernel
     assert "def stage" not in short
     assert 3 < llvm_schedule.FUNCTION_MIN_OPS < llvm_stages.BLOCKED_MIN_OPS
+
+
+@pytest.mark.skipif(not jit_address.supported(), reason="this Numba calls no stage by address")
+def test_a_parallel_nest_of_few_ops_is_run_by_a_driver():
+    """A parallel loop in the kernel is a function Numba outlines and compiles per shape
+    (about 1.5 s each in a detector's kernel): a parallel nest of any length is a stage
+    function, per structure, called through its address by a driver."""
+    f = chain(3)
+    fn = nbyoc.compile(f, backend="llvm", options={"llvm": {"parallel_threshold": 1}})
+    kernel = kernel_source(fn.get_source())
+    assert "prange(" not in kernel and parallel_runs(kernel) == 1
+    assert_close_to_host(fn, f, [inputs((256, 256))[0]], rtol=1e-6)
 
 
 def test_a_buffer_read_in_a_parallel_group_is_not_reused_inside_it():
@@ -84,8 +99,8 @@ def test_a_buffer_read_in_a_parallel_group_is_not_reused_inside_it():
     f = external([x, b], [nbyoc.sum(y, axis=0)], "llvm_0", "llvm")
     fn = nbyoc.compile(f, options={"llvm": {"parallel_threshold": 1}})
     source = fn.get_source()
-    assert source.count("def stage") == 2 and source.count("_flat, lo, hi)") == 0
-    assert source.count("lo = c * ") == 1 and "for c in prange(4):" in source  # one prange
+    assert source.count("def stage") == 3 and source.count("_flat, lo, hi)") == 0
+    assert parallel_runs(source) == 1 and "np.int64(4), np.int64(16384)" in source  # 4 chunks
     data = [inputs((128, 128))[0], np.linspace(0.5, 1.5, 128, dtype=np.float32).reshape(128, 1)]
     assert_close_to_host(fn, f, data, rtol=1e-5)
 

@@ -197,3 +197,23 @@ def test_parallel_runs_of_one_structure_share_their_driver_and_leave_the_kernel_
         assert "parallel=False" in kernel
         fns.append(fn)
     assert len(drivers(fns[0])) == 1 and drivers(fns[0]) == drivers(fns[1])
+
+
+@pytest.mark.skipif(not jit_address.supported(), reason="this Numba calls no stage by address")
+def test_a_concatenate_copies_its_operands_through_one_shared_stage_and_no_kernel_loop():
+    """A concatenate of a few operands is one copy stage per operand, every size read at
+    run time, all run by one driver call: concatenates of other sizes, channel counts
+    and offsets share the copy's module, and the kernel keeps no parallel loop for them
+    (a detector at batch 2 had 25, each compiled per shape)."""
+    fns = []
+    for seed, (n, a, b, side) in enumerate([(2, 3, 5, 24), (3, 6, 2, 16)]):
+        x, y = nbyoc.var("x", (n, a, side, side)), nbyoc.var("y", (n, b, side, side))
+        s = nbyoc.sigmoid(x)
+        func = nbyoc.function([x, y], nbyoc.concatenate([s, y, x, s], axis=1) * 2.0)
+        fn = nbyoc.compile(func, backend="llvm", options={"llvm": {"parallel_threshold": 1}})
+        assert_close_to_host(fn, func, inputs(func, seed), rtol=1e-6, atol=1e-6)
+        kernel = kernel_source(fn.get_source())
+        assert "prange(" not in kernel and "parallel=False" in kernel
+        fns.append(fn)
+    copies = {m for m in stage_modules(fns[0]) if "whole[task, " in m}
+    assert len(copies) == 1 and copies <= stage_modules(fns[1])

@@ -82,7 +82,7 @@ from .loops import (
 )
 from .ops import STAGE_RULES
 from .outline import outline_parallel_loops
-from .reduce import table_source
+from .reduce import concatenate_part, copies_parts, table_source
 from .row_blocks import BLOCK_ELEMENTS, SHORT_ROW, emit_row_blocks
 from .rows import (
     PREFETCH_IMPORT,
@@ -304,6 +304,8 @@ class _Lowering:
             parallel = self.use_parallel(operand.type.shape)
         else:
             parallel = self.use_parallel(node.type.shape)
+        if rule.layouts and copies_parts(node):
+            return lines + self.emit_part_copies(node, operands, parallel)
         if rule.layouts:  # which operands share a loop depends on their layouts
             contiguous = [self.arrays[a].contiguous for a in node.args]
             table = f"{name}{index}"
@@ -334,15 +336,16 @@ class _Lowering:
         types = [self.parameter_type(a, flat) for a in names]
         types += [NUMBA_TYPES[value_dtype(a.type.dtype)] for a in scalars]
         parameters = [*names.values(), *scalars.values()]
+        parallel = self.use_parallel(domain)
         name, address, extra = self.stages.add(
-            parameters, types, domain, inner, stores, len(stage.nodes), stream
+            parameters, types, domain, inner, stores, len(stage.nodes), stream, parallel
         )
         arguments += extra
         self.streams |= stream
         function = name if address is None else f"stage_at{address}"
         outer_indices = math.prod(domain[: lead_axes(domain)])
         lead = Lead.spread(stage.shape[0] if stage.shape else 0, outer_indices)
-        call = StageCall(function, arguments, domain, self.use_parallel(domain), group, lead=lead)
+        call = StageCall(function, arguments, domain, parallel, group, lead=lead)
         return self.flush_unless(group) + lines + self.queue(call)
 
     def streams_nest(self, stage: Stage, names, stored) -> bool:
@@ -476,6 +479,33 @@ class _Lowering:
         tasks = (body.tasks,)
         call = StageCall(function, arguments, tasks, parallel, self.group, body.work, body.lead)
         return lines + self.queue(call)
+
+    def emit_part_copies(self, node: Call, operands: list[str], parallel: bool) -> list[str]:
+        """A concatenate as one copy per operand (``reduce.concatenate_part``), queued
+        to run together: with function pointers, one driver call (``emit_calls``), so
+        the kernel keeps no loop of its own for it (a detector at batch 2 had 25 such
+        parallel loops, each a function Numba compiles per shape)."""
+        lines, offset = [], 0
+        axis = node.attrs["axis"]
+        whole = self.parameter_type(node, False)
+        for part, (a, operand) in enumerate(zip(node.args, operands)):
+            if a.type.size:
+                source, source_type = operand, self.parameter_type(a, False)
+                if not self.arrays[a].contiguous:
+                    source = f"{operand}_c"
+                    lines.append(f"{source} = np.ascontiguousarray({operand})")
+                    source_type = self.array_type(a.type.dtype, a.type.ndim)
+                body = concatenate_part(node, part, offset)
+                name, address = self.stages.add_body(["a0", "a1"], [source_type, whole], body)
+                function = name if address is None else f"stage_at{address}"
+                arguments = [source, self.arrays[node].name, body.sizes.argument()]
+                tasks = (body.tasks,)
+                call = StageCall(
+                    function, arguments, tasks, parallel, self.group, body.work, body.lead
+                )
+                lines += self.queue(call)
+            offset += a.type.shape[axis]
+        return lines + self.flush()
 
     def flat_epilogue(self, node: Call, epilogue: Stage, stored, names, scalars):
         """The flat form of a matmul's epilogue over short rows (``epilogue.FlatRows``),

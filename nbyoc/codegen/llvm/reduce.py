@@ -27,6 +27,8 @@ from .loops import loops as _loops
 from .loops import outer as _opaque_bound
 from .loops import subscript as _subscript
 from .reductions import accumulator_dtype, reduction_code
+from .sizes import Sizes
+from .stages import Lead, StageBody
 
 #: Inner indices per task of a reduction over middle axes: the accumulators of one
 #: block (2 KiB of float64) stay in L1 while the reduced rows stream past.
@@ -65,8 +67,10 @@ def _column_tasks(outer: int, inner: int, loop: str) -> list[str]:
     kernel's first constant, which it then shadowed; ``lower`` now refuses a body that
     binds one of the kernel's own names again.)"""
     per_outer = -(-inner // COLUMN_BLOCK)
+    tasks = outer * per_outer
+    loop = "range" if tasks == 1 else loop  # (a prange over one task: a function for nothing)
     return [
-        f"for task in {loop}({outer * per_outer}):",
+        f"for task in {loop}({tasks}):",
         f"    o = task // {per_outer}",
         f"    first_column = (task % {per_outer}) * {COLUMN_BLOCK}",
         f"    width = min({COLUMN_BLOCK}, {inner} - first_column)",
@@ -292,6 +296,57 @@ def concatenate_stage(
             *("    " + line for line in copy),
         ]
     return lines, tables
+
+
+#: A concatenate of at most this many operands copies each one with a stage
+#: function of its own (``concatenate_part``, shared by every concatenate of that rank
+#: and dtype), all of them in one parallel run; more operands, or mixed dtypes, take
+#: ``concatenate_stage``'s table, whose code does not grow with their number.
+PART_COPIES_MAX = 8
+
+
+def copies_parts(node: Call) -> bool:
+    """Whether ``node`` (a concatenate) copies its operands by ``concatenate_part``."""
+    same = all(a.type.dtype == node.type.dtype for a in node.args)
+    return same and len(node.args) <= PART_COPIES_MAX and node.type.size > 0
+
+
+def concatenate_part(node: Call, part: int, offset: int) -> StageBody:
+    """Operand ``part`` of concatenate ``node`` copied into its slice of the result,
+    which starts at ``offset`` along the axis: a stage function over parameters ``a0``
+    (the operand, C-contiguous) and ``a1`` (the result), both seen as rows of
+    ``outer`` = the product of the sizes before the axis. Every size is read at run
+    time, so one function serves every concatenate of that rank and dtype; task ``t``
+    copies row ``t`` (a run of the operand's contiguous elements).
+
+    >>> import nbyoc
+    >>> x, y = nbyoc.var("x", (2, 3, 4)), nbyoc.var("y", (2, 5, 4))
+    >>> body = concatenate_part(nbyoc.concatenate([x, y], axis=1), 1, 3)
+    >>> body.setup
+    ['part = a0.reshape((z0, z1))', 'whole = a1.reshape((z0, z2))']
+    >>> body.lines, body.tasks, body.sizes.argument()
+    (['for j in range(z1):', '    whole[task, z3 + j] = part[task, j]'], 2, '(2, 20, 32, 12)')
+    """
+    axis = node.attrs["axis"]
+    shape, operand = node.type.shape, node.args[part].type.shape
+    inner = math.prod(shape[axis + 1 :])
+    sizes = Sizes()
+    outer, run, row, start = sizes.dims(
+        (
+            math.prod(shape[:axis]),
+            math.prod(operand[axis:]),
+            math.prod(shape[axis:]),
+            offset * inner,
+        )
+    )
+    return StageBody(
+        [f"for j in range({run}):", f"    whole[task, {start} + j] = part[task, j]"],
+        outer.value,
+        run.value,
+        setup=[f"part = a0.reshape(({outer}, {run}))", f"whole = a1.reshape(({outer}, {row}))"],
+        lead=Lead.spread(shape[0], outer.value) if axis > 0 else None,
+        sizes=sizes,
+    )
 
 
 def table_source(name: str, rows: list[tuple[int, int]]) -> str:

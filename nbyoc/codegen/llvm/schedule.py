@@ -51,8 +51,8 @@ class Stage:
     rows: RowGroup | None = None  # a row group (``rows``): reductions and their nests
     #: A nest run block by block inside the matmul or conv stage before it (``StageRule.epilogue``).
     epilogue: bool = False
-    #: A nest of few ops made a stage function all the same, to share a prange with the
-    #: stages around it (``plan_groups``).
+    #: A nest of few ops made a stage function all the same: it runs in parallel, alone
+    #: or sharing a prange with the stages around it (``plan_groups``).
     function: bool = False
 
 
@@ -241,8 +241,12 @@ def plan_groups(stages: list[Stage], threshold: int) -> list[int]:
         computed.update(stage.nodes)
     sizes = collections.Counter(groups)
     for stage, group in zip(stages, groups):
-        if stage.nest and not stage.epilogue and sizes[group] > 1:
-            stage.function = group in parallel_groups
+        if stage.nest and not stage.epilogue:
+            # A parallel nest in the kernel is a prange Numba outlines and compiles per
+            # shape (about 1.5 s each in a detector's kernel); as a stage function it is
+            # compiled once per structure and run by a driver.
+            shared = sizes[group] > 1 and group in parallel_groups
+            stage.function = shared or parallel_size(stage.shape, threshold)
     return groups
 
 

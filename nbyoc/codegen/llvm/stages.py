@@ -377,7 +377,7 @@ class StageFunctions:
         self.parameter_types: dict[str, list[str]] = {}
 
     def add(
-        self, params, types, domain, inner, stores, ops: int, stream: bool = False
+        self, params, types, domain, inner, stores, ops: int, stream=False, parallel=False
     ) -> tuple[str, int | None, list[str]]:
         """The function computing ``inner`` over ``domain`` and storing ``stores``
         ((array parameter, index, value, dtype) each), with parameters ``params`` of Numba
@@ -385,7 +385,9 @@ class StageFunctions:
         its address when the kernel calls it through one; and the arguments a call
         passes after ``params``' (the extents of the domain's inner axes, read at run
         time). ``stream``: a flat stage writes its outputs with streaming stores
-        (``streamed_loop``)."""
+        (``streamed_loop``). A ``parallel`` stage is called through its address whatever
+        its size, so that a driver runs it (``emit_calls``) rather than a ``prange`` of
+        the kernel's, which Numba would compile per shape."""
         extra = []
         if not domain:
             body = inner + [f"{a}[{i}] = {v}" for a, i, v, _ in stores]
@@ -402,8 +404,8 @@ class StageFunctions:
                 params, types = [*params, PARAMETER], [*types, sizes.numba_type()]
                 extra = [sizes.argument()]
         bounds = ["lo", "hi"] if domain else []
-        large = ops >= POINTER_MIN_OPS
-        return (*self._define(params, bounds, types, body, STAGE_OPTIONS, large), extra)
+        addressed = ops >= POINTER_MIN_OPS or parallel
+        return (*self._define(params, bounds, types, body, STAGE_OPTIONS, addressed), extra)
 
     def add_body(self, params: list[str], types: list[str | None], body: StageBody):
         """The function running ``body`` (see ``StageBody``) with parameters ``params`` of
