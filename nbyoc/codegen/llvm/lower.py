@@ -477,7 +477,9 @@ class _Lowering:
         if body.tasks is None:
             return [*lines, *self.flush(), call_text(function, arguments)]
         tasks = (body.tasks,)
-        call = StageCall(function, arguments, tasks, parallel, self.group, body.work, body.lead)
+        call = StageCall(
+            function, arguments, tasks, parallel, self.group, body.work, body.lead, windowed=True
+        )
         return lines + self.queue(call)
 
     def emit_part_copies(self, node: Call, operands: list[str], parallel: bool) -> list[str]:

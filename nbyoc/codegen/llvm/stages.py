@@ -255,6 +255,12 @@ class StageCall:
     row_elements: int = 1
     #: How the outer indices cover the leading axis, when a chunk of it may be taken.
     lead: Lead | None = None
+    #: Whether a task reads the values its group computed beyond its own part of them:
+    #: a conv's or pool's window reaches neighbouring rows, a matmul's tile whole rows
+    #: of its operand. Such a call shares a prange only chunk by leading element, never
+    #: index by index (two chained 3x3 convs of 16 tasks each, chunked by task, read
+    #: rows the other chunk had not written yet).
+    windowed: bool = False
 
     def call(self, lo: str, hi: str) -> str:
         args = [*self.arguments, lo, hi] if self.domain else self.arguments
@@ -267,7 +273,7 @@ class StageCall:
         only where a chunk wrote them), over one domain or one leading axis."""
         if self.group != later.group or not later.domain:
             return False
-        if self.same_indices(later):
+        if self.same_indices(later) and not later.windowed:
             return True
         leads = (self.lead, later.lead)
         return None not in leads and self.lead.size == later.lead.size
@@ -563,7 +569,7 @@ def emit_calls(calls: list[StageCall], stages: StageFunctions | None = None) -> 
     assert all(first.joins(c) for c in calls[1:]), "only parallel calls of one group share"
     if not first.domain:
         return [c.call("", "") for c in calls]
-    same = all(first.same_indices(c) for c in calls)
+    same = all(first.same_indices(c) and not c.windowed for c in calls[1:])
     if same:
         total = math.prod(first.domain[: lead_axes(first.domain)])
         if not first.parallel:
