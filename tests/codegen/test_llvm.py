@@ -27,9 +27,9 @@ from nbyoc.errors import (
     ShapeMismatchError,
 )
 from nbyoc.ir.op import Op
-from nbyoc.runtime.llvm import target, vecmath
+from nbyoc.runtime.llvm import jit_address, target, vecmath
 
-from ..helpers import assert_close_to_host, assert_matches_host, external, reload
+from ..helpers import assert_close_to_host, assert_matches_host, external, kernel_source, reload
 from ..strategies import graphs, random_inputs
 from . import conformance
 from .conformance import VECTORISED_OPS, assert_within_ulp, ulp_inputs
@@ -235,11 +235,14 @@ def test_parallel_kernels_give_the_same_numbers():
 def test_parallel_stage_reading_a_scratch_view_sees_what_the_stage_before_wrote():
     """Found by the property test below in CI: Numba fused the multiply's prange
     (writing scratch through a flat view) with the sum's (reading it through a 2-d
-    view) and the sum read the scratch before it was written."""
+    view) and the sum read the scratch before it was written. Now the multiply is a
+    stage run by a driver and the one-task sum a serial loop: no prange of the kernel's
+    is left to fuse."""
     x = nbyoc.var("in0", (1, 3), "int64")
     f = external([x], [nbyoc.sum(x * 2, axis=0, keepdims=True)], "llvm_0", "llvm")
     module = LLVMModule(f, parallel_threshold=1)
-    assert module.get_source().count("in prange(") == 2
+    if jit_address.supported():
+        assert "prange(" not in kernel_source(module.get_source())
     check_against_numpy(f, [np.array([[0, 1, 5]])], parallel_threshold=1)
 
 

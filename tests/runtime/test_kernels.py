@@ -76,13 +76,15 @@ def test_a_bad_kernels_kept_setting_is_refused(monkeypatch):
 def test_a_kernel_someone_still_holds_is_not_released(monkeypatch):
     monkeypatch.setenv("NBYOC_KERNELS_KEPT", "0")
     fn = nbyoc.compile(distinct(1041), backend="llvm")
-    name, kernel = module_of(fn), fn.runtime_modules["llvm_0"].kernel
+    # (What a caller holds is the CompiledKernel: its kernel, and the addresses of the
+    # stage functions it calls, whose modules it keeps loaded.)
+    name, compiled = module_of(fn), fn.runtime_modules["llvm_0"].compiled
     del fn
     nbyoc.cache.release()
     assert name in sys.modules  # (its kernel is held here)
     x = np.full((1041, 97), 1.5, np.float32)
     out = np.empty_like(x)
-    kernel(x, out)
+    compiled.kernel(x, out, *compiled.trailing)
     np.testing.assert_allclose(out, np.exp(x) * 3 - x, rtol=1e-6)
-    del kernel
+    del compiled
     assert nbyoc.cache.release() >= 1 and name not in sys.modules
