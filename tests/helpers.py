@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import nbyoc
+from nbyoc.codegen.llvm import stages as llvm_stages
 from nbyoc.runtime import get_loader
 
 
@@ -127,7 +128,7 @@ def kernel_source(source: str) -> str:
 
 def parallel_runs(source: str) -> int:
     """The parallel runs of stages an llvm kernel makes (``get_source()``): its own
-    ``prange`` loops and its calls of parallel drivers (``stages.emit_calls``), which
-    pass the addresses of the stages they run first."""
+    ``prange`` loops and its calls of the table driver (``stages.emit_calls``), which
+    pass the table the kernel filled first."""
     kernel = kernel_source(source)
-    return kernel.count("prange(") + kernel.count("_TYPE, (stage_addresses[")
+    return kernel.count("prange(") + kernel.count(f"_TYPE, ({llvm_stages.TABLE}, ")

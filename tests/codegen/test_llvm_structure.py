@@ -37,11 +37,16 @@ def inputs(func, seed):
 
 
 def stage_modules(fn) -> set[str]:
-    """The kernel's stage modules but its parallel drivers' (shared by any parallel run of
-    stages of the same types; whether a graph runs in parallel depends on its size)."""
+    """The kernel's stage modules but the table driver's and the stages' entries (one
+    driver for every parallel run, an entry per stage signature; whether a graph runs
+    in parallel depends on its size)."""
     (module,) = fn.runtime_modules.values()
     addressed = module.lowered.addressed
-    return {s.module for s in addressed if s.module and "\nINNER0 = " not in s.module}
+    return {s.module for s in addressed if s.module and not _drives(s.module)}
+
+
+def _drives(module: str) -> bool:
+    return "\nENTRY_TYPE = " in module or "\nINNER_TYPE = " in module
 
 
 def way(y) -> str:
@@ -178,7 +183,7 @@ def test_pools_and_matmuls_of_one_structure_share_their_stage_function(pair):
 
 def drivers(fn) -> set[str]:
     (module,) = fn.runtime_modules.values()
-    return {s.module for s in module.lowered.addressed if s.module and "\nINNER0 = " in s.module}
+    return {s.module for s in module.lowered.addressed if s.module and "\nENTRY_TYPE" in s.module}
 
 
 @pytest.mark.skipif(not jit_address.supported(), reason="this Numba calls no stage by address")

@@ -820,7 +820,7 @@ class _Lowering:
             Addressed(
                 STAGE_FUNCTION,
                 STAGE_SIGNATURE,
-                self.stage_module(a, [*imports, CALL_AT_IMPORT], helpers),  # (drivers call)
+                self.stage_module(a, [*imports, *STAGE_IMPORTS], helpers),
             )
             for a in self.stages.addressed
         ]
@@ -851,6 +851,7 @@ class _Lowering:
             f"{'' if self.fuse else ' (fusion off)'}.",
             *imports,
             *([CALL_AT_IMPORT] if addressed else []),
+            *([STAGE_TABLE_IMPORT] if self.stages.driven else []),
             "",
             *helpers.values(),
             *(table_source(name, rows) for name, rows in self.tables.items()),
@@ -891,6 +892,11 @@ class _Lowering:
 
 #: The import of what calls a stage through its address (kernels and drivers).
 CALL_AT_IMPORT = "from nbyoc.runtime.llvm.jit_address import call_at"
+#: What a kernel that fills a driver's table imports (``drivers``).
+STAGE_TABLE_IMPORT = "from nbyoc.runtime.llvm.stage_table import put_array, put_values"
+#: What a stage's module may import beyond the kernel's: drivers and stage entries call
+#: through addresses and rebuild arrays from them.
+STAGE_IMPORTS = [CALL_AT_IMPORT, "from numba import carray", POINTER_IMPORT]
 
 
 def _shape_literal(shape) -> str:

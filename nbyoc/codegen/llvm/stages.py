@@ -31,6 +31,16 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from .drivers import (
+    DRIVER_BODY,
+    DRIVER_PARAMETERS,
+    DRIVER_PREAMBLE,
+    TABLE_TYPE,
+    Slot,
+    entry_lines,
+    fill_lines,
+    slots,
+)
 from .loops import outer
 from .sizes import PARAMETER, Sizes, value
 
@@ -355,14 +365,17 @@ def stage_module(definition: list[str], imports: list[str], helpers: dict[str, s
         a0[0] = opaque(1)
     """
     used = set(_IDENTIFIER.findall("\n".join(definition)))
-    lines = list(STAGE_MODULE_HEAD)
+    lines, chosen = list(STAGE_MODULE_HEAD), {}
     for line in imports:
         match = _FROM_IMPORT.fullmatch(line)
         if match is None or line in STAGE_MODULE_HEAD:
             continue
-        names = [n.strip() for n in match.group(2).split(",") if n.strip() in used]
+        names = {n.strip() for n in match.group(2).split(",")} & used
+        chosen.setdefault(match.group(1), set()).update(names)
+    # Sorted, so that a stage's module is the same text whatever kernel it came from.
+    for module, names in sorted(chosen.items()):
         if names:
-            lines.append(f"from {match.group(1)} import {', '.join(names)}")
+            lines.append(f"from {module} import {', '.join(sorted(names))}")
     lines.append("")
     lines += [helpers[name] for name in sorted(used & helpers.keys())]
     return lines + definition
@@ -381,6 +394,8 @@ class StageFunctions:
         self.definitions: dict[str, list[str]] = {}
         #: Each addressed stage's parameter types (Numba type expressions), by kernel name.
         self.parameter_types: dict[str, list[str]] = {}
+        #: Whether a run of stages is driven (the kernel fills a table: ``drivers``).
+        self.driven = False
 
     def add(
         self, params, types, domain, inner, stores, ops: int, stream=False, parallel=False
@@ -450,46 +465,36 @@ class StageFunctions:
         name, _ = self._define(params, ["lo", "hi"], [None] * len(params), body, STAGE_OPTIONS)
         return name
 
-    def add_driver(self, functions: list[str]) -> str | None:
-        """The parallel driver of calls of the addressed stages ``functions``
-        (``stage_at<k>`` each, over ``[lo, hi)``), by the name a call uses, or None when
-        one of them cannot be driven (not addressed, or reading a 0-d array, which
-        Numba's parfor lowering refuses to pass into a ``prange``). See ``emit_calls``."""
+    def add_driver(self, functions: list[str]) -> tuple[str, list[tuple[str, list[Slot]]]] | None:
+        """The table driver (``drivers``) for a parallel run of the addressed stages
+        ``functions`` (``stage_at<k>`` each, over ``[lo, hi)``), by the name a call uses,
+        with each stage's entry (its address's expression) and row slots; None when one
+        of them cannot be driven (not addressed, or an argument a table cannot pass)."""
         if not self.pointers:
             return None
-        inner = []
+        entries = []
         for function in functions:
             match = _ADDRESSED.fullmatch(function)
             if match is None:
                 return None
             types = self.parameter_types[self.addressed[int(match.group(1))].function]
-            if any(", 0, " in t for t in types):
+            lines = entry_lines(types[:-2])  # (without its bounds, which the driver works out)
+            if lines is None:
                 return None
-            inner.append(types[:-2])  # (without its bounds, which the driver works out)
-        preamble, params, types, body = [], [], [], []
-        for k, arguments in enumerate(inner):
-            void = ", ".join([*arguments, "nbt.int64", "nbt.int64"])
-            preamble += [f"INNER{k} = nbt.void({void})"]
-            preamble += [f"INNER{k}_TYPE = nbt.FunctionType(INNER{k})"]
-            names = [f"p{k}_{j}" for j in range(len(arguments))]
-            params += [f"address{k}", *names, f"unit{k}", f"per{k}"]
-            types += ["nbt.int64", *arguments, "nbt.int64", "nbt.int64"]
-            lo = f"lead_lo // unit{k} * per{k}"
-            hi = f"(lead_hi + unit{k} - 1) // unit{k} * per{k}"
-            body.append(f"    call_at(address{k}, INNER{k}_TYPE, ({', '.join([*names, lo, hi])},))")
-        params += list(DRIVER_PARAMETERS)
-        types += ["nbt.int64"] * len(DRIVER_PARAMETERS)
-        body = [
-            "for c in prange(chunks):",
-            "    k = np.int64(c)",  # (Numba types a prange's index as uint64)
-            "    lead_lo = k * units // chunks * unit",
-            "    lead_hi = min(size, (k + 1) * units // chunks * unit)",
-            *body,
-        ]
+            entries.append((lines, slots(types[:-2])))
+        self.driven = True
+        driven = []
+        for (preamble, body), layout in entries:
+            params, types = ["table", "at"], [TABLE_TYPE, "nbt.int64"]
+            _, address = self._define(
+                params, ["lo", "hi"], types, body, STAGE_OPTIONS, True, preamble
+            )
+            driven.append((f"stage_addresses[{address}]", layout))
+        params, types = ["table", *DRIVER_PARAMETERS], [TABLE_TYPE, *["nbt.int64"] * 4]
         options = STAGE_OPTIONS + ', parallel={"fusion": False}'
-        _, address = self._define(params, [], types, body, options, True, preamble)
+        _, address = self._define(params, [], types, DRIVER_BODY, options, True, DRIVER_PREAMBLE)
         assert address is not None, "internal: a driver is always addressed"
-        return f"stage_at{address}"
+        return f"stage_at{address}", driven
 
     def _define(self, params, bounds, types, body, options, large=False, preamble=()):
         """The function ``def name(*params, *bounds): body`` (by name, and the index of
@@ -546,23 +551,20 @@ def call_text(function: str, arguments: list[str]) -> str:
     return f"call_at(stage_addresses[{k}], STAGE_AT{k}_TYPE, ({', '.join(arguments)},))"
 
 
-#: A parallel driver's parameters after its calls' (``StageFunctions.add_driver``): how
-#: many chunks, and the leading axis they cut: ``units`` runs of ``unit`` elements,
-#: ``size`` in all (the last run maybe shorter).
-DRIVER_PARAMETERS = ("chunks", "units", "unit", "size")
+#: The kernel's name for the table it fills before a driver's call (``drivers``).
+TABLE = "drive_table"
 
 
 def emit_calls(calls: list[StageCall], stages: StageFunctions | None = None) -> list[str]:
     """The kernel lines running ``calls``: one call, or a run of parallel calls that
     ``joins`` one another, which share one ``prange`` over chunks of their domain.
 
-    With ``stages``, a parallel run of addressed stages is one call of a *driver*
-    (``StageFunctions.add_driver``) that holds the ``prange`` and calls each stage
-    through the address it is passed. The kernel then holds no parallel loop for it
-    (Numba outlines and compiles each ``prange`` of a kernel as a function of its own:
-    a detector's 62 of them took 96 s), and the driver, whose chunk counts and bounds
-    are arguments, is one function for every run of stages of the same types, in any
-    kernel, model or process."""
+    With ``stages``, a parallel run of addressed stages is one call of the table
+    driver (``drivers``), which holds the ``prange`` and calls each stage through the
+    address the kernel wrote into its table. The kernel then holds no parallel loop for
+    it (Numba outlines and compiles each ``prange`` of a kernel as a function of its
+    own: a detector's 62 of them took 96 s), and the driver, whose chunk counts and
+    bounds are arguments and whose stages are data, is one function for every run."""
     if not calls:
         return []
     first = calls[0]
@@ -583,14 +585,15 @@ def emit_calls(calls: list[StageCall], stages: StageFunctions | None = None) -> 
         units = -(-size // unit)
         chunks = max(1, min(units, sum(c.work() for c in calls) // CHUNK_ELEMENTS, MAX_CHUNKS))
         cut, shares = (chunks, units, unit, size), [(c.lead.unit, c.lead.per) for c in calls]
-    driver = None if stages is None else stages.add_driver([c.function for c in calls])
-    if driver is not None:
-        arguments = []
-        for call, share in zip(calls, shares):
+    drive = None if stages is None else stages.add_driver([c.function for c in calls])
+    if drive is not None:
+        driver, entries = drive
+        runs = []
+        for call, share, (entry, layout) in zip(calls, shares, entries):
             address = _ADDRESSED.fullmatch(call.function).group(1)
-            arguments += [f"stage_addresses[{address}]", *call.arguments]
-            arguments += [f"np.int64({n})" for n in share]
-        return [call_text(driver, [*arguments, *(f"np.int64({n})" for n in cut)])]
+            runs.append((entry, f"stage_addresses[{address}]", call.arguments, layout, share))
+        cut_arguments = [f"np.int64({n})" for n in cut]
+        return [*fill_lines(TABLE, runs), call_text(driver, [TABLE, *cut_arguments])]
     if same:
         return [
             f"for c in prange({chunks}):",

@@ -1,0 +1,167 @@
+"""The table driver: one compiled function runs any parallel run of stages.
+
+A parallel run of addressed stages (``stages.emit_calls``) is one call of the
+driver, which holds the ``prange`` over chunks of the run's leading axis and calls
+each stage on its part of every chunk. A driver whose parameters were the stages'
+own arguments was one function per tuple of stage types, and Numba's time for it
+grows with the number of arguments it passes into the ``prange``: a speech
+embedding CNN's 25 stages at batch 2 made a driver of 200 arguments that took 20 s
+to compile, more than the rest of the model.
+
+The driver now reads everything from one int64 array, the *table*, which the
+kernel fills before the call (``runtime.llvm.stage_table``)::
+
+    table[0]                      the number of stages, S
+    table[1 + 4s : 5 + 4s]        stage s: its entry's address, the offset of its
+                                  row, and its lead share (unit, per; see Lead)
+    row: table[offset]            the stage's own address
+         table[offset + 1 :]      its arguments: an array as its data address and
+                                  extents, an int64 as itself, a tuple of sizes as
+                                  its values
+
+A stage's *entry* rebuilds its arguments from its row and calls it through its
+address; it depends only on the stage's parameter types, so stages of one
+signature share an entry, and the driver's source is fixed: each is one module,
+compiled once per machine and cached. Only C-contiguous arrays of at least one axis,
+int64 values and tuples of int64 sizes pass through a table (``entry_lines`` says
+None for any other type, and the run keeps a ``prange`` of the kernel's).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: The Numba type of a driver's table (and of an entry's first parameter).
+TABLE_TYPE = 'nbt.Array(nbt.int64, 1, "C")'
+#: The slots of the table's header per stage: entry address, row offset, unit, per.
+HEADER_SLOTS = 4
+#: The driver's parameters after the table: how many chunks, and the leading axis they
+#: cut: ``units`` runs of ``unit`` elements, ``size`` in all (the last run maybe shorter).
+DRIVER_PARAMETERS = ("chunks", "units", "unit", "size")
+
+#: The driver's module (its names fixed, as every addressed stage's: ``stages.stage_module``).
+DRIVER_PREAMBLE = [
+    f"ENTRY = nbt.void({TABLE_TYPE}, nbt.int64, nbt.int64, nbt.int64)",
+    "ENTRY_TYPE = nbt.FunctionType(ENTRY)",
+]
+DRIVER_BODY = [
+    "count = table[0]",
+    "for c in prange(chunks):",
+    "    k = np.int64(c)",  # (Numba types a prange's index as uint64)
+    "    lead_lo = k * units // chunks * unit",
+    "    lead_hi = min(size, (k + 1) * units // chunks * unit)",
+    "    for s in range(count):",
+    f"        at = 1 + {HEADER_SLOTS} * s",
+    "        u, p = table[at + 2], table[at + 3]",
+    "        lo, hi = lead_lo // u * p, (lead_hi + u - 1) // u * p",
+    "        call_at(table[at], ENTRY_TYPE, (table, table[at + 1], lo, hi))",
+]
+
+_ARRAY = re.compile(r'nbt\.Array\(nbt\.(\w+), ([1-9]\d*), "C"\)')
+_SIZES = re.compile(r"nbt\.UniTuple\(nbt\.int64, (\d+)\)")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """How one argument sits in a row: ``kind`` "array" (data address, then ``count - 1``
+    extents), "value" (one int64) or "values" (``count`` int64 sizes)."""
+
+    kind: str
+    count: int
+
+
+def slots(types: list[str]) -> list[Slot] | None:
+    """The row slots of arguments of Numba types ``types`` (the stage's own, without its
+    bounds), or None when one cannot pass through a table.
+
+    >>> slots(['nbt.Array(nbt.float32, 2, "C")', "nbt.int64", "nbt.UniTuple(nbt.int64, 3)"])
+    [Slot(kind='array', count=3), Slot(kind='value', count=1), Slot(kind='values', count=3)]
+    >>> slots(['nbt.Array(nbt.float32, 2, "A")']) is None
+    True
+    """
+    found = []
+    for numba_type in types:
+        if (array := _ARRAY.fullmatch(numba_type)) is not None:
+            found.append(Slot("array", 1 + int(array.group(2))))
+        elif numba_type == "nbt.int64":
+            found.append(Slot("value", 1))
+        elif (sizes := _SIZES.fullmatch(numba_type)) is not None:
+            found.append(Slot("values", int(sizes.group(1))))
+        else:
+            return None
+    return found
+
+
+def entry_lines(types: list[str]) -> tuple[list[str], list[str]] | None:
+    """The preamble and body of the entry of a stage whose parameters (without its bounds)
+    have Numba types ``types``: ``stage(table, at, lo, hi)`` reads the stage's address and
+    arguments from the row at ``table[at]`` and calls it over ``[lo, hi)``; None when an
+    argument cannot pass through a table (``slots``).
+
+    >>> preamble, body = entry_lines(['nbt.Array(nbt.float32, 2, "C")', "nbt.int64"])
+    >>> print("\\n".join(body))
+    a0 = carray(pointer_at(table[at + 1], np.float32), (table[at + 2], table[at + 3]))
+    call_at(table[at], INNER_TYPE, (a0, table[at + 4], lo, hi))
+    """
+    layout = slots(types)
+    if layout is None:
+        return None
+    body, arguments, at = [], [], 1
+    for k, (numba_type, slot) in enumerate(zip(types, layout)):
+        cells = [f"table[at + {at + j}]" for j in range(slot.count)]
+        if slot.kind == "array":
+            name = _ARRAY.fullmatch(numba_type).group(1)
+            scalar = "np.bool_" if name == "boolean" else f"np.{name}"
+            extents = ", ".join(cells[1:]) + ("," if slot.count == 2 else "")
+            body.append(f"a{k} = carray(pointer_at({cells[0]}, {scalar}), ({extents}))")
+            arguments.append(f"a{k}")
+        elif slot.kind == "value":
+            arguments.append(cells[0])
+        else:
+            arguments.append(f"({', '.join(cells)}{',' * (slot.count == 1)})")
+        at += slot.count
+    void = ", ".join([*types, "nbt.int64", "nbt.int64"])
+    preamble = [f"INNER = nbt.void({void})", "INNER_TYPE = nbt.FunctionType(INNER)"]
+    body.append(f"call_at(table[at], INNER_TYPE, ({', '.join([*arguments, 'lo', 'hi'])}))")
+    return preamble, body
+
+
+def fill_lines(
+    table: str, runs: list[tuple[str, str, list[str], list[Slot], tuple[int, int]]]
+) -> list[str]:
+    """The kernel lines allocating and filling the table ``table`` for stages given as
+    (entry address, stage address, arguments, their slots, (unit, per)) each.
+
+    >>> print("\\n".join(fill_lines("t", [("e", "s", ["a", "n"],
+    ...       [Slot("array", 2), Slot("value", 1)], (1, 4))])))
+    t = np.empty(9, np.int64)
+    t[0] = 1
+    t[1] = e
+    t[2] = 5
+    t[3] = 1
+    t[4] = 4
+    t[5] = s
+    put_array(t, 6, a)
+    t[8] = n
+    """
+    header = 1 + HEADER_SLOTS * len(runs)
+    sizes = [1 + sum(slot.count for slot in run[3]) for run in runs]
+    offsets = [header + sum(sizes[:k]) for k in range(len(runs))]
+    lines = [f"{table} = np.empty({header + sum(sizes)}, np.int64)", f"{table}[0] = {len(runs)}"]
+    for s, ((entry, _, _, _, (unit, per)), offset) in enumerate(zip(runs, offsets)):
+        at = 1 + HEADER_SLOTS * s
+        for k, value in enumerate((entry, offset, unit, per)):
+            lines.append(f"{table}[{at + k}] = {value}")
+    for (_, stage, arguments, layout, _), offset in zip(runs, offsets):
+        lines.append(f"{table}[{offset}] = {stage}")
+        at = offset + 1
+        for argument, slot in zip(arguments, layout):
+            if slot.kind == "array":
+                lines.append(f"put_array({table}, {at}, {argument})")
+            elif slot.kind == "value":
+                lines.append(f"{table}[{at}] = {argument}")
+            else:
+                lines.append(f"put_values({table}, {at}, {argument})")
+            at += slot.count
+    return lines
