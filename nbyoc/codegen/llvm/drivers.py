@@ -9,7 +9,7 @@ embedding CNN's 25 stages at batch 2 made a driver of 200 arguments that took 20
 to compile, more than the rest of the model.
 
 The driver now reads everything from one int64 array, the *table*, which the
-kernel fills before the call (``runtime.llvm.stage_table``)::
+kernel builds in one call before the driver's (``runtime.llvm.stage_table``)::
 
     table[0]                      the number of stages, S
     table[1 + 4s : 5 + 4s]        stage s: its entry's address, the offset of its
@@ -22,9 +22,10 @@ kernel fills before the call (``runtime.llvm.stage_table``)::
 A stage's *entry* rebuilds its arguments from its row and calls it through its
 address; it depends only on the stage's parameter types, so stages of one
 signature share an entry, and the driver's source is fixed: each is one module,
-compiled once per machine and cached. Only C-contiguous arrays of at least one axis,
-int64 values and tuples of int64 sizes pass through a table (``entry_lines`` says
-None for any other type, and the run keeps a ``prange`` of the kernel's).
+compiled once per machine and cached. Arrays of at least one axis (C-contiguous or
+strided views), int64 values and tuples of int64 sizes pass through a table
+(``entry_lines`` says None for any other type, and the run keeps a ``prange`` of the
+kernel's).
 """
 
 from __future__ import annotations
@@ -58,14 +59,15 @@ DRIVER_BODY = [
     "        call_at(table[at], ENTRY_TYPE, (table, table[at + 1], lo, hi))",
 ]
 
-_ARRAY = re.compile(r'nbt\.Array\(nbt\.(\w+), ([1-9]\d*), "C"\)')
+_ARRAY = re.compile(r'nbt\.Array\(nbt\.(\w+), ([1-9]\d*), "([CA])"\)')
 _SIZES = re.compile(r"nbt\.UniTuple\(nbt\.int64, (\d+)\)")
 
 
 @dataclass(frozen=True)
 class Slot:
-    """How one argument sits in a row: ``kind`` "array" (data address, then ``count - 1``
-    extents), "value" (one int64) or "values" (``count`` int64 sizes)."""
+    """How one argument sits in a row: ``kind`` "array" (data address, then its
+    extents), "strided" (data address, extents, byte strides), "value" (one int64) or
+    "values" (int64 sizes), ``count`` slots in all."""
 
     kind: str
     count: int
@@ -77,13 +79,18 @@ def slots(types: list[str]) -> list[Slot] | None:
 
     >>> slots(['nbt.Array(nbt.float32, 2, "C")', "nbt.int64", "nbt.UniTuple(nbt.int64, 3)"])
     [Slot(kind='array', count=3), Slot(kind='value', count=1), Slot(kind='values', count=3)]
-    >>> slots(['nbt.Array(nbt.float32, 2, "A")']) is None
+    >>> slots(['nbt.Array(nbt.float32, 2, "A")'])  # (a strided view: strides too)
+    [Slot(kind='strided', count=5)]
+    >>> slots(["nbt.float32"]) is None
     True
     """
     found = []
     for numba_type in types:
         if (array := _ARRAY.fullmatch(numba_type)) is not None:
-            found.append(Slot("array", 1 + int(array.group(2))))
+            axes = int(array.group(2))
+            found.append(
+                Slot("array", 1 + axes) if array.group(3) == "C" else Slot("strided", 1 + 2 * axes)
+            )
         elif numba_type == "nbt.int64":
             found.append(Slot("value", 1))
         elif (sizes := _SIZES.fullmatch(numba_type)) is not None:
@@ -110,16 +117,21 @@ def entry_lines(types: list[str]) -> tuple[list[str], list[str]] | None:
     body, arguments, at = [], [], 1
     for k, (numba_type, slot) in enumerate(zip(types, layout)):
         cells = [f"table[at + {at + j}]" for j in range(slot.count)]
-        if slot.kind == "array":
+        if slot.kind in ("array", "strided"):
             name = _ARRAY.fullmatch(numba_type).group(1)
             scalar = "np.bool_" if name == "boolean" else f"np.{name}"
-            extents = ", ".join(cells[1:]) + ("," if slot.count == 2 else "")
-            body.append(f"a{k} = carray(pointer_at({cells[0]}, {scalar}), ({extents}))")
+            axes = slot.count - 1 if slot.kind == "array" else (slot.count - 1) // 2
+            extents = _tuple(cells[1 : 1 + axes])
+            if slot.kind == "array":
+                body.append(f"a{k} = carray(pointer_at({cells[0]}, {scalar}), {extents})")
+            else:
+                strides = _tuple(cells[1 + axes :])
+                body.append(f"a{k} = strided_view({cells[0]}, {extents}, {strides}, {scalar})")
             arguments.append(f"a{k}")
         elif slot.kind == "value":
             arguments.append(cells[0])
         else:
-            arguments.append(f"({', '.join(cells)}{',' * (slot.count == 1)})")
+            arguments.append(_tuple(cells))
         at += slot.count
     void = ", ".join([*types, "nbt.int64", "nbt.int64"])
     preamble = [f"INNER = nbt.void({void})", "INNER_TYPE = nbt.FunctionType(INNER)"]
@@ -130,38 +142,36 @@ def entry_lines(types: list[str]) -> tuple[list[str], list[str]] | None:
 def fill_lines(
     table: str, runs: list[tuple[str, str, list[str], list[Slot], tuple[int, int]]]
 ) -> list[str]:
-    """The kernel lines allocating and filling the table ``table`` for stages given as
-    (entry address, stage address, arguments, their slots, (unit, per)) each.
+    """The kernel lines building the table ``table`` (``runtime.llvm.stage_table``) for
+    stages given as (entry address, stage address, arguments, their slots, (unit, per))
+    each: one call, whose layout string the kernel's compile checks the items against.
 
     >>> print("\\n".join(fill_lines("t", [("e", "s", ["a", "n"],
-    ...       [Slot("array", 2), Slot("value", 1)], (1, 4))])))
-    t = np.empty(9, np.int64)
-    t[0] = 1
-    t[1] = e
-    t[2] = 5
-    t[3] = 1
-    t[4] = 4
-    t[5] = s
-    put_array(t, 6, a)
-    t[8] = n
+    ...       [Slot("array", 3), Slot("value", 1)], (1, 4))])))
+    t = table_of("v v v v v v a2 v", (1, e, 5, 1, 4, s, a, n,))
     """
     header = 1 + HEADER_SLOTS * len(runs)
     sizes = [1 + sum(slot.count for slot in run[3]) for run in runs]
-    offsets = [header + sum(sizes[:k]) for k in range(len(runs))]
-    lines = [f"{table} = np.empty({header + sum(sizes)}, np.int64)", f"{table}[0] = {len(runs)}"]
-    for s, ((entry, _, _, _, (unit, per)), offset) in enumerate(zip(runs, offsets)):
-        at = 1 + HEADER_SLOTS * s
-        for k, value in enumerate((entry, offset, unit, per)):
-            lines.append(f"{table}[{at + k}] = {value}")
-    for (_, stage, arguments, layout, _), offset in zip(runs, offsets):
-        lines.append(f"{table}[{offset}] = {stage}")
-        at = offset + 1
-        for argument, slot in zip(arguments, layout):
-            if slot.kind == "array":
-                lines.append(f"put_array({table}, {at}, {argument})")
-            elif slot.kind == "value":
-                lines.append(f"{table}[{at}] = {argument}")
-            else:
-                lines.append(f"put_values({table}, {at}, {argument})")
-            at += slot.count
-    return lines
+    kinds, items = ["v"], [str(len(runs))]
+    for k, (entry, _, _, _, (unit, per)) in enumerate(runs):
+        kinds += ["v"] * HEADER_SLOTS
+        items += [entry, str(header + sum(sizes[:k])), str(unit), str(per)]
+    for _, stage, arguments, layout, _ in runs:
+        kinds.append("v")
+        items.append(stage)
+        kinds += [_KINDS[slot.kind](slot.count) for slot in layout]
+        items += arguments
+    return [f'{table} = table_of("{" ".join(kinds)}", ({", ".join(items)},))']
+
+
+#: A slot's kind in ``table_of``'s layout string.
+_KINDS = {
+    "array": lambda n: f"a{n - 1}",
+    "strided": lambda n: f"s{(n - 1) // 2}",
+    "value": lambda n: "v",
+    "values": lambda n: f"t{n}",
+}
+
+
+def _tuple(items: list[str]) -> str:
+    return f"({', '.join(items)}{',' * (len(items) == 1)})"

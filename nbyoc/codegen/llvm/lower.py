@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -105,12 +105,14 @@ from .stages import (
     STAGE_SIGNATURE,
     Addressed,
     Lead,
+    StageBody,
     StageCall,
     StageFunctions,
     call_text,
     can_join,
     emit_calls,
     lead_axes,
+    parallel_loop_body,
     stage_module,
 )
 
@@ -306,6 +308,10 @@ class _Lowering:
             parallel = self.use_parallel(node.type.shape)
         if rule.layouts and copies_parts(node):
             return lines + self.emit_part_copies(node, operands, parallel)
+        if parallel and self.stages.pointers and not rule.layouts:
+            tasks = self.task_body(node, rule)
+            if tasks is not None:
+                return lines + self.emit_tasks(node, operands, tasks, rule.blocks)
         if rule.layouts:  # which operands share a loop depends on their layouts
             contiguous = [self.arrays[a].contiguous for a in node.args]
             table = f"{name}{index}"
@@ -481,6 +487,41 @@ class _Lowering:
             function, arguments, tasks, parallel, self.group, body.work, body.lead, windowed=True
         )
         return lines + self.queue(call)
+
+    def task_body(self, node: Call, rule) -> StageBody | None:
+        """A parallel stage op (not a function stage) as a stage function of tasks over
+        parameters ``a0``, ``a1``, ... (its operands, then its result), so that a driver
+        runs it and the kernel keeps no parallel loop (Numba runs its parallel passes
+        over the whole kernel for one: a detector's kernel compiled in 31 s without its
+        last two, 52 s with them): the rule's own form, sizes read at run time
+        (``StageRule.tasks``: it reshapes its result, which must be contiguous), else its
+        emitted loop outlined as it is (``parallel_loop_body``); None when neither fits."""
+        if rule.tasks is not None and self.arrays[node].contiguous:
+            body = rule.tasks(node)
+            if body is not None:
+                return body
+        # (names no emitter binds: resize's source indices are a0, a1, ...)
+        names = [f"operand{k}" for k in range(len(node.args))]
+        code = rule.emit(node, names, "result", True)
+        body = parallel_loop_body(code, max(node.type.size, 1))
+        return None if body is None else replace(body, parameters=[*names, "result"])
+
+    def emit_tasks(self, node: Call, operands: list[str], body: StageBody, copied: bool):
+        """A stage op as its stage function of tasks (``task_body``) over ``operands``
+        (made contiguous first when ``copied``) and its result, run by a driver."""
+        types = [
+            self.array_type(a.type.dtype, a.type.ndim) if copied else self.parameter_type(a, False)
+            for a in node.args
+        ]
+        types.append(self.parameter_type(node, False))
+        params = body.parameters or [f"a{k}" for k in range(len(types))]
+        name, address = self.stages.add_body(params, types, body)
+        function = name if address is None else f"stage_at{address}"
+        arguments = [*operands, self.arrays[node].name]
+        if body.sizes is not None and body.sizes.values:
+            arguments.append(body.sizes.argument())
+        call = StageCall(function, arguments, (body.tasks,), True, self.group, body.work)
+        return self.queue(call) + self.flush()
 
     def emit_part_copies(self, node: Call, operands: list[str], parallel: bool) -> list[str]:
         """A concatenate as one copy per operand (``reduce.concatenate_part``), queued
@@ -892,11 +933,16 @@ class _Lowering:
 
 #: The import of what calls a stage through its address (kernels and drivers).
 CALL_AT_IMPORT = "from nbyoc.runtime.llvm.jit_address import call_at"
-#: What a kernel that fills a driver's table imports (``drivers``).
-STAGE_TABLE_IMPORT = "from nbyoc.runtime.llvm.stage_table import put_array, put_values"
+#: What a kernel that builds a driver's table imports (``drivers``).
+STAGE_TABLE_IMPORT = "from nbyoc.runtime.llvm.stage_table import table_of"
 #: What a stage's module may import beyond the kernel's: drivers and stage entries call
 #: through addresses and rebuild arrays from them.
-STAGE_IMPORTS = [CALL_AT_IMPORT, "from numba import carray", POINTER_IMPORT]
+STAGE_IMPORTS = [
+    CALL_AT_IMPORT,
+    "from numba import carray",
+    POINTER_IMPORT,
+    "from nbyoc.runtime.llvm.stage_table import strided_view",
+]
 
 
 def _shape_literal(shape) -> str:

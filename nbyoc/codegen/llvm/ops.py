@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from ...ir.nodes import Call
 from .conv import conv_stage
 from .gemm import matmul_stage, takes_epilogue
-from .reduce import arg_stage, concatenate_stage, reduce_stage
+from .reduce import arg_stage, column_reduction, concatenate_stage, reduce_stage
 from .reductions import REDUCTIONS
+from .stages import StageBody
 from .windows import gather_stage, pool_stage, resize_stage
 
 
@@ -46,6 +47,9 @@ class StageRule:
       the operand's size, and its steps come from ``rules``' row helpers.
     - ``layouts``: the emitter also takes each operand's layout (contiguous or not) and
       a name for the module-level tables it defines (concatenate), and returns them.
+    - ``tasks``: when it runs in parallel, the node as a stage function of tasks over
+      its operand and result (a ``StageBody``, sizes read at run time), or None to
+      emit it as loops in the kernel (``reduce.column_reduction``).
     """
 
     emit: Callable
@@ -55,10 +59,11 @@ class StageRule:
     plane_epilogue: bool = False
     blocks: bool = False
     layouts: bool = False
+    tasks: Callable[[Call], StageBody | None] | None = None
 
 
 STAGE_RULES: dict[str, StageRule] = {
-    **{op: StageRule(reduce_stage, blocks=True) for op in REDUCTIONS},
+    **{op: StageRule(reduce_stage, blocks=True, tasks=column_reduction) for op in REDUCTIONS},
     "argmax": StageRule(arg_stage, blocks=True),
     "argmin": StageRule(arg_stage, blocks=True),
     "matmul": StageRule(matmul_stage, function=True, epilogue=takes_epilogue, row_epilogue=True),

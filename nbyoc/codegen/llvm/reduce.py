@@ -112,6 +112,55 @@ def _blocked_reduction(node, source, dest, parallel, blocks) -> list[str]:
     ]
 
 
+def column_reduction(node: Call) -> StageBody | None:
+    """A reduction over middle axes (``(outer, reduced, inner)`` blocks with inner axes)
+    as a stage function over parameters ``a0`` (the operand, C-contiguous) and ``a1``
+    (the result), one task per block of COLUMN_BLOCK inner indices of one outer index,
+    every size read at run time: one function serves every such reduction of that op,
+    rank and dtype, and a driver runs it, so the kernel keeps no parallel loop for it
+    (a detector's two, each compiled with the whole kernel's parallel passes, took 40%
+    of its kernel's compile). None for another reduction.
+
+    >>> import nbyoc
+    >>> body = column_reduction(nbyoc.sum(nbyoc.var("x", (2, 3, 600)), axis=1))
+    >>> body.tasks, body.sizes.argument()
+    (6, '(2, 3, 600, 3)')
+    """
+    (x,) = node.args
+    blocks = axis_blocks(x.type.shape, node.attrs["axis"])
+    if blocks is None or blocks[2] == 1 or x.type.size == 0:
+        return None
+    outer, reduced, inner = blocks
+    per_outer = -(-inner // COLUMN_BLOCK)
+    sizes = Sizes()
+    outer_size, reduced_size, inner_size, per = sizes.dims((outer, reduced, inner, per_outer))
+    value = rules.load("source[o, k, first_column + c]", x.type.dtype)
+    start, update, result = reduction_code(node, value, str(reduced_size), "acc[c]")
+    acc_type = rules.NP_TYPES[accumulator_dtype(node)]
+    return StageBody(
+        [
+            f"o = task // {per}",
+            f"first_column = (task % {per}) * {COLUMN_BLOCK}",
+            f"width = min({COLUMN_BLOCK}, {inner_size} - first_column)",
+            f"acc = np.empty({COLUMN_BLOCK}, {acc_type})",
+            "for c in range(width):",
+            f"    {start}",
+            f"for k in range({reduced_size}):",
+            "    for c in range(width):",
+            f"        {update}",
+            "for c in range(width):",
+            f"    result[o, first_column + c] = {rules.store(result, node.type.dtype)}",
+        ],
+        outer * per_outer,
+        reduced * COLUMN_BLOCK,
+        setup=[
+            f"source = a0.reshape(({outer_size}, {reduced_size}, {inner_size}))",
+            f"result = a1.reshape(({outer_size}, {inner_size}))",
+        ],
+        sizes=sizes,
+    )
+
+
 def _reduction_loops(node, shape, reduced, start, update, store, dest, parallel) -> list[str]:
     """Loops over the kept axes (the outermost may be a prange) around: ``start``, loops
     over the ``reduced`` axes doing ``update``, then ``dest[...] = store``."""

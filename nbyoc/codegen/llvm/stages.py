@@ -211,6 +211,35 @@ class StageBody:
     #: The sizes the body reads at run time (``sizes.Sizes``), if any: the function
     #: takes them as its parameter ``z``, and every call passes their values.
     sizes: Sizes | None = None
+    #: The function's parameter names, when the body chose them (else a0, a1, ...).
+    parameters: list[str] = field(default_factory=list)
+
+
+_PARALLEL_LOOP = re.compile(r"for (\w+) in prange\((\d+)\):")
+
+
+def parallel_loop_body(lines: list[str], work: int) -> StageBody | None:
+    """``lines`` (an emitter's code ending in one top-level ``prange`` loop over a
+    literal count) as a stage function of tasks: what comes before the loop runs once
+    per call, each task one iteration. None for other code, or code that raises (a
+    stage called in a driver's parallel loop does not). ``work``: the elements of work
+    of all the iterations together, for chunking.
+
+    >>> body = parallel_loop_body(["v = a0.reshape(6)", "for o0 in prange(3):",
+    ...                            "    for o1 in range(2):", "        a1[o0, o1] = v[o1]"], 6)
+    >>> body.setup, body.tasks, body.lines
+    (['v = a0.reshape(6)'], 3, ['o0 = task', 'for o1 in range(2):', '    a1[o0, o1] = v[o1]'])
+    """
+    starts = [k for k, line in enumerate(lines) if _PARALLEL_LOOP.fullmatch(line)]
+    if len(starts) != 1 or any("raise" in line for line in lines):
+        return None
+    (start,) = starts
+    rest = lines[start + 1 :]
+    if not rest or not all(line.startswith("    ") for line in rest):
+        return None
+    name, count = _PARALLEL_LOOP.fullmatch(lines[start]).groups()
+    body = [f"{name} = task", *(line[4:] for line in rest)]
+    return StageBody(body, int(count), max(1, work // int(count)), setup=lines[:start])
 
 
 @dataclass(frozen=True)

@@ -1,75 +1,144 @@
-"""Writing a stage call's arguments into a driver's table, from an llvm kernel.
+"""Building a driver's table of stage calls, from an llvm kernel.
 
 A parallel run of stages is one call of the table driver (``codegen.llvm.drivers``):
-the kernel writes each stage's address and arguments into an int64 array, and the
-driver's compiled code depends on nothing but that array's layout. An array
-argument takes its data address and its extents (the stage's entry rebuilds it with
-``carray``: only C-contiguous arrays are passed this way); a tuple of sizes its values.
+the kernel packs each stage's address and arguments into an int64 array, and the
+driver's compiled code depends on nothing but that array's layout. ``table_of``
+packs a whole run in one call: an integer takes one slot, a C-contiguous array its
+data address and then its extents (the stage's entry rebuilds it with ``carray``), a
+strided view those and then its strides in bytes (rebuilt by ``strided_view``), a
+tuple of integers its values.
 
-Both are intrinsics, not jitted functions: a kernel calls them dozens of times with
-literal offsets, and Numba compiles a jitted function again for every distinct
-literal argument (a speech CNN's 33 calls took 12 s of its kernel's 19).
+It is an intrinsic, and one call per run: Numba's time for a kernel grows with its
+statements, and a detector's 650 stores into its tables (one statement each) took
+15 s of its kernel's 49. The layout string states what each item must be, and the
+kernel does not compile when an item is not that (an array of another rank, a
+strided view): a wrong table would make the entry read past its row.
 
 >>> import numpy as np
 >>> from numba import njit
 >>> @njit
-... def fill(table, array):
-...     put_array(table, 0, array)
-...     put_values(table, 3, (7, 9))
->>> table = np.zeros(5, np.int64)
->>> fill(table, np.zeros((2, 3), np.float32))
->>> table[1:].tolist()
-[2, 3, 7, 9]
+... def pack(array):
+...     return table_of("v a2 t2", (7, array, (3, 5)))
+>>> table = pack(np.zeros((2, 4), np.float32))
+>>> int(table[0]), table[2:].tolist()
+(7, [2, 4, 3, 5])
+>>> @njit
+... def column(array):
+...     table = table_of("s1", (array[:, 1],))
+...     return strided_view(table[0], (table[1],), (table[2],), np.float32).sum()
+>>> float(column(np.arange(12, dtype=np.float32).reshape(4, 3)))
+22.0
 """
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
+from numba.np.arrayobj import populate_array
+
+#: The Numba type of a table.
+TABLE = types.Array(types.int64, 1, "C")
 
 
-def _store(context, builder, table_type, table, at, values):
-    """Store the i64 ``values`` at ``table[at:]`` (``at`` an i64)."""
-    data = context.make_array(table_type)(context, builder, table).data
-    for k, value in enumerate(values):
-        index = builder.add(at, ir.Constant(at.type, k))
-        builder.store(value, builder.gep(data, [index]))
+def slot_count(kind: str) -> int:
+    """The slots an item of layout ``kind`` takes: "v" an integer, "a<n>" a C-contiguous
+    array of n axes, "s<n>" any array of n axes, "t<n>" a tuple of n integers.
+
+    >>> slot_count("v"), slot_count("a3"), slot_count("s3"), slot_count("t2")
+    (1, 4, 7, 2)
+    """
+    if kind == "v":
+        return 1
+    n = int(kind[1:])
+    return {"a": 1 + n, "s": 1 + 2 * n, "t": n}[kind[0]]
 
 
-def _offset(context, builder, at_type, at):
-    return context.cast(builder, at, at_type, types.int64)
+def _fits(kind: str, item: types.Type) -> bool:
+    if kind == "v":
+        return isinstance(item, types.Integer)
+    if kind[0] == "a":
+        return isinstance(item, types.Array) and (item.ndim, item.layout) == (int(kind[1:]), "C")
+    if kind[0] == "s":
+        return isinstance(item, types.Array) and item.ndim == int(kind[1:])
+    return (
+        kind[0] == "t"
+        and isinstance(item, types.BaseTuple)
+        and len(item) == int(kind[1:])
+        and all(isinstance(t, types.Integer) for t in item)
+    )
 
 
-@intrinsic
-def put_array(typingctx, table, at, array):
-    """Write ``array``'s data address at ``table[at]`` and its extents after it."""
-    if not isinstance(array, types.Array) or not isinstance(at, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        view = context.make_array(array)(context, builder, args[2])
+def _values(context, builder, kind, item_type, value) -> list:
+    """The i64 slots of one item."""
+    if isinstance(item_type, types.Integer):
+        return [context.cast(builder, value, item_type, types.int64)]
+    if isinstance(item_type, types.Array):
+        view = context.make_array(item_type)(context, builder, value)
         address = builder.ptrtoint(view.data, ir.IntType(64))
-        extents = cgutils.unpack_tuple(builder, view.shape, array.ndim)
-        offset = _offset(context, builder, at, args[1])
-        _store(context, builder, table, args[0], offset, [address, *extents])
-        return context.get_dummy_value()
-
-    return types.none(table, at, array), codegen
+        slots = [address, *cgutils.unpack_tuple(builder, view.shape, item_type.ndim)]
+        if kind[0] == "s":
+            slots += cgutils.unpack_tuple(builder, view.strides, item_type.ndim)
+        return slots
+    items = cgutils.unpack_tuple(builder, value, len(item_type))
+    return [context.cast(builder, v, t, types.int64) for v, t in zip(items, item_type)]
 
 
 @intrinsic
-def put_values(typingctx, table, at, values):
-    """Write the tuple of integers ``values`` from ``table[at]`` on."""
-    if not isinstance(values, types.BaseTuple) or not isinstance(at, types.Integer):
+def table_of(typingctx, layout, items):
+    """A new int64 array holding the tuple ``items`` one after another, each as the
+    space-separated ``layout`` (a string literal) says (``slot_count``)."""
+    if not isinstance(layout, types.StringLiteral) or not isinstance(items, types.BaseTuple):
         return None
-    if not all(isinstance(t, types.Integer) for t in values):
+    kinds = layout.literal_value.split()
+    if len(kinds) != len(items) or not all(map(_fits, kinds, items)):
         return None
+    count = sum(map(slot_count, kinds))
 
     def codegen(context, builder, signature, args):
-        items = cgutils.unpack_tuple(builder, args[2], len(values))
-        cast = [context.cast(builder, v, t, types.int64) for v, t in zip(items, values)]
-        _store(context, builder, table, args[0], _offset(context, builder, at, args[1]), cast)
-        return context.get_dummy_value()
+        size = context.get_constant(types.intp, count)
+        table = context.compile_internal(
+            builder, lambda n: np.empty(n, np.int64), TABLE(types.intp), [size]
+        )
+        data = context.make_array(TABLE)(context, builder, table).data
+        values = cgutils.unpack_tuple(builder, args[1], len(items))
+        slots = [
+            s for k, t, v in zip(kinds, items, values) for s in _values(context, builder, k, t, v)
+        ]
+        for index, value in enumerate(slots):
+            builder.store(value, builder.gep(data, [ir.Constant(ir.IntType(64), index)]))
+        return table
 
-    return types.none(table, at, values), codegen
+    return TABLE(layout, items), codegen
+
+
+@intrinsic
+def strided_view(typingctx, address, shape, strides, dtype):
+    """The array of NumPy scalar type ``dtype`` at ``address`` with extents ``shape`` and
+    byte ``strides`` (tuples of one length), as ``table_of`` packed it from a view."""
+    if not (isinstance(shape, types.BaseTuple) and isinstance(strides, types.BaseTuple)):
+        return None
+    if len(shape) != len(strides) or not isinstance(dtype, types.NumberClass):
+        return None
+    if not all(isinstance(t, types.Integer) for t in (*shape, *strides)):
+        return None
+    array_type = types.Array(dtype.dtype, len(shape), "A")
+    itemsize = np.dtype(str(dtype.dtype)).itemsize
+
+    def codegen(context, builder, signature, args):
+        view = context.make_array(array_type)(context, builder)
+        pointer = context.get_value_type(types.CPointer(dtype.dtype))
+        extents = cgutils.unpack_tuple(builder, args[1], len(shape))
+        steps = cgutils.unpack_tuple(builder, args[2], len(strides))
+        populate_array(
+            view,
+            data=builder.inttoptr(args[0], pointer),
+            shape=[context.cast(builder, v, t, types.intp) for v, t in zip(extents, shape)],
+            strides=[context.cast(builder, v, t, types.intp) for v, t in zip(steps, strides)],
+            itemsize=context.get_constant(types.intp, itemsize),
+            meminfo=None,
+        )
+        return view._getvalue()
+
+    return array_type(address, shape, strides, dtype), codegen
