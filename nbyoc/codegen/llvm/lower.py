@@ -308,10 +308,18 @@ class _Lowering:
             parallel = self.use_parallel(node.type.shape)
         if rule.layouts and copies_parts(node):
             return lines + self.emit_part_copies(node, operands, parallel)
-        if parallel and self.stages.pointers and not rule.layouts:
-            tasks = self.task_body(node, rule)
+        # (a 0-d array passes through no driver's table)
+        arrays = [*node.args, node]
+        if (
+            parallel
+            and self.stages.pointers
+            and not rule.layouts
+            and all(a.type.ndim for a in arrays)
+        ):
+            tasks = self.task_body(node, rule, operands)
             if tasks is not None:
-                return lines + self.emit_tasks(node, operands, tasks, rule.blocks)
+                body, checks = tasks
+                return lines + checks + self.emit_tasks(node, operands, body, rule.blocks)
         if rule.layouts:  # which operands share a loop depends on their layouts
             contiguous = [self.arrays[a].contiguous for a in node.args]
             table = f"{name}{index}"
@@ -488,23 +496,31 @@ class _Lowering:
         )
         return lines + self.queue(call)
 
-    def task_body(self, node: Call, rule) -> StageBody | None:
+    def task_body(self, node: Call, rule, operands: list[str]):
         """A parallel stage op (not a function stage) as a stage function of tasks over
         parameters ``a0``, ``a1``, ... (its operands, then its result), so that a driver
         runs it and the kernel keeps no parallel loop (Numba runs its parallel passes
         over the whole kernel for one: a detector's kernel compiled in 31 s without its
         last two, 52 s with them): the rule's own form, sizes read at run time
         (``StageRule.tasks``: it reshapes its result, which must be contiguous), else its
-        emitted loop outlined as it is (``parallel_loop_body``); None when neither fits."""
+        emitted loop outlined as it is (``parallel_loop_body``); with the lines the
+        kernel runs first (checks that raise: a gather's of its indices, which no stage
+        in a driver's parallel loop may do); None when neither fits."""
         if rule.tasks is not None and self.arrays[node].contiguous:
             body = rule.tasks(node)
             if body is not None:
-                return body
+                return body, []
         # (names no emitter binds: resize's source indices are a0, a1, ...)
         names = [f"operand{k}" for k in range(len(node.args))]
         code = rule.emit(node, names, "result", True)
         body = parallel_loop_body(code, max(node.type.size, 1))
-        return None if body is None else replace(body, parameters=[*names, "result"])
+        if body is None:
+            return None
+        checks = []
+        if any("raise" in line for line in body.setup):  # the same lines, the kernel's names
+            checks = rule.emit(node, operands, self.arrays[node].name, True)[: len(body.setup)]
+            body = replace(body, setup=[])
+        return replace(body, parameters=[*names, "result"]), checks
 
     def emit_tasks(self, node: Call, operands: list[str], body: StageBody, copied: bool):
         """A stage op as its stage function of tasks (``task_body``) over ``operands``

@@ -221,9 +221,9 @@ _PARALLEL_LOOP = re.compile(r"for (\w+) in prange\((\d+)\):")
 def parallel_loop_body(lines: list[str], work: int) -> StageBody | None:
     """``lines`` (an emitter's code ending in one top-level ``prange`` loop over a
     literal count) as a stage function of tasks: what comes before the loop runs once
-    per call, each task one iteration. None for other code, or code that raises (a
-    stage called in a driver's parallel loop does not). ``work``: the elements of work
-    of all the iterations together, for chunking.
+    per call, each task one iteration. None for other code, or a loop that raises (a
+    stage called in a driver's parallel loop may not; the caller moves what raises
+    before it out). ``work``: the elements of work of all the iterations together.
 
     >>> body = parallel_loop_body(["v = a0.reshape(6)", "for o0 in prange(3):",
     ...                            "    for o1 in range(2):", "        a1[o0, o1] = v[o1]"], 6)
@@ -231,7 +231,7 @@ def parallel_loop_body(lines: list[str], work: int) -> StageBody | None:
     (['v = a0.reshape(6)'], 3, ['o0 = task', 'for o1 in range(2):', '    a1[o0, o1] = v[o1]'])
     """
     starts = [k for k, line in enumerate(lines) if _PARALLEL_LOOP.fullmatch(line)]
-    if len(starts) != 1 or any("raise" in line for line in lines):
+    if len(starts) != 1 or any("raise" in line for line in lines[starts[0] :]):
         return None
     (start,) = starts
     rest = lines[start + 1 :]
