@@ -139,14 +139,14 @@ def entry_lines(types: list[str]) -> tuple[list[str], list[str]] | None:
     return preamble, body
 
 
-def fill_lines(
+def table_lines(
     table: str, runs: list[tuple[str, str, list[str], list[Slot], tuple[int, int]]]
 ) -> list[str]:
     """The kernel lines building the table ``table`` (``runtime.llvm.stage_table``) for
     stages given as (entry address, stage address, arguments, their slots, (unit, per))
     each: one call, whose layout string the kernel's compile checks the items against.
 
-    >>> print("\\n".join(fill_lines("t", [("e", "s", ["a", "n"],
+    >>> print("\\n".join(table_lines("t", [("e", "s", ["a", "n"],
     ...       [Slot("array", 3), Slot("value", 1)], (1, 4))])))
     t = table_of("v v v v v v a2 v", (1, e, 5, 1, 4, s, a, n,))
     """

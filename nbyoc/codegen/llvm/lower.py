@@ -483,11 +483,8 @@ class _Lowering:
         body = STAGE_RULES[node.op.name].emit(node, sources, out, parallel, block)
         self.tiles |= body.imports
         parameters = [*params.values(), *(f"x{k}" for k in range(len(scalar_arguments)))]
-        name, address = self.stages.add_body(parameters, [*types.values(), *scalar_types], body)
-        function = name if address is None else f"stage_at{address}"
-        arguments = [*params, *scalar_arguments]
-        if body.sizes is not None and body.sizes.values:
-            arguments.append(body.sizes.argument())
+        types = [*types.values(), *scalar_types]
+        function, arguments = self.body_call(parameters, types, body, [*params, *scalar_arguments])
         if body.tasks is None:
             return [*lines, *self.flush(), call_text(function, arguments)]
         tasks = (body.tasks,)
@@ -495,6 +492,15 @@ class _Lowering:
             function, arguments, tasks, parallel, self.group, body.work, body.lead, windowed=True
         )
         return lines + self.queue(call)
+
+    def body_call(self, params, types, body: StageBody, arguments: list[str]):
+        """The stage function running ``body`` over ``params`` of Numba ``types``: the name
+        a call uses, and the call's arguments (``arguments``, then the sizes the body
+        reads at run time, if any)."""
+        name, address = self.stages.add_body(params, types, body)
+        if body.sizes is not None and body.sizes.values:
+            arguments = [*arguments, body.sizes.argument()]
+        return (name if address is None else f"stage_at{address}"), arguments
 
     def task_body(self, node: Call, rule, operands: list[str]):
         """A parallel stage op (not a function stage) as a stage function of tasks over
@@ -531,11 +537,8 @@ class _Lowering:
         ]
         types.append(self.parameter_type(node, False))
         params = body.parameters or [f"a{k}" for k in range(len(types))]
-        name, address = self.stages.add_body(params, types, body)
-        function = name if address is None else f"stage_at{address}"
-        arguments = [*operands, self.arrays[node].name]
-        if body.sizes is not None and body.sizes.values:
-            arguments.append(body.sizes.argument())
+        result = self.arrays[node].name
+        function, arguments = self.body_call(params, types, body, [*operands, result])
         call = StageCall(function, arguments, (body.tasks,), True, self.group, body.work)
         return self.queue(call) + self.flush()
 
@@ -555,9 +558,9 @@ class _Lowering:
                     lines.append(f"{source} = np.ascontiguousarray({operand})")
                     source_type = self.array_type(a.type.dtype, a.type.ndim)
                 body = concatenate_part(node, part, offset)
-                name, address = self.stages.add_body(["a0", "a1"], [source_type, whole], body)
-                function = name if address is None else f"stage_at{address}"
-                arguments = [source, self.arrays[node].name, body.sizes.argument()]
+                function, arguments = self.body_call(
+                    ["a0", "a1"], [source_type, whole], body, [source, self.arrays[node].name]
+                )
                 tasks = (body.tasks,)
                 call = StageCall(
                     function, arguments, tasks, parallel, self.group, body.work, body.lead

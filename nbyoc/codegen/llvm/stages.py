@@ -38,8 +38,8 @@ from .drivers import (
     TABLE_TYPE,
     Slot,
     entry_lines,
-    fill_lines,
     slots,
+    table_lines,
 )
 from .loops import outer
 from .sizes import PARAMETER, Sizes, value
@@ -622,7 +622,7 @@ def emit_calls(calls: list[StageCall], stages: StageFunctions | None = None) -> 
             address = _ADDRESSED.fullmatch(call.function).group(1)
             runs.append((entry, f"stage_addresses[{address}]", call.arguments, layout, share))
         cut_arguments = [f"np.int64({n})" for n in cut]
-        return [*fill_lines(TABLE, runs), call_text(driver, [TABLE, *cut_arguments])]
+        return [*table_lines(TABLE, runs), call_text(driver, [TABLE, *cut_arguments])]
     if same:
         return [
             f"for c in prange({chunks}):",
