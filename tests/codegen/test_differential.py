@@ -14,12 +14,15 @@ its conditioning, from the host's own values).
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nbyoc
+from nbyoc.codegen.llvm import lower as llvm_lower
 from nbyoc.ir.nodes import Call
 from nbyoc.ir.traversal import post_order
 from nbyoc.runtime import HostFunction
@@ -83,6 +86,19 @@ def test_compile_matches_the_host_and_changes_no_input(f, backend, seed):
     fn = reload(nbyoc.compile(f, backend=backend))
     got = call_leaving_inputs_alone(fn, args, backend)
     assert_like(got, expected, error_bounds(f, args), f"{backend} via compile")
+
+
+@SETTINGS
+@given(f=random_graphs(), seed=st.integers(0, 2**16))
+def test_llvm_programs_match_the_host_and_change_no_input(f, seed):
+    """The llvm path of a real model's regions: each kernel a program where it can be one
+    (``nbyoc.codegen.llvm.program``; these graphs are far below ``PROGRAM_MIN_WORK``)."""
+    args = random_inputs(f, seed)
+    expected = host_results(f, args)
+    with mock.patch.object(llvm_lower, "PROGRAM_MIN_WORK", 0):
+        fn = nbyoc.compile(f, backend="llvm")
+    got = call_leaving_inputs_alone(fn, args, "llvm programs")
+    assert_like(got, expected, error_bounds(f, args), "llvm via programs")
 
 
 @SETTINGS

@@ -357,9 +357,19 @@ def test_loops_vectorise_as_wide_as_the_machine_s_vectors():
 
 
 def _stage_functions(module):
-    """The Numba dispatchers of a compiled llvm module's kernel."""
-    kernel = module.kernel
-    return [kernel] if hasattr(kernel, "inspect_asm") else []
+    """The Numba dispatchers of a compiled llvm module's kernel and of the stage functions
+    it calls (a program's: ``nbyoc.codegen.llvm.program``), each module loaded once."""
+    from nbyoc.runtime.llvm.kernels import load_kernel_module
+
+    lowered = module.lowered
+    sources = [a.module for a in lowered.addressed if a.module]
+    if lowered.program is None:
+        sources.append(lowered.source)
+    found = []
+    for source in dict.fromkeys(sources):
+        loaded = load_kernel_module(source)  # (from memory: the module's compile loaded it)
+        found += [f for f in vars(loaded).values() if hasattr(f, "inspect_asm")]
+    return found
 
 
 def test_an_identity_transpose_is_the_array_itself():

@@ -11,7 +11,8 @@ Process 1 compiles into an empty cache directory, process 2 loads every kernel f
 (Numba compiles nothing there) and must get bit-identical outputs: row groups (mean and
 variance normalisation, softmax), matmul and gemm with epilogues, conv, and an
 elementwise nest of nbyoc's vectorised exp, tanh, sigmoid and erf, each serial and
-parallel. Shapes are small, with rows long enough for the vectorised sums (blocks of
+parallel, as a compiled kernel and as a program (whose stage modules are what is
+cached). Shapes are small, with rows long enough for the vectorised sums (blocks of
 ``rows.SUM_BLOCK``) to be taken.
 """
 
@@ -28,6 +29,9 @@ import json, sys
 import numpy as np
 from numba.core import event
 import nbyoc
+from nbyoc.codegen.llvm import lower
+
+default_work = lower.PROGRAM_MIN_WORK
 
 rng = np.random.default_rng(36)
 
@@ -64,15 +68,21 @@ def elementwise():
 
 outputs = {}
 with event.install_recorder("numba:compile") as compiles:
-    for mode, threshold in (("serial", 1 << 40), ("parallel", 1024)):
+    modes = (("serial", 1 << 40), ("parallel", 1024), ("serial program", 1 << 40),
+             ("parallel program", 1024))
+    for mode, threshold in modes:
+        # (every kernel a program, as a real model's are: nbyoc.codegen.llvm.program)
+        lower.PROGRAM_MIN_WORK = 0 if "program" in mode else default_work
         for graph in (row_norm, softmax, matmul, gemm, conv, elementwise):
             params, body, args = graph()
             options = {"llvm": {"parallel_threshold": threshold}}
             fn = nbyoc.compile(nbyoc.function(params, body), backend="llvm", options=options)
             outputs[f"{graph.__name__} {mode}"] = fn(*args)
             (module,) = fn.runtime_modules.values()
-            hits = sum(module.kernel.stats.cache_hits.values())
-            outputs[f"{graph.__name__} {mode} hits"] = np.array(hits)
+            assert (module.lowered.program is not None) == ("program" in mode), mode
+            if "program" not in mode:  # (a program has no kernel module: its stages')
+                hits = sum(module.kernel.stats.cache_hits.values())
+                outputs[f"{graph.__name__} {mode} hits"] = np.array(hits)
 np.savez(sys.argv[1], **outputs)
 print(json.dumps({"compiled": sum(1 for _, e in compiles.buffer if e.is_start)}))
 """

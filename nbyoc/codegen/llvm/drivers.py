@@ -11,10 +11,11 @@ to compile, more than the rest of the model.
 The driver now reads everything from one int64 array, the *table*, which the
 kernel builds in one call before the driver's (``runtime.llvm.stage_table``)::
 
-    table[0]                      the number of stages, S
-    table[1 + 4s : 5 + 4s]        stage s: its entry's address, the offset of its
-                                  row, and its lead share (unit, per; see Lead)
-    row: table[offset]            the stage's own address
+    table[at]                     the number of stages, S
+    table[at + 1 + 4s : + 4]      stage s: its entry's address, the offset of its
+                                  row from ``at``, and its lead share (unit, per;
+                                  see Lead)
+    row: table[at + offset]       the stage's own address
          table[offset + 1 :]      its arguments: an array as its data address and
                                   extents, an int64 as itself, a tuple of sizes as
                                   its values
@@ -37,9 +38,11 @@ from dataclasses import dataclass
 TABLE_TYPE = 'nbt.Array(nbt.int64, 1, "C")'
 #: The slots of the table's header per stage: entry address, row offset, unit, per.
 HEADER_SLOTS = 4
-#: The driver's parameters after the table: how many chunks, and the leading axis they
-#: cut: ``units`` runs of ``unit`` elements, ``size`` in all (the last run maybe shorter).
-DRIVER_PARAMETERS = ("chunks", "units", "unit", "size")
+#: The driver's parameters after the table: where in it the run's stages start (a
+#: kernel's own table: 0; a program's holds every run, ``program``), how many chunks,
+#: and the leading axis they cut: ``units`` runs of ``unit`` elements, ``size`` in all
+#: (the last run maybe shorter).
+DRIVER_PARAMETERS = ("at", "chunks", "units", "unit", "size")
 
 #: The driver's module (its names fixed, as every addressed stage's: ``stages.stage_module``).
 DRIVER_PREAMBLE = [
@@ -47,47 +50,53 @@ DRIVER_PREAMBLE = [
     "ENTRY_TYPE = nbt.FunctionType(ENTRY)",
 ]
 DRIVER_BODY = [
-    "count = table[0]",
+    "count = table[at]",
     "for c in prange(chunks):",
     "    k = np.int64(c)",  # (Numba types a prange's index as uint64)
     "    lead_lo = k * units // chunks * unit",
     "    lead_hi = min(size, (k + 1) * units // chunks * unit)",
     "    for s in range(count):",
-    f"        at = 1 + {HEADER_SLOTS} * s",
-    "        u, p = table[at + 2], table[at + 3]",
+    f"        h = at + 1 + {HEADER_SLOTS} * s",
+    "        u, p = table[h + 2], table[h + 3]",
     "        lo, hi = lead_lo // u * p, (lead_hi + u - 1) // u * p",
-    "        call_at(table[at], ENTRY_TYPE, (table, table[at + 1], lo, hi))",
+    "        call_at(table[h], ENTRY_TYPE, (table, at + table[h + 1], lo, hi))",
 ]
 
-_ARRAY = re.compile(r'nbt\.Array\(nbt\.(\w+), ([1-9]\d*), "([CA])"\)')
+_ARRAY = re.compile(r'nbt\.Array\(nbt\.(\w+), (\d+), "([CA])"\)')
 _SIZES = re.compile(r"nbt\.UniTuple\(nbt\.int64, (\d+)\)")
+_SCALAR = re.compile(r"nbt\.(boolean|u?int(?:8|16|32|64)|float32|float64)")
 
 
 @dataclass(frozen=True)
 class Slot:
     """How one argument sits in a row: ``kind`` "array" (data address, then its
-    extents), "strided" (data address, extents, byte strides), "value" (one int64) or
-    "values" (int64 sizes), ``count`` slots in all."""
+    extents), "strided" (data address, extents, byte strides), "value" (one int64),
+    "values" (int64 sizes) or "scalar" (the address of a number held in an array: only
+    a program's table, ``program``, has one), ``count`` slots in all."""
 
     kind: str
     count: int
 
 
-def slots(types: list[str]) -> list[Slot] | None:
+def slots(types: list[str], scalars: bool = False) -> list[Slot] | None:
     """The row slots of arguments of Numba types ``types`` (the stage's own, without its
-    bounds), or None when one cannot pass through a table.
+    bounds), or None when one cannot pass through a table; a number of another type
+    than int64, and a 0-d array, pass by their address when ``scalars`` (in a program's
+    table).
 
     >>> slots(['nbt.Array(nbt.float32, 2, "C")', "nbt.int64", "nbt.UniTuple(nbt.int64, 3)"])
     [Slot(kind='array', count=3), Slot(kind='value', count=1), Slot(kind='values', count=3)]
     >>> slots(['nbt.Array(nbt.float32, 2, "A")'])  # (a strided view: strides too)
     [Slot(kind='strided', count=5)]
-    >>> slots(["nbt.float32"]) is None
-    True
+    >>> slots(["nbt.float32"]) is None, slots(["nbt.float32"], scalars=True)
+    (True, [Slot(kind='scalar', count=1)])
     """
     found = []
     for numba_type in types:
         if (array := _ARRAY.fullmatch(numba_type)) is not None:
             axes = int(array.group(2))
+            if axes == 0 and not scalars:  # (a kernel's table packs none: ``table_of``)
+                return None
             found.append(
                 Slot("array", 1 + axes) if array.group(3) == "C" else Slot("strided", 1 + 2 * axes)
             )
@@ -95,12 +104,14 @@ def slots(types: list[str]) -> list[Slot] | None:
             found.append(Slot("value", 1))
         elif (sizes := _SIZES.fullmatch(numba_type)) is not None:
             found.append(Slot("values", int(sizes.group(1))))
+        elif scalars and _SCALAR.fullmatch(numba_type):
+            found.append(Slot("scalar", 1))
         else:
             return None
     return found
 
 
-def entry_lines(types: list[str]) -> tuple[list[str], list[str]] | None:
+def entry_lines(types: list[str], scalars: bool = False) -> tuple[list[str], list[str]] | None:
     """The preamble and body of the entry of a stage whose parameters (without its bounds)
     have Numba types ``types``: ``stage(table, at, lo, hi)`` reads the stage's address and
     arguments from the row at ``table[at]`` and calls it over ``[lo, hi)``; None when an
@@ -111,7 +122,7 @@ def entry_lines(types: list[str]) -> tuple[list[str], list[str]] | None:
     a0 = carray(pointer_at(table[at + 1], np.float32), (table[at + 2], table[at + 3]))
     call_at(table[at], INNER_TYPE, (a0, table[at + 4], lo, hi))
     """
-    layout = slots(types)
+    layout = slots(types, scalars)
     if layout is None:
         return None
     body, arguments, at = [], [], 1
@@ -130,6 +141,11 @@ def entry_lines(types: list[str]) -> tuple[list[str], list[str]] | None:
             arguments.append(f"a{k}")
         elif slot.kind == "value":
             arguments.append(cells[0])
+        elif slot.kind == "scalar":
+            name = _SCALAR.fullmatch(numba_type).group(1)
+            scalar = "np.bool_" if name == "boolean" else f"np.{name}"
+            body.append(f"a{k} = carray(pointer_at({cells[0]}, {scalar}), (1,))[0]")
+            arguments.append(f"a{k}")
         else:
             arguments.append(_tuple(cells))
         at += slot.count
@@ -164,12 +180,14 @@ def table_lines(
     return [f'{table} = table_of("{" ".join(kinds)}", ({", ".join(items)},))']
 
 
-#: A slot's kind in ``table_of``'s layout string.
+#: A slot's kind in ``table_of``'s layout string ("p": a scalar's address, which only a
+#: program's table holds: ``table_of`` refuses it).
 _KINDS = {
     "array": lambda n: f"a{n - 1}",
     "strided": lambda n: f"s{(n - 1) // 2}",
     "value": lambda n: "v",
     "values": lambda n: f"t{n}",
+    "scalar": lambda n: "p",
 }
 
 

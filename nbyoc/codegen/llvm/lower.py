@@ -25,8 +25,14 @@ structure share one compiled function. What stays written into a stage's code is
 structure: a conv's window, strides, dilations and pads and whether it is
 grouped; a matmul's row and column remainders by the tile (they pick the tail
 tile and its mask: with the column count known only at run time a product 10
-columns wide ran 2x slower); which axes broadcast; dtypes and ranks. The kernel
-that calls them, and its parallel loops' functions, are still per shape.
+columns wide ran 2x slower); which axes broadcast; dtypes and ranks.
+
+The kernel that calls them is per shape, and so it is not compiled when it need
+not be: a kernel of at least ``PROGRAM_MIN_WORK`` elements of work is lowered as a
+*program* (every nest a stage called through its address, copies as copy stages
+into arenas of their own), whose statements ``program`` reads into a table that
+one executor, compiled once per machine, runs. A statement outside a program's
+language (``Lowered.not_a_program`` names it) keeps the kernel compiled.
 
 The stages, their prange groups and the buffers are decided first, with no strings
 (``schedule``); this module names and emits what that decides.
@@ -82,6 +88,7 @@ from .loops import (
 )
 from .ops import STAGE_RULES
 from .outline import outline_parallel_loops
+from .program import NotAProgram, Place, read_program
 from .reduce import concatenate_part, copies_parts, table_source
 from .row_blocks import BLOCK_ELEMENTS, SHORT_ROW, emit_row_blocks
 from .rows import (
@@ -121,6 +128,12 @@ from .stages import (
 #: costs 40 ns a call, more than such a kernel's work (the reference graph at 10x10
 #: runs in 20 ns), and no other thread could do much in that time.
 NOGIL_MIN_ELEMENTS = 1 << 14
+#: A kernel computing at least this many elements (every op's result, summed) is a
+#: program when it can be (``program``). A program's call costs about 10 us more than a
+#: compiled kernel's (the arguments' addresses are taken in Python: 12.4 us against 2.8 us
+#: for a 16x96 tanh on this 2-core Xeon), under 2% of a kernel of a million elements;
+#: smaller ones stay compiled, loops and all.
+PROGRAM_MIN_WORK = 1 << 20
 #: The kernel module's import of ``pointer_at`` (its constants, read at their addresses).
 POINTER_IMPORT = "from nbyoc.runtime.llvm.jit_address import pointer_at"
 #: The options of a parallel loop's group function (``outline``): called from the
@@ -160,6 +173,13 @@ class Lowered:
     addressed: list[Addressed] = field(default_factory=list)
     #: What the buffers were planned from, for checking the plan (``Schedule``).
     schedule: Schedule | None = None
+    #: The kernel as data, when it is one (``program``): its template, relocations and
+    #: steps; its bases are the addresses of the inputs, outputs and scratch arenas,
+    #: then of the constants and the addressed stages. The kernel's source is then
+    #: never compiled.
+    program: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    #: Why it is not one: the first statement a program cannot hold.
+    not_a_program: str | None = None
 
 
 def lower(
@@ -203,7 +223,11 @@ class _Lowering:
                     data = np.ascontiguousarray(node.data).view(storage_dtype(node.type.dtype))
                     self.constants.append(data)
         self.helpers: set[str] = set()
-        self.stages = StageFunctions(pointers)
+        #: Whether the kernel is to be a program (``program``): with function pointers,
+        #: when it computes enough elements that a program's dearer call does not show.
+        work = sum(n.type.size for n in self.nodes if isinstance(n, Call))
+        self.as_program = pointers and work >= PROGRAM_MIN_WORK
+        self.stages = StageFunctions(pointers, scalars=self.as_program)
         self.pending: list[StageCall] = []  # parallel stage calls that may share a prange
         self.group = -1  # the group (``plan_groups``) of the stage being emitted
         self.parallel = False
@@ -217,6 +241,10 @@ class _Lowering:
         self.tiles: set[str] = set()  # the matrix-product tiles the kernel imports
         #: The concatenates' tables of (operand, offset) rows: module constants.
         self.tables: dict[str, list[tuple[int, int]]] = {}
+        #: Why the kernel is not a program (``program``), when it is not.
+        self.not_a_program: str | None = None
+        #: The scratch arenas of contiguous copies (``contiguous_copy``), after the plan's.
+        self.copy_arenas: list[tuple[str, int]] = []
 
     def run(self) -> Lowered:
         self.schedule = plan = schedule(self.func, self.fuse, self.threshold)
@@ -243,7 +271,7 @@ class _Lowering:
             epilogue = after if after is not None and after.epilogue else None
             body += self.emit_stage(stage, index, plan.groups[index], stored, dest, epilogue)
         body += self.flush() + self.emit_output_copies(out_names)
-        return self.finish(body, list(self.buffer_plan.arenas))
+        return self.finish(body, [*self.buffer_plan.arenas, *self.copy_arenas])
 
     # -- emitting ---------------------------------------------------------------
 
@@ -301,8 +329,8 @@ class _Lowering:
             self.row_groups = True
             (operand,) = node.args
             if not self.arrays[operand].contiguous:
-                lines.append(f"{operands[0]}_c = np.ascontiguousarray({operands[0]})")
-                operands = [f"{operands[0]}_c"]
+                copy, name = self.contiguous_copy(operand)
+                lines, operands = lines + copy, [name]
             parallel = self.use_parallel(operand.type.shape)
         else:
             parallel = self.use_parallel(node.type.shape)
@@ -311,7 +339,7 @@ class _Lowering:
         # (a 0-d array passes through no driver's table)
         arrays = [*node.args, node]
         if (
-            parallel
+            (parallel or self.as_program)
             and self.stages.pointers
             and not rule.layouts
             and all(a.type.ndim for a in arrays)
@@ -319,7 +347,8 @@ class _Lowering:
             tasks = self.task_body(node, rule, operands)
             if tasks is not None:
                 body, checks = tasks
-                return lines + checks + self.emit_tasks(node, operands, body, rule.blocks)
+                call = self.emit_tasks(node, operands, body, rule.blocks, parallel)
+                return lines + checks + call
         if rule.layouts:  # which operands share a loop depends on their layouts
             contiguous = [self.arrays[a].contiguous for a in node.args]
             table = f"{name}{index}"
@@ -336,8 +365,13 @@ class _Lowering:
         may share a prange with the next)."""
         lines, names, scalars, flat = self.nest_bindings(stage, stored, dest, True)
         domain = (math.prod(stage.shape),) if flat else stage.shape
+        if not domain and self.as_program:  # (one element, called over [0, 1) as any stage)
+            domain = (1,)
         stream = flat and self.streams_nest(stage, names, stored)
-        as_function = is_function_stage(stage) or stream
+        # In a program every nest is a stage of its own: a few ops' loops in the kernel
+        # compile fastest of all while the kernel is compiled, but a program compiles
+        # nothing of its own.
+        as_function = is_function_stage(stage) or stream or self.as_program
         arguments = [*names.values(), *scalars.values()]
         if as_function:
             names = {a: f"a{k}" for k, a in enumerate(names)}
@@ -352,12 +386,20 @@ class _Lowering:
         parameters = [*names.values(), *scalars.values()]
         parallel = self.use_parallel(domain)
         name, address, extra = self.stages.add(
-            parameters, types, domain, inner, stores, len(stage.nodes), stream, parallel
+            parameters,
+            types,
+            domain,
+            inner,
+            stores,
+            len(stage.nodes),
+            stream,
+            parallel,
+            self.as_program,
         )
         arguments += extra
         self.streams |= stream
         function = name if address is None else f"stage_at{address}"
-        outer_indices = math.prod(domain[: lead_axes(domain)])
+        outer_indices = math.prod(domain[: lead_axes(domain, parallel)])
         lead = Lead.spread(stage.shape[0] if stage.shape else 0, outer_indices)
         call = StageCall(function, arguments, domain, parallel, group, lead=lead)
         return self.flush_unless(group) + lines + self.queue(call)
@@ -462,9 +504,10 @@ class _Lowering:
         for a, operand in zip(node.args, operands):
             if self.arrays[a].contiguous:  # loops and BLAS calls want contiguous operands
                 sources.append(param(operand, self.parameter_type(a, False)))
-            else:  # a copy (Numba's is a writable C-contiguous array, whatever it copies)
-                lines.append(f"{operand}_c = np.ascontiguousarray({operand})")
-                sources.append(param(f"{operand}_c", self.array_type(a.type.dtype, a.type.ndim)))
+            else:  # a copy (a writable C-contiguous array, whatever it copies)
+                copy, name = self.contiguous_copy(a)
+                lines += copy
+                sources.append(param(name, self.array_type(a.type.dtype, a.type.ndim)))
         out = param(self.arrays[node].name, self.parameter_type(node, False))
         scalar_arguments, scalar_types, block = [], [], None
         if epilogue is not None:
@@ -520,6 +563,9 @@ class _Lowering:
         names = [f"operand{k}" for k in range(len(node.args))]
         code = rule.emit(node, names, "result", True)
         body = parallel_loop_body(code, max(node.type.size, 1))
+        if body is None and self.as_program and not any("raise" in line for line in code):
+            # (no loop to share out, its first axis one long: in a program, one task)
+            body = StageBody(code, 1, max(node.type.size, 1))
         if body is None:
             return None
         checks = []
@@ -528,9 +574,12 @@ class _Lowering:
             body = replace(body, setup=[])
         return replace(body, parameters=[*names, "result"]), checks
 
-    def emit_tasks(self, node: Call, operands: list[str], body: StageBody, copied: bool):
+    def emit_tasks(
+        self, node: Call, operands: list[str], body: StageBody, copied: bool, parallel: bool
+    ):
         """A stage op as its stage function of tasks (``task_body``) over ``operands``
-        (made contiguous first when ``copied``) and its result, run by a driver."""
+        (made contiguous first when ``copied``) and its result, run by a driver when
+        ``parallel`` (else called once over every task: in a program)."""
         types = [
             self.array_type(a.type.dtype, a.type.ndim) if copied else self.parameter_type(a, False)
             for a in node.args
@@ -539,7 +588,7 @@ class _Lowering:
         params = body.parameters or [f"a{k}" for k in range(len(types))]
         result = self.arrays[node].name
         function, arguments = self.body_call(params, types, body, [*operands, result])
-        call = StageCall(function, arguments, (body.tasks,), True, self.group, body.work)
+        call = StageCall(function, arguments, (body.tasks,), parallel, self.group, body.work)
         return self.queue(call) + self.flush()
 
     def emit_part_copies(self, node: Call, operands: list[str], parallel: bool) -> list[str]:
@@ -554,8 +603,8 @@ class _Lowering:
             if a.type.size:
                 source, source_type = operand, self.parameter_type(a, False)
                 if not self.arrays[a].contiguous:
-                    source = f"{operand}_c"
-                    lines.append(f"{source} = np.ascontiguousarray({operand})")
+                    copy, source = self.contiguous_copy(a)
+                    lines += copy
                     source_type = self.array_type(a.type.dtype, a.type.ndim)
                 body = concatenate_part(node, part, offset)
                 function, arguments = self.body_call(
@@ -676,10 +725,11 @@ class _Lowering:
         source = self.read_array(node.args[0])
         name = f"w{len(self.arrays)}"
         if node.op.name == "reshape":
-            contiguous = self._contiguous(node.args[0])
-            base = source if contiguous else f"np.ascontiguousarray({source})"
-            line = f"{name} = {base}.reshape({_shape_literal(node.type.shape)})"
+            lines = []
+            if not self._contiguous(node.args[0]):
+                lines, source = self.contiguous_copy(node.args[0])
             self.arrays[node] = ArrayValue(name, node.type)
+            return [*lines, f"{name} = {source}.reshape({_shape_literal(node.type.shape)})"]
         elif node.op.name == "slice":
             subscript = ", ".join(
                 f"{s.start}:{'' if s.stop is None else s.stop}:{s.step}"
@@ -709,13 +759,61 @@ class _Lowering:
         for k, o in enumerate(self.outputs):
             if out_names.get(o) == f"out{k}":
                 continue
+            lines.append(f"# output {k} is a copy")
+            if self.as_program:  # (a stage: the kernel stays a program)
+                lines += self.copy_stage(f"out{k}", o)
+                continue
             value = store(self.read(o, o.type.shape, {}, o.type.dtype), o.type.dtype)
             idx = _index(o.type.shape, o.type.shape)
-            lines += [
-                f"# output {k} is a copy",
-                *self.loops(o.type.shape, [f"out{k}[{idx}] = {value}"]),
-            ]
+            lines += self.loops(o.type.shape, [f"out{k}[{idx}] = {value}"])
         return lines
+
+    def contiguous_copy(self, node: Expr) -> tuple[list[str], str]:
+        """The lines making a C-contiguous copy of ``node``'s (strided) array, and its
+        name: in a program a copy stage into a scratch arena of its own (``program``),
+        else NumPy's copy."""
+        name = f"{self.read_array(node)}_c"
+        if not self.as_program:
+            return [f"{name} = np.ascontiguousarray({self.read_array(node)})"], name
+        dtype = storage_dtype(node.type.dtype)
+        arena = len(self.buffer_plan.arenas) + len(self.copy_arenas)
+        self.copy_arenas.append((dtype, max(node.type.size, 1)))
+        shape = _shape_literal(node.type.shape)
+        lines = [f"{name} = s{arena}[0:{max(node.type.size, 1)}].reshape({shape})"]
+        return lines + self.copy_stage(name, node), name
+
+    def copy_stage(self, destination: str, node: Expr) -> list[str]:
+        """The lines copying ``node``'s array into the C-contiguous kernel array
+        ``destination`` of its shape: a stage called through its address, flat when the
+        source is contiguous too (a 0-d array as one element)."""
+        source, shape = self.read_array(node), node.type.shape
+        dtype = storage_dtype(node.type.dtype)
+        lines = []
+        if self.arrays[node].contiguous:
+            size = max(math.prod(shape), 1)
+            for name in (destination, source):
+                lines.append(f"{name}_all = {name}.reshape({size})")
+            names, domain = [f"{destination}_all", f"{source}_all"], (size,)
+            types = [_array_type(node.type.dtype, 1)] * 2
+            index = _index(domain, domain)
+        else:
+            # Loops over the axes longer than one only: magika's program, whose copies of
+            # (1, 256, 512, 1) views looped one element per innermost loop, ran 7% slower
+            # than its compiled kernel (NumPy's copies there), and 1% with these.
+            long = [k for k, n in enumerate(shape) if n != 1] or [0]
+            names, domain = [destination, source], tuple(shape[k] for k in long)
+            types = [_array_type(node.type.dtype, len(shape)), self.parameter_type(node, False)]
+            loop = {axis: f"i{k}" for k, axis in enumerate(long)}
+            index = ", ".join(loop.get(axis, "0") for axis in range(len(shape)))
+        stores = [("a0", index, "v0", dtype)]
+        parallel = self.use_parallel(domain)
+        name, address, extra = self.stages.add(
+            ["a0", "a1"], types, domain, [f"v0 = a1[{index}]"], stores, 1, False, parallel, True
+        )
+        function = name if address is None else f"stage_at{address}"
+        lead = Lead.spread(domain[0], math.prod(domain[: lead_axes(domain, parallel)]))
+        call = StageCall(function, [*names, *extra], domain, parallel, -1, lead=lead)
+        return lines + self.queue(call) + self.flush()
 
     def read_array(self, node: Expr) -> str:
         if node in self.arrays:
@@ -876,6 +974,7 @@ class _Lowering:
             ),
         ]
         helpers = {h: rules.HELPERS[h] for h in sorted(self.helpers)}
+        program = self.program(body, scratch) if self.as_program else None
         addressed = [
             Addressed(
                 STAGE_FUNCTION,
@@ -932,6 +1031,8 @@ class _Lowering:
             "",
         ]
         source = with_vector_width("\n".join(source).split("\n"), vector_bits())
+        if program is not None:
+            source = [PROGRAM_NOTE, *source]
         return Lowered(
             "\n".join(source),
             kernel,
@@ -942,7 +1043,48 @@ class _Lowering:
             self.parallel,
             list(addressed),
             self.schedule,
+            program,
+            self.not_a_program,
         )
+
+    def program(self, body: list[str], scratch) -> tuple | None:
+        """The kernel ``body`` as a program (``program``): its template, relocations and
+        steps, with the entries its calls need added to the addressed stages; None when
+        a statement is not one a program holds (``self.not_a_program`` says which)."""
+        bases, places = [], {}
+
+        def base(name: str, shape, dtype: str) -> None:
+            places[name] = Place.array(len(bases), tuple(shape), dtype)
+            bases.append(name)
+
+        # (the call's own arrays first, then the fixed ones: ``program``)
+        for k, p in enumerate(self.func.params):
+            base(f"in{k}", p.type.shape, storage_dtype(p.type.dtype))
+        for k, o in enumerate(self.outputs):
+            base(f"out{k}", o.type.shape, storage_dtype(o.type.dtype))
+        for k, (dtype, n) in enumerate(scratch):
+            base(f"s{k}", (n,), dtype)
+        for k, c in enumerate(self.constants):
+            base(f"c{k}", c.shape, c.dtype.name)
+        stages = self.stages
+        types = [stages.parameter_types[a.function] for a in stages.addressed]
+        bounds = [stages.bounds[a.function] for a in stages.addressed]
+        try:
+            program = read_program(body, places, types, bounds, len(bases))
+        except NotAProgram as e:
+            self.not_a_program = str(e)
+            return None
+        entries = {}
+        for step in program.steps:
+            kind, what = step.function
+            if kind == "entry" and what not in entries:
+                entries[what] = stages.add_entry(list(what))
+
+        def function_base(function) -> int:
+            kind, what = function
+            return len(bases) + (what if kind == "stage" else entries[what])
+
+        return program.table, program.relocations, program.step_array(function_base)
 
     def stage_module(self, stage: Addressed, imports, helpers) -> str:
         """The source of the module of its own that an addressed stage lives in."""
@@ -950,6 +1092,11 @@ class _Lowering:
         return "\n".join(stage_module(with_vector_width(lines, vector_bits()), imports, helpers))
 
 
+#: The first line of a kernel's source that runs as a program.
+PROGRAM_NOTE = (
+    "# Runs as a program (nbyoc.codegen.llvm.program): the kernel below is never compiled;"
+    " its statements were read into a table of stage calls."
+)
 #: The import of what calls a stage through its address (kernels and drivers).
 CALL_AT_IMPORT = "from nbyoc.runtime.llvm.jit_address import call_at"
 #: What a kernel that builds a driver's table imports (``drivers``).

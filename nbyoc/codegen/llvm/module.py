@@ -24,6 +24,7 @@ import collections
 import threading
 import weakref
 
+import cffi
 import numpy as np
 
 from ... import cache
@@ -46,8 +47,10 @@ from ...runtime.module import Module, load_function, register_loader, save_funct
 from ...runtime.outputs import allocate_result, allocators
 from ...runtime.threads import start_threads
 from . import PARALLEL_THRESHOLD
+from . import lower as lower_module
 from .lower import Lowered, lower
-from .rules import STORAGE
+from .program import EXECUTOR_MODULE
+from .rules import STORAGE, storage_dtype
 
 TYPE_KEY = "llvm"
 SAVE_VERSION = 1
@@ -78,24 +81,30 @@ _LOCK = threading.RLock()
 def compiled_kernel(func: Function, fuse: bool, parallel_threshold: int) -> CompiledKernel:
     """The compiled kernel of ``func``, from memory when possible (a second identical
     compile does not touch Numba)."""
-    # (the streaming threshold shapes the source too, and a test or user may change it)
-    key = (structural_digest(func), fuse, parallel_threshold, target.stream_min_bytes())
+    # (the streaming threshold shapes the source too, and a test or user may change it;
+    # so does the work that makes a kernel a program)
+    key = (structural_digest(func), fuse, parallel_threshold, target.stream_min_bytes(),
+           lower_module.PROGRAM_MIN_WORK)  # fmt: skip
     with _LOCK:
         entry = _LIVE.get(key)
         if entry is None:
             lowered = lower(func, fuse, parallel_threshold, function_pointers=supported())
             if lowered.parallel:
                 start_threads()
-            # The stages in modules of their own first, then the kernel's, as one unit of
-            # the compile's progress.
+            # The stages in modules of their own first, then the kernel's (or a program's
+            # executor, the same for every program), as one unit of the compile's progress.
             sources = [*dict.fromkeys(a.module for a in lowered.addressed if a.module)]
             label = func.attrs.get("global_symbol", "kernel")
-            modules = load_kernel_modules([*sources, lowered.source], label)
+            last = EXECUTOR_MODULE if lowered.program is not None else lowered.source
+            modules = load_kernel_modules([*sources, last], label)
             module, by_source = modules[-1], dict(zip(sources, modules))
             functions = [(by_source.get(a.module, module), a.function, a.signature)
                          for a in lowered.addressed]  # fmt: skip
             trailing = (stage_addresses(functions),) if functions else ()
-            kernel = storage_views(lowered, getattr(module, lowered.kernel))
+            if lowered.program is not None:
+                kernel = storage_views(lowered, program_kernel(lowered, module.execute))
+            else:
+                kernel = storage_views(lowered, getattr(module, lowered.kernel))
             keys = frozenset(m.__nbyoc_key__ for m in modules)
             entry = CompiledKernel(lowered, kernel, trailing, module.__nbyoc_key__, keys)
             _LIVE[key] = entry
@@ -119,6 +128,64 @@ def release_unused(keep_recent: bool = False) -> int:
 
 
 cache.on_release(release_unused)
+
+
+def program_kernel(lowered: Lowered, execute):
+    """A function running ``lowered``'s program (``program``) through the compiled
+    ``execute``, called as its kernel would be: inputs, the constants' addresses (when
+    it has constants), outputs, scratch arenas, the stages' addresses. Like the kernel,
+    it refuses an argument that is not an exact ndarray of its dtype and shape,
+    C-contiguous and aligned (an output and a scratch arena writable too), so that the
+    caller's careful path reports or mends it; the executor then reads and writes
+    nothing else. The addresses that do not change from call to call (constants,
+    stages, this thread's scratch arenas) are taken once."""
+    template, relocations, steps = lowered.program
+    specs = [(tuple(t.shape), np.dtype(storage_dtype(t.dtype))) for t in lowered.inputs]
+    n_in, has_constants = len(specs), bool(lowered.constants)
+    specs += [(tuple(t.shape), np.dtype(storage_dtype(t.dtype))) for t in lowered.outputs]
+    n_user = len(specs)
+    specs += [((n,), np.dtype(dtype)) for dtype, n in lowered.scratch]
+    count = n_user + has_constants + len(lowered.scratch) + bool(lowered.addressed)
+    ndarray, ffi = np.ndarray, _FFI
+    fixed_of: dict[tuple, tuple] = {}  # (id, id) of the fixed arguments -> them, their bases
+    arenas: dict[int, tuple] = {}  # id of a scratch arena -> it, its address
+
+    def address(array, shape, dtype, writable: bool) -> int:
+        if type(array) is not ndarray or array.dtype != dtype:
+            raise TypeError(f"nbyoc: an argument is not a {dtype} ndarray")
+        if array.shape != shape:
+            raise ValueError("nbyoc: an argument has the wrong shape")
+        flags = array.flags
+        if not (flags.c_contiguous and flags.aligned) or (writable and not flags.writeable):
+            raise ValueError("nbyoc: an argument is strided, misaligned or read-only")
+        return int(ffi.cast("intptr_t", ffi.from_buffer(array)))
+
+    def run(*args):
+        if len(args) != count:
+            raise TypeError(f"nbyoc: {len(args)} arguments for {count}")
+        # (the kernel's order: inputs, constants, outputs, scratch, stages)
+        arrays = [*args[:n_in], *args[n_in + has_constants : count - bool(lowered.addressed)]]
+        dynamic = []
+        for k, (array, spec) in enumerate(zip(arrays, specs)):
+            if k < n_user:
+                dynamic.append(address(array, *spec, k >= n_in))
+                continue
+            known = arenas.get(id(array))
+            if known is None or known[0] is not array:
+                known = arenas[id(array)] = (array, address(array, *spec, True))
+            dynamic.append(known[1])
+        fixed = [args[n_in]] if has_constants else []
+        fixed += [args[-1]] if lowered.addressed else []
+        key = tuple(map(id, fixed))
+        known = fixed_of.get(key)
+        if known is None or any(a is not b for a, b in zip(known[0], fixed)):
+            known = fixed_of[key] = (fixed, np.concatenate([[], *fixed]).astype(np.int64))
+        execute(template, relocations, np.array(dynamic, np.int64), known[1], steps)
+
+    return run
+
+
+_FFI = cffi.FFI()
 
 
 def storage_views(lowered: Lowered, kernel):

@@ -25,7 +25,8 @@ from ...ir.nodes import Call, Expr
 from ...ir.ops.elementwise import loop_dtypes
 from . import rules
 from .reductions import reduction_code
-from .rows import RowGroup, bind_outside, last_reads
+from .rows import RowGroup, bind_outside, last_reads, row_parameter_types
+from .sizes import Sizes
 
 #: Rows shorter than this run as blocks of rows (a row loop at 32 float32 elements
 #: vectorises in two AVX-512 steps and is as fast as the blocks).
@@ -172,5 +173,9 @@ def emit_row_blocks(lowering, group: RowGroup, stored: set) -> list[str]:
         body += ["    " + line for line in inner]
     body.append("    b0 += B")
     parameters = [*params.values(), *scalars.values()]
-    function = lowering.stages.add_function(parameters, body)
+    if lowering.as_program:  # (called through its address, as a program's stages are)
+        types = row_parameter_types(lowering, bound, flat=True)
+        function, _ = lowering.stages.add_row_function(parameters, types, body, Sizes())
+    else:
+        function = lowering.stages.add_function(parameters, body)
     return bound.lines + lowering.queue_row_call(function, bound.arguments, domain)

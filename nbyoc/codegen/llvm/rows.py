@@ -240,7 +240,10 @@ def bind_outside(lowering, group: RowGroup, stored: set, flat: bool) -> Bindings
         if node in found.params:
             return
         array = lowering.arrays[node]
-        base = array.name if array.contiguous else f"np.ascontiguousarray({array.name})"
+        base = array.name
+        if not array.contiguous:
+            copy, base = lowering.contiguous_copy(node)
+            found.lines.extend(copy)
         view = f"{array.name}_{role}s"
         found.lines.append(f"{view} = {base}.reshape({shapes[role]})")
         found.params[node], found.roles[node] = f"a{len(found.params)}", role

@@ -44,18 +44,21 @@ TABLE = types.Array(types.int64, 1, "C")
 
 def slot_count(kind: str) -> int:
     """The slots an item of layout ``kind`` takes: "v" an integer, "a<n>" a C-contiguous
-    array of n axes, "s<n>" any array of n axes, "t<n>" a tuple of n integers.
+    array of n axes, "s<n>" any array of n axes, "t<n>" a tuple of n integers, "p" the
+    address of a number (which a program's table holds, and no kernel packs).
 
-    >>> slot_count("v"), slot_count("a3"), slot_count("s3"), slot_count("t2")
-    (1, 4, 7, 2)
+    >>> slot_count("v"), slot_count("a3"), slot_count("s3"), slot_count("t2"), slot_count("p")
+    (1, 4, 7, 2, 1)
     """
-    if kind == "v":
+    if kind in ("v", "p"):
         return 1
     n = int(kind[1:])
     return {"a": 1 + n, "s": 1 + 2 * n, "t": n}[kind[0]]
 
 
 def _fits(kind: str, item: types.Type) -> bool:
+    if kind == "p":  # (a kernel holds the number, not where it lies)
+        return False
     if kind == "v":
         return isinstance(item, types.Integer)
     if kind[0] == "a":

@@ -1,0 +1,464 @@
+"""A kernel as data: a region whose kernel does nothing but bind views and call stages
+runs from a table, and its kernel is never compiled.
+
+Once its stages are functions of their own (``stages``), what is left of a region's
+kernel is straight-line code: views of its arrays (slices of a scratch arena,
+reshapes, transposes, slices) and calls of stage functions through their addresses,
+one at a time or as a driver's run (``drivers``). Numba still took seconds to compile
+it (a speech embedding CNN's 300 lines: 4.9 s of its 7 s cold), and compiled it again
+for every input shape, since every size in it is a constant.
+
+``read_program`` reads those statements once, at lowering, as an interpreter of that
+small language would, into a ``Program``: an int64 *template* holding every call's row
+(the stage's address and its arguments, as an entry reads them: ``drivers``), each
+array there as its offset from a *base* (an input, an output, a scratch arena, a
+constant, a stage function), and a list of *steps*. One fixed function, compiled once
+per machine (``EXECUTOR_MODULE``), copies the template, adds each base's address where
+a relocation says, and runs the steps: a call through a stage's entry, or a driver's
+run. The bases are numbered the call's own arrays first (inputs, outputs, scratch
+arenas: their addresses change from call to call), then the fixed ones (constants,
+stage functions), and the executor takes the two apart. A statement outside that
+language (a loop the kernel kept, a check, a copy) is
+named as the reason, and the region keeps its compiled kernel.
+
+What is read is checked as the kernel's compile would have: an array passed where a
+stage takes a C-contiguous one must be one, of the stage's rank and dtype; a
+table's items must be what its layout string states.
+
+>>> import numpy as np
+>>> program = read_program(
+...     ["t0 = s0[4:10].reshape((2, 3))",
+...      "call_at(stage_addresses[0], STAGE_AT0_TYPE, (t0, 0, 2,))"],
+...     {"s0": Place(0, 0, (16,), (4,), "float32")},
+...     [['nbt.Array(nbt.float32, 2, "C")', "nbt.int64", "nbt.int64"]],
+...     [["lo", "hi"]], first_stage=1)
+>>> program.table.tolist(), program.relocations.tolist()
+([0, 16, 2, 3], [0, 1, 1, 0])
+>>> program.steps
+[Step(kind=0, function=('entry', ('nbt.Array(nbt.float32, 2, "C")',)), at=0, values=(0, 2))]
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .drivers import slots
+
+#: A step's kinds: a call of one stage through its entry over ``[lo, hi)``; a driver's
+#: run of the stages whose header starts at ``at`` (``drivers``).
+CALL, DRIVE = 0, 1
+#: The int64 slots of a step in the executor's steps: kind, the base of the function it
+#: calls (an entry, a driver), ``at``, then lo and hi (a call) or the driver's cut.
+STEP_SLOTS = 7
+
+#: The executor: one fixed module, so one compile per machine (then the disk cache's).
+EXECUTOR_MODULE = f"""\
+import numpy as np
+from numba import njit
+from numba.core import types as nbt
+from nbyoc.runtime.llvm.jit_address import call_at
+
+TABLE = nbt.Array(nbt.int64, 1, "C")
+ENTRY_TYPE = nbt.FunctionType(nbt.void(TABLE, nbt.int64, nbt.int64, nbt.int64))
+DRIVER_TYPE = nbt.FunctionType(nbt.void(TABLE, *[nbt.int64] * 5))
+READ = nbt.Array(nbt.int64, 1, "C", readonly=True)
+
+
+@njit(nbt.void(READ, READ, READ, READ, READ), cache=True, nogil=True, boundscheck=False)
+def execute(template, relocations, dynamic, fixed, steps):
+    table = template.copy()
+    n = dynamic.shape[0]
+    for r in range(0, relocations.shape[0], 2):
+        b = relocations[r + 1]
+        table[relocations[r]] += dynamic[b] if b < n else fixed[b - n]
+    for s in range(0, steps.shape[0], {STEP_SLOTS}):
+        function, at = fixed[steps[s + 1] - n], steps[s + 2]
+        if steps[s] == {CALL}:
+            call_at(function, ENTRY_TYPE, (table, at, steps[s + 3], steps[s + 4]))
+        else:
+            cut = (steps[s + 3], steps[s + 4], steps[s + 5], steps[s + 6])
+            call_at(function, DRIVER_TYPE, (table, at, *cut))
+"""
+
+
+class NotAProgram(Exception):
+    """A kernel statement a program cannot hold (its message says which, and why)."""
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where an array lives: ``offset`` bytes from base number ``base``'s address, with
+    ``shape`` and byte ``strides``, elements of NumPy ``dtype`` (storage dtypes)."""
+
+    base: int
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: str
+
+    @classmethod
+    def array(cls, base: int, shape: tuple[int, ...], dtype: str, offset: int = 0) -> Place:
+        """A C-contiguous array at ``offset`` bytes from base ``base``.
+
+        >>> Place.array(2, (3, 4), "float64").strides
+        (32, 8)
+        """
+        itemsize = np.dtype(dtype).itemsize
+        strides = tuple(itemsize * math.prod(shape[k + 1 :]) for k in range(len(shape)))
+        return cls(base, offset, tuple(shape), strides, dtype)
+
+    @property
+    def contiguous(self) -> bool:
+        """Whether it is C-contiguous (axes of one element may have any stride)."""
+        expected = np.dtype(self.dtype).itemsize
+        for n, stride in zip(reversed(self.shape), reversed(self.strides)):
+            if n != 1 and stride != expected:
+                return False
+            expected *= n
+        return True
+
+    def span(self) -> tuple[int, int]:
+        """The bytes it covers from its base's address: [low, high) (empty: 0, 0).
+
+        >>> Place(0, 8, (2, 3), (-12, 4), "float32").span()
+        (-4, 20)
+        """
+        if 0 in self.shape:
+            return 0, 0
+        low = self.offset + sum(min(0, (n - 1) * s) for n, s in zip(self.shape, self.strides))
+        high = self.offset + sum(max(0, (n - 1) * s) for n, s in zip(self.shape, self.strides))
+        return low, high + np.dtype(self.dtype).itemsize
+
+    def reshape(self, shape: tuple[int, ...]) -> Place:
+        if not self.contiguous or math.prod(shape) != math.prod(self.shape):
+            raise NotAProgram(f"a reshape of a strided {self.shape} array to {shape}")
+        return Place.array(self.base, shape, self.dtype, self.offset)
+
+    def transpose(self, axes: tuple[int, ...]) -> Place:
+        if sorted(axes) != list(range(len(self.shape))):
+            raise NotAProgram(f"a transpose by {axes} of a {len(self.shape)}-d array")
+        shape = tuple(self.shape[a] for a in axes)
+        strides = tuple(self.strides[a] for a in axes)
+        return Place(self.base, self.offset, shape, strides, self.dtype)
+
+    def sliced(self, slices: tuple[slice, ...]) -> Place:
+        """The view ``array[slices]`` (Python's rules for starts, stops and steps)."""
+        if len(slices) > len(self.shape):
+            raise NotAProgram(f"{len(slices)} slices of a {len(self.shape)}-d array")
+        offset, shape, strides = self.offset, list(self.shape), list(self.strides)
+        for axis, s in enumerate(slices):
+            picked = range(self.shape[axis])[s]
+            if len(picked):
+                offset += picked.start * self.strides[axis]
+            shape[axis], strides[axis] = len(picked), self.strides[axis] * picked.step
+        return Place(self.base, offset, tuple(shape), tuple(strides), self.dtype)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: ``kind`` CALL or DRIVE; ``function``, what it calls: ("stage", k) the
+    kernel's addressed stage k (a driver), or ("entry", types) the entry of stages of
+    those parameter types; ``at``, where its row or run starts in the table; ``values``:
+    lo and hi, or the driver's cut (chunks, units, unit, size)."""
+
+    kind: int
+    function: tuple
+    at: int
+    values: tuple[int, ...]
+
+
+@dataclass
+class Program:
+    """A kernel as data (see the module docstring): ``table``, the template; its
+    ``relocations``, (slot, base) pairs flattened; the ``steps``."""
+
+    table: np.ndarray
+    relocations: np.ndarray
+    steps: list[Step] = field(default_factory=list)
+
+    def step_array(self, function_base) -> np.ndarray:
+        """The steps as the executor reads them, given ``function_base(function)``: the
+        base number holding the address of what a step calls."""
+        rows = [
+            [step.kind, function_base(step.function), step.at, *step.values]
+            + [0] * (STEP_SLOTS - 3 - len(step.values))
+            for step in self.steps
+        ]
+        return np.array(rows, np.int64).reshape(-1)
+
+
+_NUMBA_ARRAY = re.compile(r'nbt\.Array\(nbt\.(\w+), (\d+), "([CA])"\)')
+_STAGE = re.compile(r"stage_addresses\[(\d+)\]")
+
+
+def read_program(
+    body: list[str],
+    places: dict[str, Place],
+    stage_types: list[list[str]],
+    stage_bounds: list[list[str]],
+    first_stage: int,
+) -> Program:
+    """The program of a kernel whose statements are ``body`` (its top level, no checks),
+    given the ``places`` of the arrays it starts with (inputs, outputs, scratch,
+    constants: by name, each a whole base of its own), each addressed stage's
+    parameter types and bound parameters, and the base number of
+    ``stage_addresses[0]`` (stage k's address is base ``first_stage + k``). Raises
+    NotAProgram."""
+    assert len({p.base for p in places.values()}) == len(places), "internal: one place a base"
+    sizes = {p.base: p.span()[1] for p in places.values()}
+    reader = _Reader(dict(places), sizes, stage_types, stage_bounds, first_stage)
+    try:
+        statements = ast.parse("\n".join(body)).body
+    except SyntaxError as e:
+        raise NotAProgram(f"unreadable kernel statements: {e}") from None
+    for statement in statements:
+        reader.statement(statement)
+    return Program(
+        np.array(reader.table, np.int64),
+        np.array(reader.relocations, np.int64).reshape(-1),
+        reader.steps,
+    )
+
+
+class _Reader:
+    """Reads kernel statements one by one into the template, relocations and steps."""
+
+    def __init__(self, places, sizes, stage_types, stage_bounds, first_stage):
+        self.places: dict[str, Place] = places
+        self.sizes: dict[int, int] = sizes  # each base's bytes
+        self.tables: dict[str, int] = {}  # a table's name -> where its run starts
+        self.numbers: dict[str, Place] = {}  # a number's name -> the element it was read from
+        self.stage_types, self.stage_bounds = stage_types, stage_bounds
+        self.first_stage = first_stage
+        self.table: list[int] = []
+        self.relocations: list[tuple[int, int]] = []
+        self.steps: list[Step] = []
+
+    def statement(self, node: ast.stmt) -> None:
+        text = ast.unparse(node)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            (target,) = node.targets
+            if isinstance(target, ast.Name):
+                self.assign(target.id, node.value, text)
+                return
+        if isinstance(node, ast.Expr) and _called(node.value) == "call_at":
+            self.call(node.value, text)
+            return
+        raise NotAProgram(f"the kernel statement {text!r}")
+
+    # -- views and tables --------------------------------------------------------
+
+    def assign(self, name: str, value: ast.expr, text: str) -> None:
+        self.tables.pop(name, None)
+        self.places.pop(name, None)
+        self.numbers.pop(name, None)
+        if _called(value) == "table_of":
+            self.tables[name] = self.table_of(value, text)
+        elif isinstance(value, ast.Subscript) and _is_index(value.slice):
+            self.numbers[name] = self.element(value, text)
+        else:
+            self.places[name] = self.view(value, text)
+
+    def element(self, value: ast.Subscript, text: str) -> Place:
+        """The one element ``array[i, j, ...]`` a number is read from, as a place."""
+        place = self.place(value.value, text)
+        index = _literal(value.slice, text)
+        index = index if isinstance(index, tuple) else (index,)
+        if len(index) != len(place.shape) or not all(
+            type(i) is int and 0 <= i < n for i, n in zip(index, place.shape)
+        ):
+            raise NotAProgram(f"an element outside its array: {text!r}")
+        offset = place.offset + sum(i * s for i, s in zip(index, place.strides))
+        return Place(place.base, offset, (1,), (np.dtype(place.dtype).itemsize,), place.dtype)
+
+    def view(self, value: ast.expr, text: str) -> Place:
+        if isinstance(value, ast.Name):
+            return self.place(value, text)
+        if isinstance(value, ast.Subscript):
+            return self.place(value.value, text).sliced(_slices(value.slice, text))
+        if _called(value) == "np.ascontiguousarray" and len(value.args) == 1:
+            place = self.view(value.args[0], text)
+            if not place.contiguous:
+                raise NotAProgram(f"a copy of a strided array: {text!r}")
+            return place
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            method, source = value.func.attr, self.view(value.func.value, text)
+            if method in ("reshape", "transpose") and len(value.args) == 1:
+                literal = _literal(value.args[0], text)
+                shape = (literal,) if isinstance(literal, int) else tuple(literal)
+                return source.reshape(shape) if method == "reshape" else source.transpose(shape)
+        raise NotAProgram(f"the view {text!r}")
+
+    def place(self, node: ast.expr, text: str) -> Place:
+        if isinstance(node, ast.Name) and node.id in self.places:
+            return self.places[node.id]
+        raise NotAProgram(f"an array the program does not know in {text!r}")
+
+    def table_of(self, value: ast.Call, text: str) -> int:
+        """Append a driver's table (``runtime.llvm.stage_table.table_of``): where it starts."""
+        if len(value.args) != 2 or not isinstance(value.args[1], ast.Tuple):
+            raise NotAProgram(f"the table {text!r}")
+        kinds = _literal(value.args[0], text).split()
+        items = value.args[1].elts
+        if len(kinds) != len(items):
+            raise NotAProgram(f"a table whose layout does not fit its items: {text!r}")
+        start = len(self.table)
+        for kind, item in zip(kinds, items):
+            if kind == "v":
+                self.value(item, text)
+            elif kind[0] in "as":
+                place = self.place(item, text)
+                if len(place.shape) != int(kind[1:]) or (kind[0] == "a" and not place.contiguous):
+                    raise NotAProgram(f"a table item unlike its layout {kind!r}: {text!r}")
+                self.array(place, kind[0] == "s")
+            elif kind == "p":
+                self.number(item, None, text)
+            elif kind[0] == "t":
+                values = _literal(item, text)
+                if len(values) != int(kind[1:]):
+                    raise NotAProgram(f"a table item unlike its layout {kind!r}: {text!r}")
+                self.table += [_integer(v, text) for v in values]
+            else:
+                raise NotAProgram(f"a table layout {kind!r}: {text!r}")
+        return start
+
+    # -- calls ------------------------------------------------------------------
+
+    def call(self, value: ast.Call, text: str) -> None:
+        if len(value.args) != 3 or not isinstance(value.args[2], ast.Tuple):
+            raise NotAProgram(f"the call {text!r}")
+        stage = self.stage(value.args[0], text)
+        arguments = value.args[2].elts
+        first = arguments[0] if arguments else None
+        if isinstance(first, ast.Name) and first.id in self.tables:
+            cut = [self.integer(a, text) for a in arguments[1:]]
+            if len(cut) != 5 or cut[0] != 0:
+                raise NotAProgram(f"a driver's call unlike a driver's: {text!r}")
+            self.steps.append(Step(DRIVE, ("stage", stage), self.tables[first.id], tuple(cut[1:])))
+            return
+        types, bounds = self.stage_types[stage], self.stage_bounds[stage]
+        if bounds != ["lo", "hi"] or len(arguments) != len(types):
+            raise NotAProgram(f"a call of a stage without bounds: {text!r}")
+        inner = types[:-2]
+        layout = slots(inner, scalars=True)
+        if layout is None:
+            raise NotAProgram(f"a stage argument no table can pass: {text!r}")
+        at = len(self.table)
+        self.relocate(self.first_stage + stage)
+        self.table.append(0)
+        for argument, numba_type, slot in zip(arguments, inner, layout):
+            if slot.kind in ("array", "strided"):
+                place = self.place(argument, text)
+                element, ndim, _ = _NUMBA_ARRAY.fullmatch(numba_type).groups()
+                dtype = "bool" if element == "boolean" else element
+                if (place.dtype, len(place.shape)) != (dtype, int(ndim)):
+                    raise NotAProgram(f"an argument unlike its {numba_type}: {text!r}")
+                if slot.kind == "array" and not place.contiguous:
+                    raise NotAProgram(f"a strided argument for a contiguous one: {text!r}")
+                self.array(place, slot.kind == "strided")
+            elif slot.kind == "value":
+                self.table.append(self.integer(argument, text))
+            elif slot.kind == "scalar":
+                self.number(argument, numba_type, text)
+            else:
+                values = _literal(argument, text)
+                if not isinstance(values, tuple) or len(values) != slot.count:
+                    raise NotAProgram(f"sizes unlike the stage's: {text!r}")
+                self.table += [_integer(v, text) for v in values]
+        lo, hi = (self.integer(a, text) for a in arguments[-2:])
+        self.steps.append(Step(CALL, ("entry", tuple(inner)), at, (lo, hi)))
+
+    def stage(self, node: ast.expr, text: str) -> int:
+        match = _STAGE.fullmatch(ast.unparse(node))
+        if match is None or int(match.group(1)) >= len(self.stage_types):
+            raise NotAProgram(f"a call of what is not a stage: {text!r}")
+        return int(match.group(1))
+
+    def value(self, item: ast.expr, text: str) -> None:
+        """A table's integer: a literal, or a stage's address."""
+        if _STAGE.fullmatch(ast.unparse(item)):
+            self.relocate(self.first_stage + self.stage(item, text))
+            self.table.append(0)
+        else:
+            self.table.append(self.integer(item, text))
+
+    def number(self, node: ast.expr, numba_type: str | None, text: str) -> None:
+        """A number's slot: the address of the element it was read from (of the dtype
+        ``numba_type`` names, when known)."""
+        if not (isinstance(node, ast.Name) and node.id in self.numbers):
+            raise NotAProgram(f"a number the program does not know in {text!r}")
+        place = self.numbers[node.id]
+        if numba_type is not None and numba_type != _numba_scalar(place.dtype):
+            raise NotAProgram(f"a {place.dtype} number for a {numba_type}: {text!r}")
+        self.array(place, False)
+        self.table.pop()  # (its address only: no extent)
+
+    def integer(self, node: ast.expr, text: str) -> int:
+        if _called(node) == "np.int64" and len(node.args) == 1:
+            node = node.args[0]
+        return _integer(_literal(node, text), text)
+
+    def array(self, place: Place, strided: bool) -> None:
+        # (views of a base never leave it: slices clip, reshapes keep the size; checked
+        # all the same, since the executor's stages would read and write there)
+        low, high = place.span()
+        if low < 0 or high > self.sizes[place.base]:
+            raise AssertionError(
+                f"internal: a view of bytes [{low}, {high}) of a base of {self.sizes[place.base]}"
+            )
+        self.relocate(place.base)
+        self.table += [place.offset, *place.shape, *(place.strides if strided else ())]
+
+    def relocate(self, base: int) -> None:
+        """The next slot holds an offset from base ``base``'s address."""
+        self.relocations.append((len(self.table), base))
+
+
+def _called(node: ast.expr) -> str | None:
+    """The dotted name a call expression calls, or None."""
+    if isinstance(node, ast.Call):
+        try:
+            return ast.unparse(node.func)
+        except Exception:  # pragma: no cover (ast.unparse takes any expression)
+            return None
+    return None
+
+
+def _literal(node: ast.expr, text: str):
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        raise NotAProgram(f"a value that is not a literal in {text!r}") from None
+
+
+def _integer(value, text: str) -> int:
+    if type(value) is not int:
+        raise NotAProgram(f"{value!r} is not an integer in {text!r}")
+    return value
+
+
+def _is_index(node: ast.expr) -> bool:
+    """Whether a subscript is an element's index: integers, or ``()``."""
+    parts = node.elts if isinstance(node, ast.Tuple) else [node]
+    return all(isinstance(p, ast.Constant) and type(p.value) is int for p in parts)
+
+
+def _numba_scalar(dtype: str) -> str:
+    return "nbt.boolean" if dtype == "bool" else f"nbt.{dtype}"
+
+
+def _slices(node: ast.expr, text: str) -> tuple[slice, ...]:
+    parts = node.elts if isinstance(node, ast.Tuple) else [node]
+    slices = []
+    for part in parts:
+        if not isinstance(part, ast.Slice):
+            raise NotAProgram(f"an index that is not a slice in {text!r}")
+        ends = [None if e is None else _integer(_literal(e, text), text)
+                for e in (part.lower, part.upper, part.step)]  # fmt: skip
+        slices.append(slice(*ends))
+    return tuple(slices)
