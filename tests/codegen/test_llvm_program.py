@@ -9,12 +9,12 @@ import pytest
 import nbyoc
 from nbyoc.codegen.llvm import lower as llvm_lower
 from nbyoc.codegen.llvm.program import CALL, DRIVE, NotAProgram, Place, read_program
+from nbyoc.codegen.llvm.stages import Addressed
 from nbyoc.errors import ArgumentError
 from nbyoc.runtime.llvm import jit_address
 
 F32_2 = 'nbt.Array(nbt.float32, 2, "C")'
 F32_2A = 'nbt.Array(nbt.float32, 2, "A")'
-BOUNDS = ["nbt.int64", "nbt.int64"]
 CALL0 = "call_at(stage_addresses[0], STAGE_AT0_TYPE, "
 CALL1 = "call_at(stage_addresses[1], STAGE_AT1_TYPE, "
 CALL2 = "call_at(stage_addresses[2], STAGE_AT2_TYPE, "
@@ -27,7 +27,8 @@ def read(body, stage_types, places=None):
         "out0": Place.array(1, (6, 4), "float32"),
         "s0": Place.array(2, (64,), "float32"),
     }
-    return read_program(body, places, stage_types, [["lo", "hi"]] * len(stage_types), 3)
+    stages = [Addressed(f"stage{k}", "S", None, tuple(t), True) for k, t in enumerate(stage_types)]
+    return read_program(body, places, stages, 3)
 
 
 def test_views_become_offsets_extents_and_strides_of_their_base():
@@ -39,7 +40,7 @@ def test_views_become_offsets_extents_and_strides_of_their_base():
             "call_at(stage_addresses[0], STAGE_AT0_TYPE, (w1, t0, 0, 6,))",
             "call_at(stage_addresses[1], STAGE_AT1_TYPE, (w2, t0, 2, 4,))",
         ],
-        [[F32_2A, F32_2, *BOUNDS], [F32_2A, F32_2, *BOUNDS]],
+        [[F32_2A, F32_2], [F32_2A, F32_2]],
     )
     # Each row: the stage's address (relocated), then its arguments. The transpose: its
     # base's address, extents (6, 4), byte strides (4, 24); t0: 32 bytes into s0.
@@ -63,7 +64,7 @@ def test_a_drivers_run_is_one_step_at_its_table():
             "call_at(stage_addresses[2], STAGE_AT2_TYPE, (drive_table, np.int64(0),"
             " np.int64(2), np.int64(6), np.int64(1), np.int64(6),))",
         ],
-        [[F32_2, F32_2, *BOUNDS], [*BOUNDS], [*BOUNDS]],
+        [[F32_2, F32_2], [], []],
     )
     (step,) = program.steps
     assert (step.kind, step.function, step.at, step.values) == (
@@ -104,10 +105,10 @@ def test_a_drivers_run_is_one_step_at_its_table():
 def test_a_statement_a_program_cannot_hold_is_named(statement, reason):
     f64 = 'nbt.Array(nbt.float64, 2, "C")'
     stage_types = [
-        [F32_2A, F32_2, *BOUNDS],
-        [F32_2, F32_2, *BOUNDS],
-        [f64, *BOUNDS],
-        [F32_2, "nbt.float64", *BOUNDS],
+        [F32_2A, F32_2],
+        [F32_2, F32_2],
+        [f64],
+        [F32_2, "nbt.float64"],
     ]
     with pytest.raises(NotAProgram, match=reason):
         read(statement.split("\n"), stage_types)

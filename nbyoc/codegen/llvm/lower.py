@@ -338,12 +338,8 @@ class _Lowering:
             return lines + self.emit_part_copies(node, operands, parallel)
         # (a 0-d array passes through no driver's table)
         arrays = [*node.args, node]
-        if (
-            (parallel or self.as_program)
-            and self.stages.pointers
-            and not rule.layouts
-            and all(a.type.ndim for a in arrays)
-        ):
+        called = self.as_program or (parallel and self.stages.pointers)  # (a program has them)
+        if called and not rule.layouts and all(a.type.ndim for a in arrays):
             tasks = self.task_body(node, rule, operands)
             if tasks is not None:
                 body, checks = tasks
@@ -976,10 +972,11 @@ class _Lowering:
         helpers = {h: rules.HELPERS[h] for h in sorted(self.helpers)}
         program = self.program(body, scratch) if self.as_program else None
         addressed = [
-            Addressed(
-                STAGE_FUNCTION,
-                STAGE_SIGNATURE,
-                self.stage_module(a, [*imports, *STAGE_IMPORTS], helpers),
+            replace(
+                a,
+                function=STAGE_FUNCTION,
+                signature=STAGE_SIGNATURE,
+                module=self.stage_module(a, [*imports, *STAGE_IMPORTS], helpers),
             )
             for a in self.stages.addressed
         ]
@@ -1067,10 +1064,8 @@ class _Lowering:
         for k, c in enumerate(self.constants):
             base(f"c{k}", c.shape, c.dtype.name)
         stages = self.stages
-        types = [stages.parameter_types[a.function] for a in stages.addressed]
-        bounds = [stages.bounds[a.function] for a in stages.addressed]
         try:
-            program = read_program(body, places, types, bounds, len(bases))
+            program = read_program(body, places, stages.addressed, len(bases))
         except NotAProgram as e:
             self.not_a_program = str(e)
             return None

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .drivers import slots
+from .stages import Addressed
 
 #: A step's kinds: a call of one stage through its entry over ``[lo, hi)``; a driver's
 #: run of the stages whose header starts at ``at`` (``drivers``).
@@ -199,19 +200,18 @@ _STAGE = re.compile(r"stage_addresses\[(\d+)\]")
 def read_program(
     body: list[str],
     places: dict[str, Place],
-    stage_types: list[list[str]],
-    stage_bounds: list[list[str]],
+    stages: list[Addressed],
     first_stage: int,
 ) -> Program:
     """The program of a kernel whose statements are ``body`` (its top level, no checks),
     given the ``places`` of the arrays it starts with (inputs, outputs, scratch,
-    constants: by name, each a whole base of its own), each addressed stage's
-    parameter types and bound parameters, and the base number of
+    constants: by name, each a whole base of its own), the addressed ``stages``
+    (their parameter types and whether they take bounds), and the base number of
     ``stage_addresses[0]`` (stage k's address is base ``first_stage + k``). Raises
     NotAProgram."""
     assert len({p.base for p in places.values()}) == len(places), "internal: one place a base"
     sizes = {p.base: p.span()[1] for p in places.values()}
-    reader = _Reader(dict(places), sizes, stage_types, stage_bounds, first_stage)
+    reader = _Reader(dict(places), sizes, stages, first_stage)
     try:
         statements = ast.parse("\n".join(body)).body
     except SyntaxError as e:
@@ -228,12 +228,12 @@ def read_program(
 class _Reader:
     """Reads kernel statements one by one into the template, relocations and steps."""
 
-    def __init__(self, places, sizes, stage_types, stage_bounds, first_stage):
+    def __init__(self, places, sizes, stages, first_stage):
         self.places: dict[str, Place] = places
         self.sizes: dict[int, int] = sizes  # each base's bytes
         self.tables: dict[str, int] = {}  # a table's name -> where its run starts
         self.numbers: dict[str, Place] = {}  # a number's name -> the element it was read from
-        self.stage_types, self.stage_bounds = stage_types, stage_bounds
+        self.stages: list[Addressed] = stages
         self.first_stage = first_stage
         self.table: list[int] = []
         self.relocations: list[tuple[int, int]] = []
@@ -341,10 +341,10 @@ class _Reader:
                 raise NotAProgram(f"a driver's call unlike a driver's: {text!r}")
             self.steps.append(Step(DRIVE, ("stage", stage), self.tables[first.id], tuple(cut[1:])))
             return
-        types, bounds = self.stage_types[stage], self.stage_bounds[stage]
-        if bounds != ["lo", "hi"] or len(arguments) != len(types):
+        called = self.stages[stage]
+        if not called.bounded or len(arguments) != len(called.types) + 2:
             raise NotAProgram(f"a call of a stage without bounds: {text!r}")
-        inner = types[:-2]
+        inner = list(called.types)
         layout = slots(inner, scalars=True)
         if layout is None:
             raise NotAProgram(f"a stage argument no table can pass: {text!r}")
@@ -375,7 +375,7 @@ class _Reader:
 
     def stage(self, node: ast.expr, text: str) -> int:
         match = _STAGE.fullmatch(ast.unparse(node))
-        if match is None or int(match.group(1)) >= len(self.stage_types):
+        if match is None or int(match.group(1)) >= len(self.stages):
             raise NotAProgram(f"a call of what is not a stage: {text!r}")
         return int(match.group(1))
 
@@ -421,12 +421,7 @@ class _Reader:
 
 def _called(node: ast.expr) -> str | None:
     """The dotted name a call expression calls, or None."""
-    if isinstance(node, ast.Call):
-        try:
-            return ast.unparse(node.func)
-        except Exception:  # pragma: no cover (ast.unparse takes any expression)
-            return None
-    return None
+    return ast.unparse(node.func) if isinstance(node, ast.Call) else None
 
 
 def _literal(node: ast.expr, text: str):

@@ -365,11 +365,15 @@ class Addressed:
     of a ``prange``, ``outline``) or in a module of its own, whose source ``module`` is.
     A stage's module holds nothing but it and what it imports, its names fixed
     (``stage``, ``SIGNATURE``), so identical stages of any kernel, model or process are
-    one module, compiled once and cached on disk by its content."""
+    one module, compiled once and cached on disk by its content. ``types``: the Numba
+    types of its parameters before its bounds; ``bounded``: whether it ends with the
+    bounds ``lo, hi`` (an entry or a driver calls it over them)."""
 
     function: str
     signature: str
     module: str | None = None
+    types: tuple[str, ...] = ()
+    bounded: bool = False
 
 
 #: The fixed names of the function and its type in a stage's own module.
@@ -432,10 +436,6 @@ class StageFunctions:
         self.addressed: list[Addressed] = []
         #: Each addressed stage's definition in its own module, by kernel name.
         self.definitions: dict[str, list[str]] = {}
-        #: Each addressed stage's parameter types (Numba type expressions), by kernel name.
-        self.parameter_types: dict[str, list[str]] = {}
-        #: Each addressed stage's bound parameters (``lo, hi``, or none), by kernel name.
-        self.bounds: dict[str, list[str]] = {}
         #: Whether a run of stages is driven (the kernel fills a table: ``drivers``).
         self.driven = False
 
@@ -543,10 +543,8 @@ class StageFunctions:
     def bounded_types(self, index: int) -> list[str] | None:
         """The parameter types, without its bounds, of the addressed stage at ``index``;
         None when it takes no bounds ``lo, hi`` (an entry calls it over its bounds)."""
-        function = self.addressed[index].function
-        if self.bounds.get(function) != ["lo", "hi"]:
-            return None
-        return self.parameter_types[function][:-2]
+        stage = self.addressed[index]
+        return list(stage.types) if stage.bounded else None
 
     def add_entry(self, types: list[str]) -> int:
         """The address index of the entry (``drivers.entry_lines``) of stages whose
@@ -589,8 +587,6 @@ class StageFunctions:
                     f"{signature} = {void}",
                     f"{signature}_TYPE = nbt.FunctionType({signature})",
                 ]
-                self.parameter_types[name] = [*types, *["nbt.int64"] * len(bounds)]
-                self.bounds[name] = list(bounds)
                 self.definitions[name] = [
                     *preamble,
                     f"{STAGE_SIGNATURE} = {void}",
@@ -599,7 +595,8 @@ class StageFunctions:
                     *code,
                     "",
                 ]
-                self.addressed.append(Addressed(name, signature))
+                assert bounds in ([], ["lo", "hi"]), "internal: a stage's bounds are lo, hi"
+                self.addressed.append(Addressed(name, signature, None, tuple(types), bool(bounds)))
             else:
                 self.source += [f"@njit({options})", f"def {name}({parameters}):", *code, ""]
         index = next((k for k, a in enumerate(self.addressed) if a.function == name), None)
