@@ -161,7 +161,9 @@ def test_the_strategies_draw_what_found_the_bugs():
     prove nothing about them)."""
     found: set[str] = set()
 
-    @settings(max_examples=300, deadline=None, database=None)
+    # (derandomised: whether the draws hold every kind is a property of the strategy,
+    # and a random run of 300 once missed one)
+    @settings(max_examples=500, deadline=None, database=None, derandomize=True)
     @given(random_graphs())
     def collect(f):
         outputs = _outputs(f)

@@ -3,11 +3,12 @@ an activation, a residual add) applied to each block of output while it is in ca
 
 Two ways, chosen per call by its sizes:
 
-- **direct**: one task per (image, output channel) plane, in parallel; for each
-  input channel of its group and each kernel tap, the plane's rows get ``w * x``
-  added along the row (vectorised when the row's stride is 1). Each tap's valid
-  output range is worked out from the static geometry, so the padding is never
-  read or tested inside the row loop. Depthwise and small convs run this way.
+- **direct**: one task per (image, output channel) plane, in parallel; each input
+  channel of its group is copied into zero-padded stride phases (``phases``), and
+  each row of kernel taps is then one call of a tap row (``runtime.llvm.tap_rows``,
+  vector registers summing the row's taps, a masked tail) over the plane's flat
+  positions. Every size is read at run time: one function serves every shape of its
+  structure. Depthwise and small convs run this way.
 - **tiles**: per image and group, ``w (M, C*taps) @ columns (C*taps, positions)``
   by ``nbyoc.runtime.llvm.tiles``, the columns gathered first (im2col; a 1x1 conv with
   unit strides and no padding reads its input as it is; other unit-stride convs
@@ -26,9 +27,10 @@ from __future__ import annotations
 import math
 
 from ...ir.nodes import Call
-from ...runtime.llvm.target import tile_shape
+from ...runtime.llvm.target import tap_row_name, tile_shape
 from .gemm import tile_product
 from .loops import outer, subscript
+from .phases import Phases
 from .sizes import Sizes, value
 from .stages import Lead, StageBody
 
@@ -70,21 +72,18 @@ def _runs_wide(g: _Geometry) -> bool:
 
 class _Geometry:
     """The sizes of one conv call, by spatial axis. With ``sizes``, the images, channels
-    and (with ``spatial_sizes``) spatial extents are read at run time (``sizes.Dim``):
-    the code is the same for every conv of one structure. The structure, written into
-    the code: the kernel's window, strides, dilations and pads (LLVM unrolls the tap
-    loops, and each tap's valid range then folds), whether it is grouped, and the rank
-    and dtype."""
+    and spatial extents are read at run time (``sizes.Dim``): the code is the same for
+    every conv of one structure. The structure, written into the code: the kernel's
+    window, strides, dilations and pads (LLVM unrolls the tap loops of the im2col
+    gather, and each tap's valid range then folds; a direct conv's tap row is built
+    for its window's last axis), whether it is grouped, and the rank and dtype."""
 
-    def __init__(self, node: Call, sizes: Sizes | None = None, spatial_sizes: bool = True):
+    def __init__(self, node: Call, sizes: Sizes | None = None):
         x, w = node.args[:2]
         attrs = node.attrs
 
         def dims(values):
             return tuple(values) if sizes is None else sizes.dims(values)
-
-        def extents(values):
-            return dims(values) if spatial_sizes else tuple(values)
 
         group = attrs["group"]
         self.n, self.cg, self.mg = dims(
@@ -94,9 +93,9 @@ class _Geometry:
         # and of 88 channels are one function)
         self.group = group if group == 1 else dims((group,))[0]
         self.c, self.m = self.cg * self.group, self.mg * self.group
-        self.spatial = extents(x.type.shape[2:])
+        self.spatial = dims(x.type.shape[2:])
         self.kernel = w.type.shape[2:]
-        self.out = extents(node.type.shape[2:])
+        self.out = dims(node.type.shape[2:])
         self.strides, self.dilations = attrs["strides"], attrs["dilations"]
         self.begins = attrs["pads"][: len(self.kernel)]
         self.ends = attrs["pads"][len(self.kernel) :]
@@ -138,10 +137,7 @@ def conv_stage(node: Call, sources, dest: str, parallel: bool, epilogue=None) ->
     body; ``epilogue``, given the names of a plane's (image, channel) indices, returns
     the lines to run on that plane once it is written."""
     direct = not uses_tiles(node)
-    # A direct conv keeps its spatial extents written in: each tap's range of outputs
-    # is then a constant and LLVM vectorises the row without a scalar remainder (read
-    # at run time, a depthwise 3x3 conv over 56x56 ran 1.4x slower).
-    g = _Geometry(node, Sizes(), spatial_sizes=not direct)
+    g = _Geometry(node, Sizes())
     if epilogue is not None:
         epilogue = epilogue.sized((g.n, g.m, *g.out))
     if direct:
@@ -170,49 +166,49 @@ def _indent(lines: list[str], depth: int) -> list[str]:
 
 
 def _direct_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
+    """One task per (image, output channel) plane, its sizes read at run time: each input
+    channel of its group is copied into stride phases (``phases``; a 1x1 conv of unit
+    strides reads it as it is), and each row of taps is one call of a tap row
+    (``runtime.llvm.tap_rows``) over the plane's flat positions."""
     x_name, w_name, *bias = sources
+    dtype = node.type.dtype
     k = len(g.kernel)
-    o = [f"o{d}" for d in range(k)]
-    plane = f"{dest}[{subscript(['n', 'm', *o])}]"
-    start = f"{bias[0]}[m]" if bias else "0.0"
-    body = [f"n = task // {g.m}", f"m = task % {g.m}"]
-    body += [
-        f"{'    ' * d}for {o[d]} in range({outer(g.out[d]) if d < k - 1 else g.out[d]}):"
-        for d in range(k)
+    weights = f"{w_name}_flat"
+    setup = [
+        f"{weights} = {w_name}.reshape({g.m * g.cg * g.taps})",
+        *(epilogue.setup if epilogue is not None else []),
     ]
-    body += ["    " * k + f"{plane} = {start}"]
+    body = [f"n = task // {g.m}", f"m = task % {g.m}"]
     channel = f"m // {g.mg} * {g.cg} + ci" if value(g.group) > 1 else "ci"
-    taps: list[str] = [f"for ci in range({outer(g.cg)}):", f"    c = {channel}"]
-    depth = 1
-    for d in range(k):
-        # Tap loops stay constant, so LLVM unrolls them and each tap's valid range is
-        # a constant (opaque, the CNN model's 3x3 convs ran 1.9x slower).
-        loop = f"for q{d} in range({g.kernel[d]}):"
-        taps += _indent([loop, *_indent(g.valid_range(d, f"q{d}"), 1)], depth)
-        depth += 1
-    taps += _indent(
-        [f"wv = {w_name}[{subscript(['m', 'ci', *(f'q{d}' for d in range(k))])}]"], depth
+    # (a row of taps along the last axis: its weights from w[m, ci, q0, ..., 0])
+    row = " + ".join(
+        [f"(m * {g.cg} + ci) * {g.taps}"]
+        + [f"q{d} * {math.prod(g.kernel[d + 1 :])}" for d in range(k - 1)]
     )
-    for d in range(k - 1):
-        taps += _indent(
-            [f"for o{d} in range(lo{d}, hi{d}):", f"    p{d} = {g.position(d, f'o{d}', f'q{d}')}"],
-            depth,
-        )
-        depth += 1
-    last = k - 1
-    reads = [*(f"p{d}" for d in range(last)), g.position(last, f"o{last}", f"q{last}")]
-    taps += _indent(
-        [
-            f"for o{last} in range(lo{last}, hi{last}):",
-            f"    {plane} += wv * {x_name}[{subscript(['n', 'c', *reads])}]",
-        ],
-        depth,
-    )
-    body += taps
+    start = f"{bias[0]}[m]" if bias else "0.0"
+    if g.pointwise():  # (the output plane is the accumulator, the input the phase)
+        intrinsic = tap_row_name(dtype, 1, 1, 1)
+        body += [
+            f"acc = {dest}[n, m].reshape({g.positions})",
+            "for t in range(acc.shape[0]):",
+            f"    acc[t] = {start}",
+            f"for ci in range({outer(g.cg)}):",
+            f"    xf = {x_name}[n, {channel}].reshape({g.positions})",
+            f"    {intrinsic}(acc, 0, xf, 0, {weights}, m * {g.cg} + ci, {g.positions})",
+        ]
+    else:
+        phases = Phases(g.kernel, g.strides, g.dilations, g.begins, g.spatial, g.out)
+        setup += phases.setup(dtype, "0.0", dtype)
+        body += ["for t in range(acc.shape[0]):", f"    acc[t] = {start}"]
+        body += [f"for ci in range({outer(g.cg)}):", f"    c = {channel}"]
+        body += _indent(phases.copy(x_name, ["n", "c"]), 1)
+        taps, intrinsic = phases.taps(dtype, weights, row)
+        body += _indent(taps, 1)
+        body += phases.rows(dest, ["n", "m"])
     if epilogue is not None:
         body += epilogue(["n", "m"])
     n, m, work = value(g.n), value(g.m), value(g.positions * g.cg) * g.taps
-    return StageBody(body, n * m, work, lead=Lead(n, 1, m))
+    return StageBody(body, n * m, work, setup, {intrinsic}, lead=Lead(n, 1, m))
 
 
 def _position_block(g: _Geometry, cols: int) -> int:

@@ -238,7 +238,8 @@ class _Lowering:
         self.prefetches = False  # whether a row group prefetches (PREFETCH_IMPORT)
         self.streams = False  # whether a row group or stage streams (STREAM_IMPORT)
         self.scratch_views: dict[tuple, str] = {}  # (buffer, shape) -> its view's name
-        self.tiles: set[str] = set()  # the matrix-product tiles the kernel imports
+        #: The intrinsics the kernel imports (tiles, tap rows: ``RUNTIME_NAMES``).
+        self.intrinsics: set[str] = set()
         #: The concatenates' tables of (operand, offset) rows: module constants.
         self.tables: dict[str, list[tuple[int, int]]] = {}
         #: Why the kernel is not a program (``program``), when it is not.
@@ -520,7 +521,7 @@ class _Lowering:
             block = Epilogue(epilogue.shape, inner, flat, planes)
         parallel = self.use_parallel(node.type.shape)
         body = STAGE_RULES[node.op.name].emit(node, sources, out, parallel, block)
-        self.tiles |= body.imports
+        self.intrinsics |= body.imports
         parameters = [*params.values(), *(f"x{k}" for k in range(len(scalar_arguments)))]
         types = [*types.values(), *scalar_types]
         function, arguments = self.body_call(parameters, types, body, [*params, *scalar_arguments])
@@ -963,11 +964,7 @@ class _Lowering:
             *([ROWS_IMPORT] if self.row_groups else []),
             *([PREFETCH_IMPORT] if self.prefetches else []),
             *([STREAM_IMPORT] if self.streams else []),
-            *(
-                [f"from nbyoc.runtime.llvm.tiles import {', '.join(sorted(self.tiles))}"]
-                if self.tiles
-                else []
-            ),
+            *intrinsic_imports(self.intrinsics),
         ]
         helpers = {h: rules.HELPERS[h] for h in sorted(self.helpers)}
         program = self.program(body, scratch) if self.as_program else None
@@ -1094,6 +1091,28 @@ PROGRAM_NOTE = (
 )
 #: The import of what calls a stage through its address (kernels and drivers).
 CALL_AT_IMPORT = "from nbyoc.runtime.llvm.jit_address import call_at"
+#: The runtime module each kind of intrinsic a stage calls comes from, by its name's
+#: prefix (``StageBody.imports``).
+RUNTIME_NAMES = {"tile_": "nbyoc.runtime.llvm.tiles", "tap_row_": "nbyoc.runtime.llvm.tap_rows"}
+
+
+def intrinsic_imports(names: set[str]) -> list[str]:
+    """The import lines of the intrinsics ``names``, a line per runtime module.
+
+    >>> intrinsic_imports({"tap_row_float32_k3_s1_d1", "tile_float32_6x32"})
+    ['from nbyoc.runtime.llvm.tiles import tile_float32_6x32', \
+'from nbyoc.runtime.llvm.tap_rows import tap_row_float32_k3_s1_d1']
+    """
+    lines = []
+    for prefix, module in RUNTIME_NAMES.items():
+        chosen = sorted(n for n in names if n.startswith(prefix))
+        if chosen:
+            lines.append(f"from {module} import {', '.join(chosen)}")
+    unknown = {n for n in names if not n.startswith(tuple(RUNTIME_NAMES))}
+    assert not unknown, f"internal: intrinsics of no runtime module: {unknown}"
+    return lines
+
+
 #: What a kernel that builds a driver's table imports (``drivers``).
 STAGE_TABLE_IMPORT = "from nbyoc.runtime.llvm.stage_table import table_of"
 #: What a stage's module may import beyond the kernel's: drivers and stage entries call

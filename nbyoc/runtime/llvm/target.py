@@ -182,6 +182,16 @@ def tile_name(dtype: str, rows: int, cols: int, accumulate: bool = False) -> str
     return f"tile_{dtype}_{rows}x{cols}" + ("_acc" if accumulate else "")
 
 
+def tap_row_name(dtype: str, taps: int, stride: int, dilation: int) -> str:
+    """The name a kernel imports the row of ``taps`` taps of ``dtype`` values, ``stride``
+    and ``dilation`` apart, by (``nbyoc.runtime.llvm.tap_rows``).
+
+    >>> tap_row_name("float32", 3, 2, 1)
+    'tap_row_float32_k3_s2_d1'
+    """
+    return f"tap_row_{dtype}_k{taps}_s{stride}_d{dilation}"
+
+
 def tiles_supported(dtype: str) -> bool:
     """Whether tiles exist for ``dtype`` (float32 and float64)."""
     return dtype in BITS
