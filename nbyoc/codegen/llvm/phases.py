@@ -1,5 +1,5 @@
-"""A window op's input as stride *phases*, so that each tap of its window is one flat
-loop over the output plane (the direct convs of many channels: ``conv``).
+"""A window op's input as stride *phases*, so that each row of its window's taps is one
+flat call over the output plane (the direct convs: ``conv``).
 
 Along an axis of stride ``s``, pad ``p`` and dilation ``dil``, output ``o`` and tap
 ``q`` read the input at ``o * s - p + q * dil``; in the padded input that is
@@ -8,8 +8,9 @@ s`` depend on ``o`` only through the quotient. So along every axis but the last 
 input is copied into ``s`` phases, phase ``a`` holding at row ``r`` the input at ``r *
 s + a - p`` (zero where that is padding); along the last, rows are copied as they are
 into padded rows ``s`` times the output's width, read every ``s``-th element. Laid
-out flat with the phases' pitch, a tap is then one loop over the plane's positions,
-``acc[t] += w * phase[a][t * s + offset]``, restricted to the output rows whose tap
+out flat with the phases' pitch, the taps along the last axis are then one call of
+a tap row (``runtime.llvm.tap_rows``) over the plane's positions, ``acc[t] += sum_q
+w[q] * phase[a][t * s + q * dil + offset]``, restricted to the output rows whose tap
 row lies in the input and cut into blocks that stay in the L1 cache. The sizes are
 read at run time, so one function serves every shape of a structure (window,
 strides, dilations, pads: numbers in the code).
@@ -18,12 +19,14 @@ The accumulator has the phases' pitch: a row's positions past the output's end a
 computed and never read (``rows`` copies the plane out). The phases are zeroed once
 per call: every task writes the same positions, so the padding stays zero.
 
-Measured against the direct form with the extents written in (2-core AVX-512 VM, two
-threads, conv + bias + relu): 64 channels of 40x40 into 2, 3x3: 99 us against 325;
-112x112 depthwise 3x3: 209 against 232; 24x96 depthwise 5x5 stride 2: 83 against 119.
-It lost on small planes (2x96 depthwise 5x5: 80 against 56: a tap's short rows end
-in scalar remainders) and when the copy serves few taps (an image's first conv, 3
-channels, 3x3 stride 2: 117 against 62), hence ``conv.PHASE_MIN_CHANNELS``.
+Measured against the direct form with the extents written in that this replaced
+(2-core AVX-512 VM, two threads, conv + bias + relu, us): depthwise 3x3 over 12x160
+42 against 55, 56x56 stride 2 31 against 76, 112x112 179 against 233, 7x7 41
+against 40; depthwise 5x5 over 2x96 52 against 56; 64 channels of 40x40 into 2, 3x3
+73 against 351; an image's first conv (3 channels, 3x3 stride 2) 66 against 63.
+The same phases with LLVM's own loop over each tap (its trip count unknown) ran 1.4x
+slower than the direct form on small planes: the tap row's masked tail is what
+makes sizes read at run time cost nothing.
 """
 
 from __future__ import annotations
