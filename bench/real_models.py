@@ -206,6 +206,9 @@ def run_child(
     if phase == "resized":
         command.append("--resized")
     env = dict(os.environ)
+    # (this checkout's nbyoc in the child and in the compile workers it starts, which
+    # import nbyoc by name: an installed copy would compile with another version)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     if cache is not None:
         env["NBYOC_CACHE_DIR"] = str(cache)
     began = time.perf_counter()
