@@ -194,7 +194,6 @@ class Program:
 
 
 _NUMBA_ARRAY = re.compile(r'nbt\.Array\(nbt\.(\w+), (\d+), "([CA])"\)')
-_STAGE = re.compile(r"stage_addresses\[(\d+)\]")
 
 
 def read_program(
@@ -212,8 +211,10 @@ def read_program(
     assert len({p.base for p in places.values()}) == len(places), "internal: one place a base"
     sizes = {p.base: p.span()[1] for p in places.values()}
     reader = _Reader(dict(places), sizes, stages, first_stage)
+    source = "\n".join(body)
+    reader.lines = source.split("\n")
     try:
-        statements = ast.parse("\n".join(body)).body
+        statements = ast.parse(source).body
     except SyntaxError as e:
         raise NotAProgram(f"unreadable kernel statements: {e}") from None
     for statement in statements:
@@ -238,9 +239,12 @@ class _Reader:
         self.table: list[int] = []
         self.relocations: list[tuple[int, int]] = []
         self.steps: list[Step] = []
+        self.lines: list[str] = []  # the statements' source, for messages
 
     def statement(self, node: ast.stmt) -> None:
-        text = ast.unparse(node)
+        # (its source lines as they are: ``ast.unparse`` of every statement was half of
+        # reading a 330-statement program)
+        text = "\n".join(self.lines[node.lineno - 1 : node.end_lineno]).strip()
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             (target,) = node.targets
             if isinstance(target, ast.Name):
@@ -374,14 +378,14 @@ class _Reader:
         self.steps.append(Step(CALL, ("entry", tuple(inner)), at, (lo, hi)))
 
     def stage(self, node: ast.expr, text: str) -> int:
-        match = _STAGE.fullmatch(ast.unparse(node))
-        if match is None or int(match.group(1)) >= len(self.stages):
+        index = _stage_index(node)
+        if index is None or index >= len(self.stages):
             raise NotAProgram(f"a call of what is not a stage: {text!r}")
-        return int(match.group(1))
+        return index
 
     def value(self, item: ast.expr, text: str) -> None:
         """A table's integer: a literal, or a stage's address."""
-        if _STAGE.fullmatch(ast.unparse(item)):
+        if _stage_index(item) is not None:
             self.relocate(self.first_stage + self.stage(item, text))
             self.table.append(0)
         else:
@@ -421,7 +425,30 @@ class _Reader:
 
 def _called(node: ast.expr) -> str | None:
     """The dotted name a call expression calls, or None."""
-    return ast.unparse(node.func) if isinstance(node, ast.Call) else None
+    return _dotted(node.func) if isinstance(node, ast.Call) else None
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """``a.b.c`` of a name or attributes of one, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+def _stage_index(node: ast.expr) -> int | None:
+    """k of ``stage_addresses[k]``, else None."""
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "stage_addresses"
+        and isinstance(node.slice, ast.Constant)
+        and type(node.slice.value) is int
+    ):
+        return node.slice.value
+    return None
 
 
 def _literal(node: ast.expr, text: str):
