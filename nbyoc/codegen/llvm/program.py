@@ -25,13 +25,12 @@ What is read is checked as the kernel's compile would have: an array passed wher
 stage takes a C-contiguous one must be one, of the stage's rank and dtype; a
 table's items must be what its layout string states.
 
->>> import numpy as np
+>>> from nbyoc.codegen.llvm.stages import Addressed
+>>> stage = Addressed("stage0", "STAGE0", types=('nbt.Array(nbt.float32, 2, "C")',), bounded=True)
 >>> program = read_program(
 ...     ["t0 = s0[4:10].reshape((2, 3))",
 ...      "call_at(stage_addresses[0], STAGE_AT0_TYPE, (t0, 0, 2,))"],
-...     {"s0": Place(0, 0, (16,), (4,), "float32")},
-...     [['nbt.Array(nbt.float32, 2, "C")', "nbt.int64", "nbt.int64"]],
-...     [["lo", "hi"]], first_stage=1)
+...     {"s0": Place(0, 0, (16,), (4,), "float32")}, [stage], first_stage=1)
 >>> program.table.tolist(), program.relocations.tolist()
 ([0, 16, 2, 3], [0, 1, 1, 0])
 >>> program.steps
