@@ -9,7 +9,8 @@ differed in the last bits between a cold and a warm cache (``nbyoc.runtime.llvm.
 
 Process 1 compiles into an empty cache directory, process 2 loads every kernel from it
 (Numba compiles nothing there) and must get bit-identical outputs: row groups (mean and
-variance normalisation, softmax), matmul and gemm with epilogues, conv, and an
+variance normalisation, softmax), matmul and gemm with epilogues, conv, a depthwise conv
+(stride phases and tap rows), and an
 elementwise nest of nbyoc's vectorised exp, tanh, sigmoid and erf, each serial and
 parallel, as a compiled kernel and as a program (whose stage modules are what is
 cached). Shapes are small, with rows long enough for the vectorised sums (blocks of
@@ -61,6 +62,11 @@ def conv():
     y = nbyoc.relu(nbyoc.conv(x, w, b, pads=[1, 1, 1, 1]))
     return [x, w, b], y, [data(2, 8, 20, 20), data(16, 8, 3, 3), data(16)]
 
+def depthwise():  # (a direct conv: stride phases and tap rows)
+    x, w = nbyoc.var("x", (2, 8, 20, 21)), nbyoc.var("w", (8, 1, 3, 3))
+    y = nbyoc.relu(nbyoc.conv(x, w, strides=[2, 2], pads=[1, 1, 1, 1], group=8))
+    return [x, w], y, [data(2, 8, 20, 21), data(8, 1, 3, 3)]
+
 def elementwise():
     x, y = nbyoc.var("x", (64, 512)), nbyoc.var("y", (64, 512))
     z = nbyoc.tanh(x) * nbyoc.sigmoid(y) + nbyoc.exp(x * 0.5) - nbyoc.gelu(y)
@@ -73,7 +79,7 @@ with event.install_recorder("numba:compile") as compiles:
     for mode, threshold in modes:
         # (every kernel a program, as a real model's are: nbyoc.codegen.llvm.program)
         lower.PROGRAM_MIN_WORK = 0 if "program" in mode else default_work
-        for graph in (row_norm, softmax, matmul, gemm, conv, elementwise):
+        for graph in (row_norm, softmax, matmul, gemm, conv, depthwise, elementwise):
             params, body, args = graph()
             options = {"llvm": {"parallel_threshold": threshold}}
             fn = nbyoc.compile(nbyoc.function(params, body), backend="llvm", options=options)
