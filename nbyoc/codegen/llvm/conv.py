@@ -198,7 +198,7 @@ def _direct_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
         ]
     else:
         phases = Phases(g.kernel, g.strides, g.dilations, g.begins, g.spatial, g.out)
-        setup += phases.setup(dtype, "0.0", dtype)
+        setup += phases.setup(dtype)
         body += ["for t in range(acc.shape[0]):", f"    acc[t] = {start}"]
         body += [f"for ci in range({outer(g.cg)}):", f"    c = {channel}"]
         body += _indent(phases.copy(x_name, ["n", "c"]), 1)

@@ -53,8 +53,8 @@ class Phases:
     and leading pads ``begins`` (numbers, the structure), and its input's ``spatial``
     and output's ``out`` extents (numbers or ``sizes.Dim``). Phases are taken along
     every axis but the last; along the last, the copy is the padded row as it is, and a
-    tap reads every ``stride``-th element of it (a contiguous copy, and LLVM loads a
-    small constant stride as whole vectors and shuffles).
+    tap reads every ``stride``-th element of it (a contiguous copy; the tap row loads a
+    stride of 2 as whole vectors and shuffles).
 
     >>> p = Phases((3, 3), (2, 2), (1, 1), (1, 1), (9, 8), (5, 4))
     >>> p.count, p.extents, p.span, p.plane
@@ -79,20 +79,20 @@ class Phases:
         self.span = sum((self.out[d] - 1) * self.pitches[d] for d in range(k)) + 1
         self.count = math.prod(s[:last])
 
-    def setup(self, dtype: str, fill: str, acc_dtype: str) -> list[str]:
-        """Lines making ``phase`` (filled with ``fill``) and the accumulator ``acc``."""
+    def setup(self, dtype: str) -> list[str]:
+        """Lines making ``phase`` (zeros) and the accumulator ``acc``, of ``dtype``."""
         return [
             # (a stride's whole vectors read one element past a row's last: ``tap_rows``)
-            f"phase = np.full(({self.count}, {self.plane + self.strides[-1]}), {fill}, np.{dtype})",
-            f"acc = np.empty({self.span}, np.{acc_dtype})",
+            f"phase = np.zeros(({self.count}, {self.plane + self.strides[-1]}), np.{dtype})",
+            f"acc = np.empty({self.span}, np.{dtype})",
         ]
 
     def copy(self, x_name: str, plane: list[str]) -> list[str]:
         """Lines copying the input plane ``x_name[plane...]`` into ``phase``. The bounds
         of each phase's part inside the input are numbers where only the structure
-        decides them. Indices are flat and
-        unsigned: Numba wraps a signed index that may be negative, which stops LLVM
-        vectorising, and a slice per row cost more than a small plane's copy."""
+        decides them. Indices are flat and unsigned: Numba wraps a signed index that
+        may be negative, which stops LLVM vectorising, and a slice per row cost more
+        than a small plane's copy."""
         k = self.rank
         last = k - 1
         x_pitches = [math.prod(self.spatial[d + 1 :]) for d in range(k)]
@@ -167,10 +167,8 @@ class Phases:
         call = f"{name}(acc, u0, phase[{phase}], {at}, {weights}, {row}, max(u1 - u0, 0))"
         return lines + _indent([call], last + 1), name
 
-    def rows(self, dest: str, plane: list[str], value: str = "{acc}") -> list[str]:
-        """Lines storing the output plane ``dest[plane...]`` from ``acc``: ``value`` of
-        the accumulator's element ``{acc}``, the output's indices ``o0, o1, ...``
-        (the last unsigned) in scope."""
+    def rows(self, dest: str, plane: list[str]) -> list[str]:
+        """Lines storing the output plane ``dest[plane...]`` from ``acc``, row by row."""
         k = self.rank
         last = k - 1
         out_pitches = [math.prod(self.out[d + 1 :]) for d in range(k)]
@@ -178,13 +176,12 @@ class Phases:
         lines += [f"{'    ' * d}for o{d} in range({outer(self.out[d])}):" for d in range(last)]
         start = " + ".join([f"o{d} * {self.pitches[d]}" for d in range(last)] or ["0"])
         written = " + ".join([f"o{d} * {out_pitches[d]}" for d in range(last)] or ["0"])
-        element = value.format(acc=f"acc[r + o{last}]")
         lines += _indent(
             [
                 f"r = np.uint64({start})",
                 f"w = np.uint64({written})",
                 f"for o{last} in range(np.uint64({self.out[last]})):",
-                f"    out_flat[w + o{last}] = {element}",
+                f"    out_flat[w + o{last}] = acc[r + o{last}]",
             ],
             last,
         )
