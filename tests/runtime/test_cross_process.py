@@ -8,7 +8,9 @@ LLVM regroups a reassociable float sum on that second pass: a row normalisation
 differed in the last bits between a cold and a warm cache (``nbyoc.runtime.llvm.linking``).
 
 Process 1 compiles into an empty cache directory, process 2 loads every kernel from it
-(Numba compiles nothing there) and must get bit-identical outputs: row groups (mean and
+(Numba compiles nothing there; a program's stage modules come from their machine code,
+``runtime.llvm.machine_code``, and a third process, with that corrupted or removed,
+loads them through Numba) and must get bit-identical outputs: row groups (mean and
 variance normalisation, softmax), matmul and gemm with epilogues, conv, a depthwise conv
 (stride phases and tap rows), and an
 elementwise nest of nbyoc's vectorised exp, tanh, sigmoid and erf, each serial and
@@ -90,7 +92,9 @@ with event.install_recorder("numba:compile") as compiles:
                 hits = sum(module.kernel.stats.cache_hits.values())
                 outputs[f"{graph.__name__} {mode} hits"] = np.array(hits)
 np.savez(sys.argv[1], **outputs)
-print(json.dumps({"compiled": sum(1 for _, e in compiles.buffer if e.is_start)}))
+from nbyoc.runtime.llvm import kernels
+print(json.dumps({"compiled": sum(1 for _, e in compiles.buffer if e.is_start),
+                  "machine code": len(kernels._MACHINE)}))
 """
 
 
@@ -103,8 +107,32 @@ def test_a_kernel_loaded_from_the_cache_gives_the_same_bits(cache_dir, tmp_path)
     env = {"NBYOC_CACHE_DIR": str(cache_dir)}
     cold, warm = tmp_path / "cold.npz", tmp_path / "warm.npz"
     assert run_fresh(PROGRAM, tmp_path, str(cold), env=env)["compiled"] > 0
-    assert run_fresh(PROGRAM, tmp_path, str(warm), env=env) == {"compiled": 0}
-    cold, warm = np.load(cold), np.load(warm)
+    # (the programs' stage modules from their machine code, the rest from Numba's cache)
+    loaded = run_fresh(PROGRAM, tmp_path, str(warm), env=env)
+    assert loaded["compiled"] == 0 and loaded["machine code"] > 0, loaded
+    assert_same_bits(np.load(cold), np.load(warm))
+
+
+def test_without_usable_machine_code_numba_loads_the_same_bits(cache_dir, tmp_path):
+    """A stage module whose machine code is corrupt (or missing) loads through Numba's
+    cache instead: the same bits, nothing compiled again."""
+    env = {"NBYOC_CACHE_DIR": str(cache_dir)}
+    cold, warm = tmp_path / "cold.npz", tmp_path / "warm.npz"
+    run_fresh(PROGRAM, tmp_path, str(cold), env=env)
+    files = sorted((cache_dir / "kernels").glob("*.machine"))
+    assert files
+    for k, path in enumerate(files):  # (every other one corrupt, the others gone)
+        if k % 2:
+            path.unlink()
+        else:
+            data = bytearray(path.read_bytes())
+            data[-64] ^= 0xFF
+            path.write_bytes(bytes(data))
+    assert run_fresh(PROGRAM, tmp_path, str(warm), env=env) == {"compiled": 0, "machine code": 0}
+    assert_same_bits(np.load(cold), np.load(warm))
+
+
+def assert_same_bits(cold, warm) -> None:
     assert cold.files == warm.files
     differing = {}
     for name in cold.files:

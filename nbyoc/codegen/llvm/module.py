@@ -96,7 +96,7 @@ def compiled_kernel(func: Function, fuse: bool, parallel_threshold: int) -> Comp
             sources = [*dict.fromkeys(a.module for a in lowered.addressed if a.module)]
             label = func.attrs.get("global_symbol", "kernel")
             last = EXECUTOR_MODULE if lowered.program is not None else lowered.source
-            modules = load_kernel_modules([*sources, last], label)
+            modules = load_kernel_modules([*sources, last], label, addressed=True)
             module, by_source = modules[-1], dict(zip(sources, modules))
             functions = [(by_source.get(a.module, module), a.function, a.signature)
                          for a in lowered.addressed]  # fmt: skip

@@ -32,7 +32,7 @@ def compile_module(task: dict) -> None:
     kernels.write_source(path, source)
     if str(numba_cache_path(path)) != task["numba_dir"]:
         raise ValueError("this worker's Numba caches elsewhere than the sending process's")
-    kernels._load(source, key, task["name"])
+    kernels._load(source, key, task["name"], keep_machine_code=True)  # (a stage module)
 
 
 def main() -> None:

@@ -148,11 +148,16 @@ def data_addresses(arrays) -> np.ndarray:
 
 def stage_addresses(functions) -> np.ndarray:
     """The read-only int64 array of the native addresses of the stage functions
-    ``functions``, given as (module, function name, signature name) in the kernel's order."""
+    ``functions``, given as (module, function name, signature name) in the kernel's order
+    (a module Numba ran, or one loaded from its machine code)."""
     from numba.experimental.function_type import _get_jit_address
 
+    from .machine_code import MachineCodeModule
+
     addresses = np.array(
-        [_get_jit_address(getattr(m, f), getattr(m, s)) for m, f, s in functions], np.int64
-    )
+        [m.address(f) if isinstance(m, MachineCodeModule) else
+         _get_jit_address(getattr(m, f), getattr(m, s)) for m, f, s in functions],
+        np.int64,
+    )  # fmt: skip
     addresses.flags.writeable = False
     return addresses

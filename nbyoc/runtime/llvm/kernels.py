@@ -19,6 +19,10 @@ bytecode (``.pyc``) is ever read from the cache; the file on disk is rewritten
 when its text differs (Numba hashes it to validate its own cache); and Numba
 reads its cache files only as nbyoc recorded them (``runtime.llvm.numba_cache``).
 
+A region's stage modules, which its kernel calls only through their functions'
+addresses, are kept as machine code too and loaded from it without Numba
+(``machine_code``): a tenth of Numba's time for each.
+
 Memory: a kernel module stays loaded while anything uses it (an executable, or
 the llvm runtime's list of recently used kernels, ``runtime.llvm``); ``release``
 lets the others go. That frees nbyoc's and Numba's Python objects of a kernel,
@@ -43,11 +47,14 @@ import types
 
 from ... import cache
 from ..._version import __version__
+from . import machine_code
 from .linking import KERNEL_MODULE_PREFIX
 from .linking import install as keep_kernels_self_contained
 from .numba_cache import NumbaCacheFiles
 
 _KERNELS: dict[str, object] = {}
+#: Stage modules loaded from their machine code, which no process can unload: each once.
+_MACHINE: dict[str, machine_code.MachineCodeModule] = {}
 _LOCK = threading.RLock()
 
 
@@ -108,28 +115,43 @@ def load_kernel_module(source: str, label: str = "kernel"):
     return load_kernel_modules([source], label)[0]
 
 
-def load_kernel_modules(sources: list[str], label: str = "kernel") -> list:
+def load_kernel_modules(sources: list[str], label: str = "kernel", addressed: bool = False) -> list:
     """The modules ``sources`` define (``load_kernel_module``), as one unit of a
-    compile's progress: a region's stage modules and its kernel's."""
+    compile's progress: a region's stage modules and its kernel's. ``addressed``: the
+    stage modules (all but the last) are used only through their functions' addresses,
+    so each may be a ``machine_code.MachineCodeModule``, loaded without Numba."""
     with _LOCK:
         keys = [source_key(source) for source in sources]
-        missing = {k: s for k, s in zip(keys, sources) if k not in _KERNELS}
+        missing = {k: s for k, s in zip(keys, sources) if k not in _KERNELS and k not in _MACHINE}
+        stages = set(keys[:-1]) if addressed else set()
+        for key in [k for k in missing if k in stages]:
+            if _load_machine_code(key):
+                del missing[key]
         if missing:
             from .numba_progress import reporting  # (imports Numba, which runs them next)
 
             keep_kernels_self_contained()  # (the same code, compiled here or loaded: ``linking``)
             names = {k: f"{KERNEL_MODULE_PREFIX}{k}" for k in missing}
             with reporting(list(missing.values()), set(names.values()), label) as advance:
-                _compile_missing(missing, names, advance)
-        return [_KERNELS[key] for key in keys]
+                _compile_missing(missing, names, advance, stages)
+        return [_KERNELS.get(key) or _MACHINE[key] for key in keys]
 
 
-def _compile_missing(missing: dict[str, str], names: dict[str, str], advance) -> None:
+def _load_machine_code(key: str) -> bool:
+    """Load the stage module ``key`` from its machine code, if it has some that loads."""
+    loaded = machine_code.load(key, module_path(key))
+    if loaded is not None:
+        _MACHINE[key] = loaded
+    return loaded is not None
+
+
+def _compile_missing(missing: dict[str, str], names: dict[str, str], advance, stages) -> None:
     """Load (compiling as needed) the modules ``missing`` (source by key), named
     ``names``: all but the last (a region's stage modules) in worker processes when
     there are enough (``compile_workers``), the last (its kernel's) here meanwhile, then
     here each one no worker started or finished. ``advance(n)``: n functions compiled
-    elsewhere."""
+    elsewhere. The keys ``stages`` may load from machine code once a worker made it,
+    and their machine code is kept when compiled here."""
     from . import compile_workers
     from .numba_progress import function_count
 
@@ -150,19 +172,22 @@ def _compile_missing(missing: dict[str, str], names: dict[str, str], advance) ->
                  "numba_dir": str(numba_cache_path(path))}
             )  # fmt: skip
         futures = compile_workers.submit(tasks)
+
+    def load(key, source):
+        _KERNELS[key] = _load(source, key, names[key], keep_machine_code=key in stages)
+
     if not futures:
         for key, source in items:
-            _KERNELS[key] = _load(source, key, names[key])
+            load(key, source)
         return
     # The kernel here while the workers take stage modules from the front of the queue;
     # then the modules none has started yet, here, from its back; then the others.
-    key, source = items[-1]
-    _KERNELS[key] = _load(source, key, names[key])
+    load(*items[-1])
     for key, source in reversed(shared):
         future = futures.get(key)
         if future is not None and not future.cancel():
             break  # (the workers are past this one)
-        _KERNELS[key] = _load(source, key, names[key])
+        load(key, source)
     for key, source in shared:
         if key in _KERNELS:
             continue
@@ -173,7 +198,8 @@ def _compile_missing(missing: dict[str, str], names: dict[str, str], advance) ->
                 advance(function_count(source))
         except RuntimeError:  # (compiled here next, raising what it raises)
             pass
-        _KERNELS[key] = _load(source, key, names[key])
+        if not (key in stages and _load_machine_code(key)):
+            load(key, source)
 
 
 def module_path(key: str) -> pathlib.Path:
@@ -192,15 +218,19 @@ def write_source(path: pathlib.Path, source: str) -> None:
         cache.atomic_write(path, source.encode())
 
 
-def _load(source: str, key: str, name: str) -> types.ModuleType:
+def _load(source: str, key: str, name: str, keep_machine_code: bool = False) -> types.ModuleType:
     """The module of ``source`` (content address ``key``) run as ``name``, its file in the
-    cache rewritten when it differs, and Numba's cache files admitted and recorded."""
+    cache rewritten when it differs, and Numba's cache files admitted and recorded; and,
+    if ``keep_machine_code`` (a stage module), its functions' machine code, when they
+    were compiled here (``machine_code``)."""
     path = module_path(key)
     write_source(path, source)
     numba_files = NumbaCacheFiles(path)
     numba_files.admit()
     module = _run_module(source, path, name)
     numba_files.record(module)
+    if keep_machine_code:
+        machine_code.save(module, path)
     module.__nbyoc_key__ = key
     return module
 
