@@ -48,6 +48,12 @@ WIDE_MIN_CHANNELS = 4
 #: tile columns a block of positions holds.
 TASKS = 16
 MIN_BLOCK_TILES = 4
+#: The largest stride or dilation a tiled conv's gather has written into its code:
+#: 1 and 2 (most convs; LLVM vectorises a copy of step 1 or 2), larger ones read at
+#: run time, so that convs differing only in them share a stage function (an audio
+#: model's constant-Q filter bank is 1 x 256 windows at hops of 2 to 256: eight stage
+#: functions of 0.5 s each before).
+WRITTEN_STEP = 2
 
 
 def conv_supported(call: Call) -> bool:
@@ -102,6 +108,15 @@ class _Geometry:
         self.taps = math.prod(self.kernel)
         self.positions = math.prod(self.out)
         self.sizes = sizes
+
+    def read_steps(self) -> None:
+        """Read the strides and dilations above ``WRITTEN_STEP`` at run time (the tiled
+        conv's gather, ``_im2col``: it only indexes the input with them)."""
+        if self.sizes is not None:
+            self.strides, self.dilations = (
+                tuple(v if v <= WRITTEN_STEP else self.sizes.dim(v) for v in values)
+                for values in (self.strides, self.dilations)
+            )
 
     def valid_range(self, d: int, q: str) -> list[str]:
         """Lines binding ``lo{d}``/``hi{d}``: the output positions along axis ``d`` whose
@@ -188,6 +203,7 @@ def _direct_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
     start = f"{bias[0]}[m]" if bias else "0.0"
     if g.pointwise():  # (the output plane is the accumulator, the input the phase)
         intrinsic = tap_row_name(dtype, 1, 1, 1)
+        intrinsics = {intrinsic}
         body += [
             f"acc = {dest}[n, m].reshape({g.positions})",
             "for t in range(acc.shape[0]):",
@@ -202,20 +218,24 @@ def _direct_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
         body += ["for t in range(acc.shape[0]):", f"    acc[t] = {start}"]
         body += [f"for ci in range({outer(g.cg)}):", f"    c = {channel}"]
         body += _indent(phases.copy(x_name, ["n", "c"]), 1)
-        taps, intrinsic = phases.taps(dtype, weights, row)
+        taps, intrinsics = phases.taps(dtype, weights, row)
         body += _indent(taps, 1)
         body += phases.rows(dest, ["n", "m"])
     if epilogue is not None:
         body += epilogue(["n", "m"])
     n, m, work = value(g.n), value(g.m), value(g.positions * g.cg) * g.taps
-    return StageBody(body, n * m, work, setup, {intrinsic}, lead=Lead(n, 1, m))
+    return StageBody(body, n * m, work, setup, intrinsics, lead=Lead(n, 1, m))
 
 
 def _position_block(g: _Geometry, cols: int) -> int:
-    """Output positions per task: a whole image when images and groups give TASKS
-    tasks, else a multiple of the tile's columns (at least MIN_BLOCK_TILES of them)."""
+    """Output positions per task: a whole image when its groups give TASKS tasks, else
+    a multiple of the tile's columns (at least MIN_BLOCK_TILES of them). Not counting
+    the images keeps the block, and with it the row length of the gathered columns
+    written into the code (``row_stride``), the same at every batch size: counting them,
+    a batch of 2 made a new stage function of each tiled conv (0.5 to 1.3 s each), and
+    then ran the same work in fewer, larger tasks."""
     positions = value(g.positions)
-    blocks = -(-TASKS // (value(g.n) * value(g.group)))
+    blocks = -(-TASKS // value(g.group))
     if blocks <= 1:
         return positions
     tiles = -(-positions // cols)
@@ -225,6 +245,7 @@ def _position_block(g: _Geometry, cols: int) -> int:
 def _tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
     x_name, w_name, *bias = sources
     dtype = node.type.dtype
+    g.read_steps()
     depth = g.cg * g.taps
     block = min(value(g.positions), _position_block(g, tile_shape(dtype)[1]))
     blocks = g.dim(-(-value(g.positions) // block))

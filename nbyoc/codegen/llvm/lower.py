@@ -28,9 +28,9 @@ tile and its mask: with the column count known only at run time a product 10
 columns wide ran 2x slower); which axes broadcast; dtypes and ranks.
 
 The kernel that calls them is per shape, and so it is not compiled when it need
-not be: a kernel of at least ``PROGRAM_MIN_WORK`` elements of work is lowered as a
-*program* (every nest a stage called through its address, copies as copy stages
-into arenas of their own), whose statements ``program`` reads into a table that
+not be: a kernel of at least ``PROGRAM_MIN_WORK`` elements of work (``ops.call_work``)
+is lowered as a *program* (every nest a stage called through its address, copies as
+copy stages into arenas of their own), whose statements ``program`` reads into a table that
 one executor, compiled once per machine, runs. A statement outside a program's
 language (``Lowered.not_a_program`` names it) keeps the kernel compiled.
 
@@ -86,7 +86,7 @@ from .loops import (
     outer,
     with_vector_width,
 )
-from .ops import STAGE_RULES
+from .ops import STAGE_RULES, call_work
 from .outline import outline_parallel_loops
 from .program import NotAProgram, Place, read_program
 from .reduce import concatenate_part, copies_parts, table_source
@@ -128,11 +128,14 @@ from .stages import (
 #: costs 40 ns a call, more than such a kernel's work (the reference graph at 10x10
 #: runs in 20 ns), and no other thread could do much in that time.
 NOGIL_MIN_ELEMENTS = 1 << 14
-#: A kernel computing at least this many elements (every op's result, summed) is a
-#: program when it can be (``program``). A program's call costs 5 to 10 us more than a
-#: compiled kernel's (the addresses of the call's own arrays are taken in Python: 81 tiny
-#: stages ran in 70 us as a program, 64 us as a kernel, on this 2-core Xeon), under 2%
-#: of a kernel of a million elements; smaller ones stay compiled, loops and all.
+#: A kernel doing at least this much work (``ops.call_work`` summed over its ops: the
+#: elements each reads or writes, a conv's or matmul's multiply-adds) is a program when
+#: it can be (``program``). A program's call costs 5 to 10 us more than a compiled
+#: kernel's (the addresses of the call's own arrays are taken in Python: 81 tiny stages
+#: ran in 70 us as a program, 64 us as a kernel, on this 2-core Xeon), under 2% of a
+#: kernel of a million elements; smaller ones stay compiled, loops and all. (Counting
+#: results alone kept a mel spectrogram's 25 million multiply-adds a compiled kernel,
+#: compiled again for each input length: 3 s.)
 PROGRAM_MIN_WORK = 1 << 20
 #: The kernel module's import of ``pointer_at`` (its constants, read at their addresses).
 POINTER_IMPORT = "from nbyoc.runtime.llvm.jit_address import pointer_at"
@@ -225,7 +228,7 @@ class _Lowering:
         self.helpers: set[str] = set()
         #: Whether the kernel is to be a program (``program``): with function pointers,
         #: when it computes enough elements that a program's dearer call does not show.
-        work = sum(n.type.size for n in self.nodes if isinstance(n, Call))
+        work = sum(call_work(n) for n in self.nodes if isinstance(n, Call))
         self.as_program = pointers and work >= PROGRAM_MIN_WORK
         self.stages = StageFunctions(pointers, scalars=self.as_program)
         self.pending: list[StageCall] = []  # parallel stage calls that may share a prange

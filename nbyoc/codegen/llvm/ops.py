@@ -50,6 +50,8 @@ class StageRule:
     - ``tasks``: when it runs in parallel, the node as a stage function of tasks over
       its operand and result (a ``StageBody``, sizes read at run time), or None to
       emit it as loops in the kernel (``reduce.column_reduction``).
+    - ``work``: the multiply-adds of a call, for an op doing many per element of its
+      result (None: ``call_work``'s elements read or written).
     """
 
     emit: Callable
@@ -60,14 +62,33 @@ class StageRule:
     blocks: bool = False
     layouts: bool = False
     tasks: Callable[[Call], StageBody | None] | None = None
+    work: Callable[[Call], int] | None = None
+
+
+def _product_work(call: Call) -> int:
+    """A matmul's multiply-adds: each result element sums its row's ``k`` products."""
+    return call.type.size * call.args[0].type.shape[-1]
+
+
+def _conv_work(call: Call) -> int:
+    """A conv's multiply-adds: each result element sums a window over its group's
+    input channels, as many as one filter's weights."""
+    weights = call.args[1].type
+    return call.type.size * (weights.size // max(weights.shape[0], 1))
 
 
 STAGE_RULES: dict[str, StageRule] = {
     **{op: StageRule(reduce_stage, blocks=True, tasks=column_reduction) for op in REDUCTIONS},
     "argmax": StageRule(arg_stage, blocks=True),
     "argmin": StageRule(arg_stage, blocks=True),
-    "matmul": StageRule(matmul_stage, function=True, epilogue=takes_epilogue, row_epilogue=True),
-    "conv": StageRule(conv_stage, function=True, epilogue=lambda call: True, plane_epilogue=True),
+    "matmul": StageRule(
+        matmul_stage, function=True, epilogue=takes_epilogue, row_epilogue=True,
+        work=_product_work,
+    ),
+    "conv": StageRule(
+        conv_stage, function=True, epilogue=lambda call: True, plane_epilogue=True,
+        work=_conv_work,
+    ),  # fmt: skip
     "max_pool": StageRule(pool_stage, function=True),
     "avg_pool": StageRule(pool_stage, function=True),
     "concatenate": StageRule(concatenate_stage, layouts=True),
@@ -87,3 +108,19 @@ def is_function_op(name: str) -> bool:
     """Whether op ``name`` is emitted as a stage function of its own (``StageRule.function``)."""
     rule = STAGE_RULES.get(name)
     return rule is not None and rule.function
+
+
+def call_work(node: Call) -> int:
+    """The work of one call, in elements: a stage op's multiply-adds where its rule
+    counts them (``StageRule.work``), else the elements it reads or writes, whichever
+    is more (a reduction reads many for each it writes).
+
+    >>> import nbyoc
+    >>> x, w = nbyoc.var("x", (1, 8, 10, 10)), nbyoc.var("w", (4, 8, 3, 3))
+    >>> call_work(nbyoc.conv(x, w, pads=[1, 1, 1, 1])), call_work(nbyoc.sum(x, axis=1))
+    (28800, 800)
+    """
+    rule = STAGE_RULES.get(node.op.name)
+    if rule is not None and rule.work is not None:
+        return rule.work(node)
+    return max(node.type.size, sum(getattr(a.type, "size", 0) for a in node.args))

@@ -46,6 +46,10 @@ def _indent(lines: list[str], depth: int) -> list[str]:
 #: accumulator at a time, so that the block (8 KiB of float32) stays in the L1 cache
 #: for all the taps (a 112x112 plane's accumulator alone is 49 KiB).
 BLOCK = 2048
+#: The most taps one tap row sums: its code is a vector FMA per tap, written out, and a
+#: row of 256 taps (a 1 x 256 conv of stride 2, an audio model's filter bank) took
+#: 1 s to compile; rows of 16 load and store the accumulator once per 16 FMAs.
+ROW_TAPS = 16
 
 
 class Phases:
@@ -128,17 +132,18 @@ class Phases:
             )
         return lines
 
-    def taps(self, dtype: str, weights: str, row: str) -> tuple[list[str], str]:
-        """Lines adding the window's taps to ``acc`` block by block, and the name of the
-        tap row (``runtime.llvm.tap_rows``) they call: for each tap of the axes before
+    def taps(self, dtype: str, weights: str, row: str) -> tuple[list[str], set[str]]:
+        """Lines adding the window's taps to ``acc`` block by block, and the names of the
+        tap rows (``runtime.llvm.tap_rows``) they call: for each tap of the axes before
         the last (``q0, q1, ...``), the row of taps along the last axis, whose weights
         are ``weights[row ...]`` (``row`` an expression of those taps), over the
         positions whose tap row lies in the input (along the first axis: a small
-        plane's padded rows are much of it, a 5x5 window over 2 rows: 60% of the taps)."""
+        plane's padded rows are much of it, a 5x5 window over 2 rows: 60% of the taps).
+        A row longer than ``ROW_TAPS`` runs as rows of that many taps and one of the
+        rest."""
         k = self.rank
         last = k - 1
         s, dil = self.strides, self.dilations
-        name = tap_row_name(dtype, self.kernel[last], s[last], dil[last])
         phase = " + ".join(
             [f"((q{d} * {dil[d]}) % {s[d]}) * {math.prod(s[d + 1 : last])}" for d in range(last)]
             or ["0"]
@@ -164,8 +169,27 @@ class Phases:
             lines += ["    u0, u1 = t0, t1"]
         lines += _indent(loops, 1)
         at = f"{offset} + u0 * {s[last]}" if last else f"u0 * {s[last]}"
-        call = f"{name}(acc, u0, phase[{phase}], {at}, {weights}, {row}, max(u1 - u0, 0))"
-        return lines + _indent([call], last + 1), name
+        taps = self.kernel[last]
+        whole = taps // ROW_TAPS if taps > ROW_TAPS else 0  # rows of ROW_TAPS taps
+        names = set()
+
+        def call(count: int, first) -> str:
+            """A row of ``count`` taps from tap ``first`` (a number or a name)."""
+            name = tap_row_name(dtype, count, s[last], dil[last])
+            names.add(name)
+            x_at = f"{at} + {first} * {dil[last]}" if first else at
+            w_at = f"{row} + {first}" if first else row
+            return f"{name}(acc, u0, phase[{phase}], {x_at}, {weights}, {w_at}, max(u1 - u0, 0))"
+
+        calls = []
+        if whole:  # (a loop over them: one copy of the row's code)
+            calls = [
+                f"for qr in range(0, {whole * ROW_TAPS}, {ROW_TAPS}):",
+                "    " + call(ROW_TAPS, "qr"),
+            ]
+        if taps > whole * ROW_TAPS:
+            calls.append(call(taps - whole * ROW_TAPS, whole * ROW_TAPS))
+        return lines + _indent(calls, last + 1), names
 
     def rows(self, dest: str, plane: list[str]) -> list[str]:
         """Lines storing the output plane ``dest[plane...]`` from ``acc``, row by row."""
