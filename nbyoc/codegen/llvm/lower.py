@@ -226,6 +226,7 @@ class _Lowering:
                     data = np.ascontiguousarray(node.data).view(storage_dtype(node.type.dtype))
                     self.constants.append(data)
         self.helpers: set[str] = set()
+        self.transposes = False  # whether the kernel takes a transposed view
         #: Whether the kernel is to be a program (``program``): with function pointers,
         #: when it computes enough elements that a program's dearer call does not show.
         work = sum(call_work(n) for n in self.nodes if isinstance(n, Call))
@@ -748,7 +749,9 @@ class _Lowering:
                 line = f"{name} = {source}"
                 contiguous = self._contiguous(node.args[0])
             else:
-                line = f"{name} = {source}.transpose({_shape_literal(axes)})"
+                order = " ".join(map(str, axes))
+                line = f'{name} = transposed({source}, "{order}")'
+                self.transposes = True
                 contiguous = False
             self.arrays[node] = ArrayValue(name, node.type, contiguous)
         return [line]
@@ -1014,6 +1017,7 @@ class _Lowering:
             *imports,
             *([CALL_AT_IMPORT] if addressed else []),
             *([STAGE_TABLE_IMPORT] if self.stages.driven else []),
+            *([TRANSPOSED_IMPORT] if self.transposes else []),
             "",
             *helpers.values(),
             *(table_source(name, rows) for name, rows in self.tables.items()),
@@ -1124,6 +1128,8 @@ def intrinsic_imports(names: set[str]) -> list[str]:
 
 #: What a kernel that builds a driver's table imports (``drivers``).
 STAGE_TABLE_IMPORT = "from nbyoc.runtime.llvm.stage_table import table_of"
+#: What a kernel taking a transposed view imports.
+TRANSPOSED_IMPORT = "from nbyoc.runtime.llvm.stage_table import transposed"
 #: What a stage's module may import beyond the kernel's: drivers and stage entries call
 #: through addresses and rebuild arrays from them.
 STAGE_IMPORTS = [

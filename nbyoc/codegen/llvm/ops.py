@@ -82,13 +82,19 @@ STAGE_RULES: dict[str, StageRule] = {
     "argmax": StageRule(arg_stage, blocks=True),
     "argmin": StageRule(arg_stage, blocks=True),
     "matmul": StageRule(
-        matmul_stage, function=True, epilogue=takes_epilogue, row_epilogue=True,
+        matmul_stage,
+        function=True,
+        epilogue=takes_epilogue,
+        row_epilogue=True,
         work=_product_work,
     ),
     "conv": StageRule(
-        conv_stage, function=True, epilogue=lambda call: True, plane_epilogue=True,
+        conv_stage,
+        function=True,
+        epilogue=lambda call: True,
+        plane_epilogue=True,
         work=_conv_work,
-    ),  # fmt: skip
+    ),
     "max_pool": StageRule(pool_stage, function=True),
     "avg_pool": StageRule(pool_stage, function=True),
     "concatenate": StageRule(concatenate_stage, layouts=True),

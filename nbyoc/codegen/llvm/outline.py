@@ -21,9 +21,10 @@ from dataclasses import dataclass
 #: A kernel line binding a name: ``name = expression``.
 _BINDING = re.compile(r"^(\w+) = (.+)$")
 #: The expressions that only view memory, never read it: a name, a slice, a reshape
-#: or transpose of one; an array at an address.
+#: or transpose of one (``transposed``); an array at an address.
 _VIEW = re.compile(
     r"^(\w+(\[[\d:, ]*\])?(\.(reshape|transpose)\(\([\d, ]*\)\)|\.reshape\(\d+\))*"
+    r'|transposed\(\w+, "[\d ]+"\)'
     r"|carray\(pointer_at\(constants\[\d+\], np\.\w+\), \([\d, ]*\)\))$"
 )
 #: A name bound by an assignment or a ``for`` anywhere in a line.

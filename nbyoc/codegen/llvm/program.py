@@ -289,6 +289,11 @@ class _Reader:
             if not place.contiguous:
                 raise NotAProgram(f"a copy of a strided array: {text!r}")
             return place
+        if _called(value) == "transposed" and len(value.args) == 2:
+            order = value.args[1]
+            if isinstance(order, ast.Constant) and isinstance(order.value, str):
+                axes = tuple(int(a) for a in order.value.split())
+                return self.view(value.args[0], text).transpose(axes)
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
             method, source = value.func.attr, self.view(value.func.value, text)
             if method in ("reshape", "transpose") and len(value.args) == 1:
