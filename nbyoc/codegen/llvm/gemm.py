@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 from ...ir.dtypes import dtype_info
-from ...ir.nodes import Call
+from ...ir.nodes import Call, Constant
 from ...runtime.llvm.target import tile_name, tile_shape, tiles_supported, worker_threads
 from . import rules
 from .loops import loops, outer, subscript
@@ -96,17 +96,22 @@ def _batch(node: Call, sizes: Sizes):
     return (
         sizes.dims(batch),
         names,
-        _batch_subscript(batch, names, a.type.shape),
-        _batch_subscript(batch, names, b.type.shape),
+        _batch_subscript(batch, names, a.type.shape, isinstance(a, Constant)),
+        _batch_subscript(batch, names, b.type.shape, isinstance(b, Constant)),
     )
 
 
-def _batch_subscript(batch, names, shape) -> list[str]:
+def _batch_subscript(batch, names, shape, invariant: bool = False) -> list[str]:
     """An operand of ``shape``'s subscript over the batch axes named ``names``: "0" on
-    an axis it broadcasts (NumPy's rule, leading axes aligned from the right)."""
+    an axis it broadcasts (NumPy's rule, leading axes aligned from the right), and for an
+    ``invariant`` operand (a constant) on every axis of extent 1: its code is then the
+    same at every batch size (``lower._index``)."""
     lead = shape[:-2]
     pad = len(batch) - len(lead)
-    return ["0" if n == 1 and batch[pad + d] != 1 else names[pad + d] for d, n in enumerate(lead)]
+    return [
+        "0" if n == 1 and (invariant or batch[pad + d] != 1) else names[pad + d]
+        for d, n in enumerate(lead)
+    ]
 
 
 def _rows_matmul(node, sources, dest, epilogue) -> StageBody:

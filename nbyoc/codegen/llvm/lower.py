@@ -852,12 +852,12 @@ class _Lowering:
         elif scalars and node in scalars:
             text = scalars[node]
         elif arrays and node in arrays:
-            index = "i0" if flat else _index(domain, node.type.shape)
+            index = "i0" if flat else _index(domain, node.type.shape, is_constant(node))
             if full_index and tuple(node.type.shape) == tuple(domain):
                 index = full_index
             text = load(f"{arrays[node]}[{index}]", node.type.dtype)
         else:
-            index = _index(domain, node.type.shape)
+            index = _index(domain, node.type.shape, is_constant(node))
             text = load(f"{self.read_array(node)}[{index}]", node.type.dtype)
         return text if node.type.dtype == dtype else rules.cast(text, dtype)
 
@@ -1145,11 +1145,21 @@ def _shape_literal(shape) -> str:
     return f"({items},)" if len(shape) == 1 else f"({items})"
 
 
-def _index(domain: tuple[int, ...], shape: tuple[int, ...]) -> str:
-    """Index of an array of ``shape`` at the current element of ``domain`` (broadcasting)."""
+def is_constant(node: Expr) -> bool:
+    """Whether ``node`` is a constant (its value, and so its shape, fixed at compile)."""
+    return isinstance(node, Constant)
+
+
+def _index(domain: tuple[int, ...], shape: tuple[int, ...], invariant: bool = False) -> str:
+    """Index of an array of ``shape`` at the current element of ``domain`` (broadcasting).
+    An ``invariant`` array (a constant: the same whatever the inputs' sizes) is read at
+    0 on every axis of extent 1, also where the domain's is 1: a batch of 1 then runs
+    the code a batch of 2 does (a constant (1, 1, C) read at ``[i0, 0, i2]`` made a new
+    stage function at every batch size but the first)."""
     pad = len(domain) - len(shape)
     parts = [
-        "0" if shape[d] == 1 and domain[pad + d] != 1 else f"i{pad + d}" for d in range(len(shape))
+        "0" if shape[d] == 1 and (invariant or domain[pad + d] != 1) else f"i{pad + d}"
+        for d in range(len(shape))
     ]
     if not parts:
         return "()"
