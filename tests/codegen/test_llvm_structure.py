@@ -67,6 +67,8 @@ PAIRS = {
     "depthwise 3x3": (((1, 8, 12, 12), 8, 3, 1, 8), ((2, 20, 17, 9), 20, 3, 1, 20), "direct"),
     "depthwise 5x5 stride 2": (((1, 8, 15, 19), 8, 5, 2, 8), ((2, 12, 24, 11), 12, 5, 2, 12), "direct"),
     "direct 3x3": (((1, 3, 12, 12), 2, 3, 1, 1), ((2, 5, 7, 30), 3, 3, 1, 1), "direct"),
+    # (strides above conv.WRITTEN_STEP are read at run time; 30 and 27 positions a block)
+    "tiles 3x3 strides 4 and 8": (((1, 16, 12, 40), 16, 3, 4, 1), ((2, 16, 24, 72), 28, 3, 8, 1), "tiles"),
 }  # fmt: skip
 
 
@@ -234,6 +236,9 @@ DIRECT = {
     "1x1 of 12 channels": ((2, 12, 5, 37), (3, 12, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, True, "float32"),
     "1x1 stride 2": ((1, 4, 9, 40), (2, 4, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 1, False, "float64"),
     "one output position": ((1, 3, 3, 3), (2, 3, 3, 3), (1, 1), (0, 0, 0, 0), (1, 1), 1, True, "float32"),
+    # (rows of more than phases.ROW_TAPS taps: two rows of 16 and one of 8)
+    "1-d 40 taps stride 2": ((2, 1, 300), (3, 1, 40), (2,), (3, 5), (1,), 1, True, "float32"),
+    "2-d 2x19 taps": ((1, 2, 6, 90), (2, 1, 2, 19), (1, 1), (1, 0, 0, 2), (1, 1), 2, False, "float64"),
 }  # fmt: skip
 
 
@@ -254,3 +259,39 @@ def test_direct_convs_of_any_geometry_match_the_host(case):
     args = [rng.standard_normal(p.type.shape).astype(dtype) for p in params]
     fn = nbyoc.compile(func, backend="llvm", options={"llvm": {"parallel_threshold": 64}})
     assert_close_to_host(fn, func, args, rtol=1e-5, atol=1e-5)
+
+
+def test_batches_of_one_and_two_share_their_stages_when_constants_broadcast():
+    """A constant of extent 1 on an axis is read at 0 there whatever the result's extent
+    (``lower._index``): a batch of 1 runs the code a batch of 2 does, a new batch size
+    compiles no stage function. (A constant slope (1, C, 1) and scale (1, 1, 1).)"""
+    rng = np.random.default_rng(5)
+    slope = nbyoc.const(rng.standard_normal((1, 24, 1)).astype(np.float32))
+    scale = nbyoc.const(np.full((1, 1, 1), 0.5, np.float32))
+    fns = []
+    for seed, batch in enumerate((1, 2)):
+        x = nbyoc.var("x", (batch, 24, 70))
+        y = nbyoc.maximum(x * slope, x) * scale + nbyoc.tanh(x)
+        func = nbyoc.function([x], y)
+        fn = nbyoc.compile(func, backend="llvm", options={"llvm": {"parallel_threshold": 1}})
+        assert_close_to_host(fn, func, inputs(func, seed), rtol=1e-6, atol=1e-6)
+        fns.append(fn)
+    assert stage_modules(fns[0]) and stage_modules(fns[0]) == stage_modules(fns[1])
+
+
+def test_a_compiled_kernel_copies_a_large_transposed_output_by_a_stage_not_a_prange():
+    """A region below ``PROGRAM_MIN_WORK`` stays a compiled kernel, per shape; its
+    parallel copies run through the shared driver, and its transposed views are
+    ``stage_table.transposed`` (Numba's parallel pipeline and its ``transpose(axes)``
+    cost seconds to compile in every process)."""
+    x = nbyoc.var("x", (1, 12, 40, 36))
+    part = nbyoc.slice(x, starts=[2], ends=[10], axes=[1])
+    y = nbyoc.transpose(nbyoc.reshape(part, (1, 8, 1440)), (0, 2, 1))
+    func = nbyoc.function([x], y)
+    fn = nbyoc.compile(func, backend="llvm", options={"llvm": {"parallel_threshold": 1}})
+    (module,) = fn.runtime_modules.values()
+    assert module.lowered.program is None  # (too little work to be a program)
+    kernel = kernel_source(fn.get_source())
+    assert "prange(" not in kernel and "transposed(" in kernel and ".transpose(" not in kernel
+    (arg,) = inputs(func, 0)
+    np.testing.assert_array_equal(fn(arg), arg[:, 2:10].reshape(1, 8, 1440).transpose(0, 2, 1))

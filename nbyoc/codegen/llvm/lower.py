@@ -205,6 +205,14 @@ class _Lowering:
         self.symbol = func.attrs.get("global_symbol", "kernel")
         self.outputs = function_outputs(func)
         self.nodes = post_order(self.outputs)
+        #: The values computed from constants alone: their shapes are the same whatever
+        #: the inputs' sizes (``_index``).
+        self.invariant: set[Expr] = set()
+        for node in self.nodes:
+            if isinstance(node, Constant) or (
+                isinstance(node, Call) and all(a in self.invariant for a in node.args)
+            ):
+                self.invariant.add(node)
         for node in self.nodes:
             ok = isinstance(node, (Var, Constant)) or (
                 isinstance(node, Call) and isinstance(node.op, Op)
@@ -852,12 +860,12 @@ class _Lowering:
         elif scalars and node in scalars:
             text = scalars[node]
         elif arrays and node in arrays:
-            index = "i0" if flat else _index(domain, node.type.shape, is_constant(node))
+            index = "i0" if flat else _index(domain, node.type.shape, node in self.invariant)
             if full_index and tuple(node.type.shape) == tuple(domain):
                 index = full_index
             text = load(f"{arrays[node]}[{index}]", node.type.dtype)
         else:
-            index = _index(domain, node.type.shape, is_constant(node))
+            index = _index(domain, node.type.shape, node in self.invariant)
             text = load(f"{self.read_array(node)}[{index}]", node.type.dtype)
         return text if node.type.dtype == dtype else rules.cast(text, dtype)
 
@@ -1145,15 +1153,10 @@ def _shape_literal(shape) -> str:
     return f"({items},)" if len(shape) == 1 else f"({items})"
 
 
-def is_constant(node: Expr) -> bool:
-    """Whether ``node`` is a constant (its value, and so its shape, fixed at compile)."""
-    return isinstance(node, Constant)
-
-
 def _index(domain: tuple[int, ...], shape: tuple[int, ...], invariant: bool = False) -> str:
     """Index of an array of ``shape`` at the current element of ``domain`` (broadcasting).
-    An ``invariant`` array (a constant: the same whatever the inputs' sizes) is read at
-    0 on every axis of extent 1, also where the domain's is 1: a batch of 1 then runs
+    An ``invariant`` array (computed from constants alone: the same whatever the inputs'
+    sizes) is read at 0 on every axis of extent 1, also where the domain's is 1: a batch of 1 then runs
     the code a batch of 2 does (a constant (1, 1, C) read at ``[i0, 0, i2]`` made a new
     stage function at every batch size but the first)."""
     pad = len(domain) - len(shape)
