@@ -1156,9 +1156,9 @@ def _shape_literal(shape) -> str:
 def _index(domain: tuple[int, ...], shape: tuple[int, ...], invariant: bool = False) -> str:
     """Index of an array of ``shape`` at the current element of ``domain`` (broadcasting).
     An ``invariant`` array (computed from constants alone: the same whatever the inputs'
-    sizes) is read at 0 on every axis of extent 1, also where the domain's is 1: a batch of 1 then runs
-    the code a batch of 2 does (a constant (1, 1, C) read at ``[i0, 0, i2]`` made a new
-    stage function at every batch size but the first)."""
+    sizes) is read at 0 on every axis of extent 1, also where the domain's is 1: a
+    batch of 1 then runs the code a batch of 2 does (a constant (1, 1, C) read at
+    ``[i0, 0, i2]`` made a new stage function at every batch size but the first)."""
     pad = len(domain) - len(shape)
     parts = [
         "0" if shape[d] == 1 and (invariant or domain[pad + d] != 1) else f"i{pad + d}"

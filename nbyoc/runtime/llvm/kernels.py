@@ -55,6 +55,8 @@ from .numba_cache import NumbaCacheFiles
 _KERNELS: dict[str, object] = {}
 #: Stage modules loaded from their machine code, which no process can unload: each once.
 _MACHINE: dict[str, machine_code.MachineCodeModule] = {}
+#: The keys of the stage modules loaded through Numba (``release`` keeps their addresses).
+_STAGES: set[str] = set()
 _LOCK = threading.RLock()
 
 
@@ -175,6 +177,8 @@ def _compile_missing(missing: dict[str, str], names: dict[str, str], advance, st
 
     def load(key, source):
         _KERNELS[key] = _load(source, key, names[key], keep_machine_code=key in stages)
+        if key in stages:
+            _STAGES.add(key)
 
     if not futures:
         for key, source in items:
@@ -268,7 +272,9 @@ def release(in_use: set[str]) -> int:
     registrations are removed (nothing calls a kernel module's functions but its
     kernel, already compiled) and the namespace is emptied (the compiled code, all
     nopython, reads nothing from it); a module whose kernel someone still holds is
-    kept, so nothing anyone can call is changed."""
+    kept, so nothing anyone can call is changed. A stage module's functions stay
+    where they are (``_MACHINE``): Numba never removes machine code, and loading the
+    same code again would define its symbols twice in one JIT."""
     released = 0
     with _LOCK:
         for key in [key for key in _KERNELS if key not in in_use]:
@@ -278,12 +284,20 @@ def release(in_use: set[str]) -> int:
                 continue
             del kernel, _KERNELS[key]
             sys.modules.pop(module.__name__, None)
-            for value in list(vars(module).values()):
+            addresses = {}
+            for name, value in list(vars(module).items()):
                 if getattr(getattr(value, "py_func", None), "__module__", None) != module.__name__:
                     continue  # (helpers imported from nbyoc.runtime stay registered)
                 for compiled in getattr(value, "overloads", {}).values():
+                    addresses[name] = compiled.library.get_pointer_to_function(
+                        compiled.fndesc.llvm_func_name
+                    )
                     with contextlib.suppress(KeyError):  # (already removed)
                         value.targetctx.remove_user_function(compiled.entry_point)
+            if key in _STAGES and all(addresses.values()):
+                # (its machine code stays in the JIT: a later kernel calls the same code
+                # at the same addresses, never a second copy of its symbols)
+                _MACHINE[key] = machine_code.MachineCodeModule(key, addresses)
             vars(module).clear()
             released += 1
     return released
