@@ -295,3 +295,20 @@ def test_a_compiled_kernel_copies_a_large_transposed_output_by_a_stage_not_a_pra
     assert "prange(" not in kernel and "transposed(" in kernel and ".transpose(" not in kernel
     (arg,) = inputs(func, 0)
     np.testing.assert_array_equal(fn(arg), arg[:, 2:10].reshape(1, 8, 1440).transpose(0, 2, 1))
+
+
+def test_an_se_blocks_bias_after_a_conv_reads_the_same_at_batches_one_and_two():
+    """A conv over pooled (N, C, 1, 1) maps and a constant bias (1, C, 1, 1) added in
+    its epilogue: at batch 1 the bias has the result's shape, and is still read as one
+    value a plane (``lower.plane_epilogue``), as at batch 2."""
+    rng = np.random.default_rng(6)
+    w = nbyoc.const(rng.standard_normal((32, 48, 1, 1)).astype(np.float32))
+    bias = nbyoc.const(rng.standard_normal((1, 32, 1, 1)).astype(np.float32))
+    fns = []
+    for seed, batch in enumerate((1, 2)):
+        x = nbyoc.var("x", (batch, 48, 1, 1))
+        func = nbyoc.function([x], nbyoc.relu(nbyoc.conv(x, w) + bias))
+        fn = nbyoc.compile(func, backend="llvm", options={"llvm": {"parallel_threshold": 1}})
+        assert_close_to_host(fn, func, inputs(func, seed), rtol=1e-5, atol=1e-5)
+        fns.append(fn)
+    assert stage_modules(fns[0]) and stage_modules(fns[0]) == stage_modules(fns[1])

@@ -675,10 +675,15 @@ class _Lowering:
         views, reshaped = {}, []
         for a, param in names.items():
             padded = (1,) * (len(shape) - a.type.ndim) + tuple(a.type.shape)
-            if a.type.shape == shape and self.arrays[a].contiguous:
+            per_plane = all(d == 1 for d in padded[2:])  # one value per plane
+            # (an invariant one read as such also when its shape is the result's, one
+            # position a plane: an SE block's bias then reads the same at every batch)
+            if per_plane and a in self.invariant:
+                views[a] = param
+            elif a.type.shape == shape and self.arrays[a].contiguous:
                 views[a] = f"{param}_planes"
                 reshaped.append(param)
-            elif all(d == 1 for d in padded[2:]):
+            elif per_plane:
                 views[a] = param
             else:
                 return None
@@ -861,8 +866,9 @@ class _Lowering:
             text = scalars[node]
         elif arrays and node in arrays:
             index = "i0" if flat else _index(domain, node.type.shape, node in self.invariant)
-            if full_index and tuple(node.type.shape) == tuple(domain):
-                index = full_index
+            per_plane = node in self.invariant and all(d == 1 for d in node.type.shape[2:])
+            if full_index and tuple(node.type.shape) == tuple(domain) and not per_plane:
+                index = full_index  # (not an invariant's one value a plane: plane_epilogue)
             text = load(f"{arrays[node]}[{index}]", node.type.dtype)
         else:
             index = _index(domain, node.type.shape, node in self.invariant)
