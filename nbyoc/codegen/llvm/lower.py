@@ -30,8 +30,8 @@ columns wide ran 2x slower); which axes broadcast; dtypes and ranks.
 The kernel that calls them is per shape, and so it is not compiled when it need
 not be: a kernel of at least ``PROGRAM_MIN_WORK`` elements of work (``ops.call_work``)
 is lowered as a *program* (every nest a stage called through its address, copies as
-copy stages into arenas of their own), whose statements ``program`` reads into a table that
-one executor, compiled once per machine, runs. A statement outside a program's
+copy stages into arenas of their own), whose statements ``program`` reads into a
+table that one executor, compiled once per machine, runs. A statement outside a program's
 language (``Lowered.not_a_program`` names it) keeps the kernel compiled.
 
 The stages, their prange groups and the buffers are decided first, with no strings

@@ -37,7 +37,6 @@ import functools
 import hashlib
 import json
 import pathlib
-import re
 
 from ... import cache
 
@@ -47,8 +46,8 @@ MAGIC = b"nbyoc machine code 1\n"
 #: A symbol whose name starts so is an LLVM intrinsic, not something to look up.
 _INTRINSIC_PREFIX = "llvm."
 
-#: How Numba names the environment global of a function (``FunctionDescriptor.env_name``).
-_ENVIRONMENT = re.compile(r"NumbaEnv")
+#: What names the environment global of a function (``FunctionDescriptor.env_name``).
+_ENVIRONMENT = "NumbaEnv"
 
 
 class MachineCodeModule:
@@ -116,7 +115,7 @@ def _record(compiled) -> tuple[bytes, dict] | None:
         if function.is_declaration:
             if not function.name.startswith(_INTRINSIC_PREFIX):
                 needs.append(function.name)
-        elif function.name not in wrappers and _ENVIRONMENT.search(str(function)):
+        elif function.name not in wrappers and _ENVIRONMENT in str(function):
             return None
     needs += [g.name for g in llvm_module.global_variables if g.is_declaration]
     symbol = descriptor.llvm_func_name
