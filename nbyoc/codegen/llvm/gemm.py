@@ -29,7 +29,7 @@ from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call, Constant
 from ...runtime.llvm.target import tile_name, tile_shape, tiles_supported, worker_threads
 from . import rules
-from .loops import loops, outer, subscript
+from .loops import loop_nest, outer, subscript
 from .sizes import Sizes, ceil_div, value
 from .stages import Lead, StageBody
 
@@ -383,5 +383,5 @@ def _loops_matmul(node: Call, sources, dest: str) -> StageBody:
     loop_names = [*names, *(["m"] if a.type.ndim > 1 else []), *(["n"] if b.type.ndim > 1 else [])]
     if not shape:
         return StageBody(inner)
-    body = [f"{loop_names[0]} = task", *loops(shape[1:], inner, False, loop_names[1:])]
+    body = [f"{loop_names[0]} = task", *loop_nest(shape[1:], inner, loop_names[1:])]
     return StageBody(body, shape[0], math.prod(shape[1:]) * k)

@@ -83,7 +83,8 @@ from .loops import (
     DEFAULT_VECTOR_BITS,
     OPAQUE_IMPORT,
     VECTOR_WIDTH_IMPORT,
-    outer,
+    lead_axes,
+    loop_nest,
     with_vector_width,
 )
 from .ops import STAGE_RULES, call_work
@@ -118,7 +119,6 @@ from .stages import (
     call_text,
     can_join,
     emit_calls,
-    lead_axes,
     parallel_loop_body,
     stage_module,
 )
@@ -886,7 +886,7 @@ class _Lowering:
         return False
 
     def loops(self, shape: tuple[int, ...], inner: list[str]) -> list[str]:
-        return loop_nest(shape, inner, self.use_parallel(shape))
+        return loop_nest(shape, inner, lead="flat" if self.use_parallel(shape) else None)
 
     def outline(self, lines, args, types, addressed) -> tuple[list[str], list[str]]:
         """The kernel's ``lines`` with its parallel loops outlined (``outline``), and the
@@ -1173,31 +1173,6 @@ def _index(domain: tuple[int, ...], shape: tuple[int, ...], invariant: bool = Fa
     if not parts:
         return "()"
     return ", ".join(parts) + ("," if len(parts) == 1 else "")
-
-
-def loop_nest(shape: tuple[int, ...], inner: list[str], parallel: bool = False) -> list[str]:
-    """``for`` loops over ``shape`` around ``inner`` (indices ``i0``, ``i1``, ...). In
-    parallel, the outer ``prange`` runs over enough leading axes to give every
-    thread work."""
-    if not shape:
-        return list(inner)
-    lines, depth = [], 0
-    if parallel:
-        lead = lead_axes(shape)
-        total = math.prod(shape[:lead])
-        lines.append(f"for flat in prange({total}):")
-        current = "flat"  # Numba forbids reassigning anything derived as the loop index
-        for d in reversed(range(1, lead)):
-            lines.append(f"    i{d} = {current} % {shape[d]}")
-            lines.append(f"    q{d} = {current} // {shape[d]}")
-            current = f"q{d}"
-        lines.append(f"    i0 = {current}")
-        depth = lead
-    for d in range(depth, len(shape)):
-        bound = outer(shape[d]) if d < len(shape) - 1 else shape[d]
-        lines.append("    " * (d - depth + (1 if parallel else 0)) + f"for i{d} in range({bound}):")
-    pad = "    " * (len(shape) - depth + (1 if parallel else 0))
-    return lines + [pad + line for line in inner]
 
 
 #: The widest matmul result whose epilogue runs as flat blocks of rows (see

@@ -23,7 +23,7 @@ import math
 from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call
 from . import rules
-from .loops import loops as _loops
+from .loops import loop_nest
 from .loops import outer as _opaque_bound
 from .loops import subscript as _subscript
 from .reductions import accumulator_dtype, reduction_code
@@ -171,10 +171,11 @@ def _reduction_loops(node, shape, reduced, start, update, store, dest, parallel)
         out_index = [f"i{d}" for d in kept]
     inner = [
         *start,
-        *_loops([shape[d] for d in reduced], update, False, [f"i{d}" for d in reduced]),
+        *loop_nest([shape[d] for d in reduced], update, [f"i{d}" for d in reduced]),
         f"{dest}[{_subscript(out_index)}] = {rules.store(store, node.type.dtype)}",
     ]
-    return _loops([shape[d] for d in kept], inner, parallel and bool(kept), [f"i{d}" for d in kept])
+    names = [f"i{d}" for d in kept]
+    return loop_nest([shape[d] for d in kept], inner, names, "first" if parallel and kept else None)
 
 
 def _blocked_arg(node, source, dest, parallel, blocks) -> list[str]:
@@ -336,7 +337,8 @@ def concatenate_stage(
         if part_dtype != dtype:  # same dtype: the stored form is copied as it is
             element = rules.store(rules.cast(rules.load(element, part_dtype), dtype), dtype)
         shape = [f"{part}.shape[{axis}]" if d == axis else n for d, n in enumerate(node.type.shape)]
-        copy = _loops(shape, [f"{dest}[{_subscript(out_index)}] = {element}"], parallel, names)
+        line = f"{dest}[{_subscript(out_index)}] = {element}"
+        copy = loop_nest(shape, [line], names, "first" if parallel else None)
         lines += [
             f"{name}_parts = ({', '.join(views)},)",
             f"for {position} in range({len(tables[name])}):",

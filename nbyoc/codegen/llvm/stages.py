@@ -41,8 +41,8 @@ from .drivers import (
     slots,
     table_lines,
 )
-from .loops import outer
-from .sizes import PARAMETER, Sizes, value
+from .loops import lead_axes, loop_nest
+from .sizes import PARAMETER, Sizes
 
 #: Options of every stage function (those called through their address also carry
 #: their signature and ``cache=True``: the kernel's cache does not hold their code).
@@ -75,76 +75,6 @@ BLOCK = 64
 #: 16384: 9.4); at 512 against 1024, ``a*2+1`` 0.91x, a chain of 10 ops 0.93x, ``a/b+c``
 #: and ``tanh(a*b+c)`` level (float32, 4096 x 4096, side by side on the Xeon).
 STREAM_BLOCK = 512
-
-
-#: The outer loop's range. Unsigned, so that Numba indexes without the wraparound test
-#: for negative indices (it cannot prove ``lo`` non-negative): 17% fewer instructions
-#: in chain10's loop and 7.8 -> 7.2 ms at 1024x1024.
-UNSIGNED_RANGE = "np.uint64(lo), np.uint64(hi)"
-
-
-def lead_axes(shape: tuple[int, ...], parallel: bool = True) -> int:
-    """How many leading axes a nest's outer loop runs over: in parallel, enough to give
-    every thread work (at least 256 iterations when the shape has them); serial, one,
-    so that the inner axes are loops LLVM can vectorise (a (1, 8, 12, 96) multiply
-    walked as one flat odometer took 3.6 ns an element).
-
-    >>> lead_axes((1, 8, 12, 96)), lead_axes((1, 8, 12, 96), parallel=False)
-    (4, 1)
-    """
-    if not parallel:
-        return 1
-    lead = 1
-    while lead < len(shape) and math.prod(map(value, shape[:lead])) < 256:
-        lead += 1
-    return lead
-
-
-def ranged_nest(shape, inner: list[str], parallel: bool = True) -> list[str]:
-    """Loops over ``shape`` around ``inner`` (indices ``i0``, ``i1``, ...) for the
-    outer (flattened leading) indices in ``range(lo, hi)``. The leading indices are
-    worked out from ``lo`` once, then counted on (an odometer): extents read at run time
-    (``sizes.Dim``) would otherwise cost a division per axis and element.
-
-    >>> print("\\n".join(ranged_nest((2, 3), ["x[i0, i1] = 0"])))
-    extent1 = np.uint64(3)
-    i1 = np.uint64(lo) % extent1
-    i0 = np.uint64(lo) // extent1
-    for flat in range(np.uint64(lo), np.uint64(hi)):
-        x[i0, i1] = 0
-        i1 += np.uint64(1)
-        if i1 == extent1:
-            i1 = np.uint64(0)
-            i0 += np.uint64(1)
-    """
-    lead = lead_axes(shape, parallel)
-    if lead == 1:
-        lines = [f"for i0 in range({UNSIGNED_RANGE}):"]
-        count = []
-    else:
-        lines = [f"extent{d} = np.uint64({shape[d]})" for d in range(1, lead)]
-        current = "np.uint64(lo)"
-        for d in reversed(range(1, lead)):
-            lines.append(f"i{d} = {current} % extent{d}")
-            if d > 1:
-                lines.append(f"q{d} = {current} // extent{d}")
-                current = f"q{d}"
-            else:
-                lines.append(f"i0 = {current} // extent{d}")
-        lines.append(f"for flat in range({UNSIGNED_RANGE}):")
-        count = [f"i{lead - 1} += np.uint64(1)"]
-        for depth, d in enumerate(reversed(range(1, lead))):
-            pad = "    " * depth
-            count += [
-                f"{pad}if i{d} == extent{d}:",
-                f"{pad}    i{d} = np.uint64(0)",
-                f"{pad}    i{d - 1} += np.uint64(1)",
-            ]
-    for d in range(lead, len(shape)):
-        bound = outer(shape[d]) if d < len(shape) - 1 else shape[d]
-        lines.append("    " * (d - lead + 1) + f"for i{d} in range({bound}):")
-    pad = "    " * (len(shape) - lead + 1)
-    return lines + [pad + line for line in inner] + ["    " + line for line in count]
 
 
 def blocked_loop(inner: list[str], stores) -> list[str]:
@@ -472,7 +402,9 @@ class StageFunctions:
             sizes = Sizes()
             shape = (domain[0], *sizes.dims(domain[1:]))  # (the first: lo and hi)
             stored = [f"{a}[{i}] = {v}" for a, i, v, _ in stores]
-            body = [*sizes.binding(), *ranged_nest(shape, inner + stored, parallel)]
+            axes = lead_axes(shape, parallel)
+            nest = loop_nest(shape, inner + stored, lead="span", axes=axes)
+            body = [*sizes.binding(), *nest]
             if sizes.values:
                 params, types = [*params, PARAMETER], [*types, sizes.numba_type()]
                 extra = [sizes.argument()]

@@ -19,7 +19,7 @@ import math
 from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call
 from . import rules
-from .loops import loops, subscript
+from .loops import loop_nest, subscript
 from .reductions import REDUCTIONS
 from .sizes import Sizes, value
 from .stages import Lead, StageBody
@@ -49,7 +49,9 @@ def gather_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
         f"{dest}[{subscript(before + j + after)}] = {x_name}[{subscript([*before, 'k', *after])}]",
     ]
     names = before + j + after
-    return loops(index_shape, check, False, j) + loops(node.type.shape, copy, parallel, names)
+    return loop_nest(index_shape, check, j) + loop_nest(
+        node.type.shape, copy, names, _lead(parallel)
+    )
 
 
 def pool_stage(node: Call, sources, dest: str, parallel: bool, epilogue=None) -> StageBody:
@@ -110,7 +112,7 @@ def pool_stage(node: Call, sources, dest: str, parallel: bool, epilogue=None) ->
         *window,
         f"{dest}[{out}] = {rules.store(rules.cast(result, node.type.dtype), node.type.dtype)}",
     ]
-    lines = loops(out_shape, inner, False, [f"o{d}" for d in range(k)])
+    lines = loop_nest(out_shape, inner, [f"o{d}" for d in range(k)])
     if inside[k - 1]:
         last = f"for o{k - 1} in range({out_shape[-1]}):"
         lines = [
@@ -179,7 +181,7 @@ def resize_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
     if not resized:
         element = f"{source}[{subscript([f'a{d}' for d in axes])}]"  # copied as stored
         inner.append(f"{dest}[{subscript([f'o{d}' for d in axes])}] = {element}")
-        return loops(node.type.shape, inner, parallel, [f"o{d}" for d in axes])
+        return loop_nest(node.type.shape, inner, [f"o{d}" for d in axes], _lead(parallel))
     inner.append("acc = 0.0")
     for corner in range(1 << len(resized)):
         high = {d: bool(corner >> k & 1) for k, d in enumerate(resized)}
@@ -189,4 +191,10 @@ def resize_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
         inner.append(f"acc += {weight} * {rules.cast(element, 'float64')}")
     stored = rules.store(rules.cast("acc", dtype), dtype)
     inner.append(f"{dest}[{subscript([f'o{d}' for d in axes])}] = {stored}")
-    return loops(node.type.shape, inner, parallel, [f"o{d}" for d in axes])
+    return loop_nest(node.type.shape, inner, [f"o{d}" for d in axes], _lead(parallel))
+
+
+def _lead(parallel: bool) -> str | None:
+    """How a window op's outer loop runs (``loops.loop_nest``): its first axis in
+    parallel when the op is large enough."""
+    return "first" if parallel else None
