@@ -123,18 +123,19 @@ def _check_overlaps(plan, lives) -> None:
 
 
 def install() -> None:
-    """Check the buffer plan of every kernel lowered from now on in this process."""
+    """Check the buffer plan of every kernel lowered from now on in this process (the
+    plan ``lower`` gets from its first phase, before it emits anything from it)."""
     from nbyoc.codegen.llvm import lower as lowering
 
-    run = lowering._Lowering.run
-    if getattr(run, "checks_buffers", False):
+    plan = lowering.schedule
+    if getattr(plan, "checks_buffers", False):
         return
 
-    def checked(self):
-        lowered = run(self)
-        check_buffer_plan(self.func, lowered.schedule)
-        return lowered
+    def checked(func, *args, **kwargs):
+        made = plan(func, *args, **kwargs)
+        check_buffer_plan(func, made)
+        return made
 
     checked.checks_buffers = True
-    checked.__wrapped__ = run
-    lowering._Lowering.run = checked
+    checked.__wrapped__ = plan
+    lowering.schedule = checked

@@ -39,8 +39,8 @@ def _last_uses_before_the_fix(order, stage_of, users, stored, views, outputs, gr
 def fix_reverted(monkeypatch):
     """The lowering with the liveness before the fix, and without the suite's own check
     of every plan (which would refuse it first)."""
-    run = lower._Lowering.run
-    monkeypatch.setattr(lower._Lowering, "run", getattr(run, "__wrapped__", run))
+    plan = lower.schedule
+    monkeypatch.setattr(lower, "schedule", getattr(plan, "__wrapped__", plan))
     monkeypatch.setattr(scheduling, "last_uses", _last_uses_before_the_fix)
 
 

@@ -705,7 +705,7 @@ def test_a_view_of_a_view_keeps_its_buffer_alive():
 
 @pytest.mark.parametrize("side,releases", [(10, False), (256, True)])
 def test_only_kernels_with_work_enough_release_the_gil(side, releases):
-    """Releasing the GIL costs more than a tiny kernel's work (lower.NOGIL_MIN_ELEMENTS)."""
+    """Releasing the GIL costs more than a tiny kernel's work (assemble.NOGIL_MIN_ELEMENTS)."""
     from nbyoc.demo import reference_graph
 
     fn = nbyoc.compile(reference_graph((side, side)), backend="llvm")

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import nbyoc
+from nbyoc.codegen.llvm import assemble
 from nbyoc.codegen.llvm import lower as llvm_lower
 from nbyoc.codegen.llvm.program import CALL, DRIVE, NotAProgram, Place, read_program
 from nbyoc.codegen.llvm.stages import Addressed
@@ -151,7 +152,7 @@ def _graphs():
 def test_programs_compute_what_the_host_computes(name, f, data, threshold):
     options = {"llvm": {"parallel_threshold": threshold}}
     fn = nbyoc.compile(f, backend="llvm", options=options)
-    assert llvm_lower.PROGRAM_NOTE in fn.get_source(), name
+    assert assemble.PROGRAM_NOTE in fn.get_source(), name
     got, want = fn(*data), nbyoc.compile(f, backend="host")(*data)
     got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
     for g, h in zip(got, want):
@@ -164,7 +165,7 @@ def test_a_program_refuses_or_mends_arguments_as_a_kernel_does():
     a = nbyoc.var("a", (16, 8))
     f = nbyoc.function([a], nbyoc.exp(a) + 1.0)
     fn = nbyoc.compile(f, backend="llvm")
-    assert llvm_lower.PROGRAM_NOTE in fn.get_source()
+    assert assemble.PROGRAM_NOTE in fn.get_source()
     data = np.random.default_rng(1).standard_normal((16, 16)).astype(np.float32)
     want = np.exp(data[:, ::2]) + 1.0
     np.testing.assert_allclose(fn(data[:, ::2]), want, rtol=1e-6)  # strided: copied
@@ -194,6 +195,6 @@ def test_only_kernels_of_enough_work_are_programs(monkeypatch):
     large = llvm_lower.lower(
         nbyoc.function([x], nbyoc.exp(nbyoc.exp(x) + 1.0)), function_pointers=True
     )
-    assert large.program is not None and large.source.startswith(llvm_lower.PROGRAM_NOTE)
+    assert large.program is not None and large.source.startswith(assemble.PROGRAM_NOTE)
     direct = llvm_lower.lower(nbyoc.function([x], nbyoc.exp(nbyoc.exp(x) + 1.0)))
     assert direct.program is None  # (export's lowering, without function pointers)

@@ -128,7 +128,7 @@ def loop_nest(
     names = list(names) if names is not None else [f"i{d}" for d in range(len(shape))]
     if not shape:
         return list(inner)
-    if axes is None:
+    if axes is None and lead in ("flat", "span"):
         axes = lead_axes(shape)
     if lead == "span":
         return _span_nest(shape, inner, names, axes)

@@ -48,7 +48,8 @@ from ...runtime.outputs import allocate_result, allocators
 from ...runtime.threads import start_threads
 from . import PARALLEL_THRESHOLD
 from . import lower as lower_module
-from .lower import Lowered, lower
+from .assemble import Lowered
+from .lower import lower
 from .program import EXECUTOR_MODULE
 from .rules import STORAGE, storage_dtype
 

@@ -1,6 +1,6 @@
 """The ops the llvm kernel runs as stages of their own (not elementwise loop nests,
 not views), one ``StageRule`` each: its emitter and how the lowering treats it.
-Adding a stage op is a row here; ``lower`` and ``schedule`` read only the rule's
+Adding a stage op is a row here; ``emit`` and ``schedule`` read only the rule's
 fields, never the op's name.
 
 An emitter is ``emit(node, operand arrays, destination array, parallel)`` and

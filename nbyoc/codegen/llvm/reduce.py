@@ -64,7 +64,7 @@ def _block_views(source: str, dest: str, blocks) -> list[str]:
 def _column_tasks(outer: int, inner: int, loop: str) -> list[str]:
     """The loop over tasks of COLUMN_BLOCK inner indices: binds ``o``, the first inner
     index ``first_column`` and the task's ``width``. (It was ``c0``, the name of the
-    kernel's first constant, which it then shadowed; ``lower`` now refuses a body that
+    kernel's first constant, which it then shadowed; ``assemble`` now refuses a body that
     binds one of the kernel's own names again.)"""
     per_outer = -(-inner // COLUMN_BLOCK)
     tasks = outer * per_outer
@@ -236,7 +236,7 @@ def _blocked_arg(node, source, dest, parallel, blocks) -> list[str]:
 
 def reduce_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:
     """sum / mean / max / min / prod of the operand over the node's axes into ``dest``
-    (the operand contiguous: ``lower`` copies a strided one first)."""
+    (the operand contiguous: ``emit`` copies a strided one first)."""
     (source,) = sources
     (x,) = node.args
     shape = x.type.shape

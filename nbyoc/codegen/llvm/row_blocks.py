@@ -25,7 +25,7 @@ from ...ir.nodes import Call, Expr
 from ...ir.ops.elementwise import loop_dtypes
 from . import rules
 from .reductions import reduction_code
-from .rows import RowGroup, bind_outside, last_reads, row_parameter_types
+from .rows import Bindings, RowFunction, RowGroup, last_reads, row_parameter_types
 from .sizes import Sizes
 
 #: Rows shorter than this run as blocks of rows (a row loop at 32 float32 elements
@@ -35,17 +35,21 @@ SHORT_ROW = 32
 BLOCK_ELEMENTS = 1024
 
 
-def emit_row_blocks(lowering, group: RowGroup, stored: set) -> list[str]:
-    """The kernel lines running ``group`` (rows shorter than ``SHORT_ROW``) as blocks
-    of rows; the arguments as ``rows.emit_row_group``'s."""
+def row_block_function(
+    group: RowGroup, bound: Bindings, stored: set, literals, addressed: bool
+) -> RowFunction:
+    """The row function running ``group`` (rows shorter than ``SHORT_ROW``) as blocks
+    of rows; the arguments as ``rows.row_group_function``'s, ``bound`` flat views.
+    ``addressed``: it is to be called through its address, as a program's stages are
+    (with a sizes parameter, if none read)."""
     domain = group.domain
     columns = domain.columns
     block = max(1, BLOCK_ELEMENTS // columns)
     size = block * columns
     reductions = set(group.reductions)
     computed, ready = group.passes()
-    bound = bind_outside(lowering, group, stored, flat=True)
     params, roles, scalars = bound.params, bound.roles, bound.scalars
+    helpers: set[str] = set()
     last_read = last_reads(group, computed, ready)
     reduced = {r.args[0] for r in group.reductions}
     position = {n: k for k, n in enumerate(group.nodes)}
@@ -106,8 +110,8 @@ def emit_row_blocks(lowering, group: RowGroup, stored: set) -> list[str]:
             text = f"{block_buffer}[p]"
         elif not flat and a in row_arrays:
             text = f"{row_arrays[a]}[k]"
-        elif a in lowering.literals:
-            text = lowering.literals[a]
+        elif a in literals:
+            text = literals[a]
         elif a in scalars:
             text = scalars[a]
         else:
@@ -117,8 +121,8 @@ def emit_row_blocks(lowering, group: RowGroup, stored: set) -> list[str]:
     def expression(node: Call, flat: bool) -> str:
         loop = loop_dtypes(node)
         args = [read(a, d, flat) for a, d in zip(node.args, loop)]
-        expression, helpers = rules.call_expression(node, args, loop)
-        lowering.helpers.update(helpers)
+        expression, needed = rules.call_expression(node, args, loop)
+        helpers.update(needed)
         return expression
 
     last = max([*computed.values(), *ready.values(), 0])
@@ -173,9 +177,5 @@ def emit_row_blocks(lowering, group: RowGroup, stored: set) -> list[str]:
         body += ["    " + line for line in inner]
     body.append("    b0 += B")
     parameters = [*params.values(), *scalars.values()]
-    if lowering.as_program:  # (called through its address, as a program's stages are)
-        types = row_parameter_types(lowering, bound, flat=True)
-        function, _ = lowering.stages.add_row_function(parameters, types, body, Sizes())
-    else:
-        function = lowering.stages.add_function(parameters, body)
-    return bound.lines + lowering.queue_row_call(function, bound.arguments, domain)
+    types = row_parameter_types(bound, flat=True)
+    return RowFunction(parameters, types, body, Sizes() if addressed else None, helpers)

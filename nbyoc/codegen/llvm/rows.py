@@ -117,7 +117,7 @@ def row_domain(node: Expr) -> RowDomain | None:
 
 
 class RowGroupPlan:
-    """The members of one row group as ``lower.plan_row_groups`` offers it stages in
+    """The members of one row group as ``schedule.plan_row_groups`` offers it stages in
     order: ``accepts_nest`` and ``accepts_reduction`` say whether each joins, and
     record its nodes as full values, row values or reductions."""
 
@@ -221,60 +221,19 @@ class Bindings:
     arguments: list[str]
 
 
-def bind_outside(lowering, group: RowGroup, stored: set, flat: bool) -> Bindings:
-    """The views and parameters of ``group``'s row function: full arrays as
-    ``(rows, columns)`` views, or one flat run of elements when ``flat``."""
-    domain = group.domain
-    rows, columns = domain.rows, domain.columns
-    members = set(group.nodes)
-    reductions = set(group.reductions)
-    shapes = {
-        "full": f"({rows * columns},)" if flat else f"({rows}, {columns})",
-        "row": f"({rows},)",
-        "column": f"({columns},)",
-    }
-    found = Bindings([], {}, {}, {}, [])
-    scalar_arguments: list[str] = []
+@dataclass
+class RowFunction:
+    """A row group's function, as data: its parameters (``Bindings.params``'s, then its
+    scalars') of Numba ``types``, its body over rows ``lo, hi``, the sizes it reads at run
+    time (None: it has no sizes parameter, and its call no sizes argument), and what its
+    module needs (``rules.HELPERS`` names, import lines)."""
 
-    def pass_array(node: Expr, role: str) -> None:
-        if node in found.params:
-            return
-        array = lowering.arrays[node]
-        base = array.name
-        if not array.contiguous:
-            copy, base = lowering.contiguous_copy(node)
-            found.lines.extend(copy)
-        view = f"{array.name}_{role}s"
-        found.lines.append(f"{view} = {base}.reshape({shapes[role]})")
-        found.params[node], found.roles[node] = f"a{len(found.params)}", role
-        found.arguments.append(view)
-
-    def pass_scalar(node: Expr) -> None:
-        if node in found.scalars or node in lowering.literals:
-            return
-        array = lowering.read_array(node)
-        # (indexed, not reshaped: the array may be a strided view, which Numba cannot reshape)
-        element = f"{array}[{', '.join(['0'] * node.type.ndim) or '()'}]"
-        name = f"{array}_scalar"
-        found.lines.append(f"{name} = {rules.load(element, node.type.dtype)}")
-        found.scalars[node] = f"x{len(found.scalars)}"
-        scalar_arguments.append(name)
-
-    for node in group.nodes:
-        for a in node.args:
-            if a in members:
-                continue
-            role = "row" if node not in group.full and node not in reductions else None
-            role = role or domain.role(a.type.shape)
-            if a.type.size == 1:
-                pass_scalar(a)
-            else:
-                pass_array(a, role)
-    for node in group.nodes:
-        if node in stored:
-            pass_array(node, "full" if node in group.full else "row")
-    found.arguments += scalar_arguments
-    return found
+    parameters: list[str]
+    types: list[str]
+    body: list[str]
+    sizes: Sizes | None
+    helpers: set[str] = field(default_factory=set)
+    imports: set[str] = field(default_factory=set)
 
 
 def last_reads(group: RowGroup, computed, ready) -> dict[Expr, int]:
@@ -448,13 +407,10 @@ def pipelines(group: RowGroup, computed, ready, last: int, slots, rows_out, stor
     )
 
 
-def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
-    """The kernel lines running ``group``: views of its arrays as rows, then the call
-    of its row function (queued on ``lowering``, which may run it in parallel).
-
-    ``lowering`` is the kernel's ``lower._Lowering``: its ``arrays``, ``literals``,
-    ``stages``, ``helpers`` and ``read_array``/``use_parallel``/``queue_call``. Every
-    member in ``stored`` must already be bound to its array."""
+def row_group_function(group: RowGroup, bound: Bindings, stored: set, literals) -> RowFunction:
+    """The row function running ``group`` over rows ``lo, hi``, reading what ``bound``
+    passes it (``Bindings``: its arrays as ``(rows, columns)`` views) and the kernel's
+    ``literals`` (a source literal by node), and storing the members in ``stored``."""
     domain = group.domain
     # (the row's length read at run time: one function for every row group of this
     # structure, softmax over 1000 or 1024 columns alike)
@@ -462,8 +418,9 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
     columns = sizes.dim(domain.columns)
     reductions = set(group.reductions)
     computed, ready = group.passes()
-    bound = bind_outside(lowering, group, stored, flat=False)
     params, roles, scalars = bound.params, bound.roles, bound.scalars
+    helpers: set[str] = set()
+    imports: set[str] = set()
     last_read = last_reads(group, computed, ready)
     # A reduction accumulating wider than the values it reads (float32 values into
     # float64 partial sums) must not sit in the loop computing the values: it would make
@@ -521,7 +478,7 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
     body.append("for r in range(np.uint64(lo), np.uint64(hi)):")
     ahead = prefetches(group, bound, stored, last + 1, streamed)
     if ahead:  # the next row (the last row asks for itself: a no-op, in bounds)
-        lowering.prefetches = True
+        imports.add(PREFETCH_IMPORT)
         # (when the pass prefetching also reads the next row, the row after it)
         distance = 2 if pipelined and last == 1 else 1
         last_row = sizes.dim(domain.rows - 1)
@@ -533,8 +490,8 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
             text = local[a]
         elif a in slots:
             text = slots[a]
-        elif a in lowering.literals:
-            text = lowering.literals[a]
+        elif a in literals:
+            text = literals[a]
         elif a in scalars:
             text = scalars[a]
         else:
@@ -550,8 +507,8 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
     def compute(node: Call, name: str, row: str) -> str:
         loop = loop_dtypes(node)
         args = [read(a, d, row) for a, d in zip(node.args, loop)]
-        expression, helpers = rules.call_expression(node, args, loop)
-        lowering.helpers.update(helpers)
+        expression, needed = rules.call_expression(node, args, loop)
+        helpers.update(needed)
         local[node] = name
         line = f"{name} = {expression}"
         divisor = node.args[1] if node.op.name == "divide" else None
@@ -654,20 +611,17 @@ def emit_row_group(lowering, group: RowGroup, stored: set) -> list[str]:
             inner = [*part.before, *part.loops(columns, prefetch), *part.finals]
         body += ["    " + line for line in inner]
     if rows_out:
-        lowering.streams = True
+        imports.add(STREAM_IMPORT)
         body.append("store_fence()")
     parameters = [*params.values(), *scalars.values()]
-    types = row_parameter_types(lowering, bound, flat=False)
-    function, extra = lowering.stages.add_row_function(parameters, types, body, sizes)
-    return bound.lines + lowering.queue_row_call(function, bound.arguments + extra, domain)
+    types = row_parameter_types(bound, flat=False)
+    return RowFunction(parameters, types, body, sizes, helpers, imports)
 
 
-def row_parameter_types(lowering, bound: Bindings, flat: bool) -> list[str]:
-    """The Numba types of a row function's parameters (``bind_outside``'s views are
+def row_parameter_types(bound: Bindings, flat: bool) -> list[str]:
+    """The Numba types of a row function's parameters (``Bindings``' views are
     contiguous: full values 2-D, or 1-D when ``flat``; rows and columns 1-D), then its
     scalars'."""
     ranks = {"full": 1 if flat else 2, "row": 1, "column": 1}
-    arrays = [
-        lowering.array_type(node.type.dtype, ranks[bound.roles[node]]) for node in bound.params
-    ]
-    return arrays + [lowering.scalar_type(node.type.dtype) for node in bound.scalars]
+    arrays = [rules.array_type(node.type.dtype, ranks[bound.roles[node]]) for node in bound.params]
+    return arrays + [rules.scalar_type(node.type.dtype) for node in bound.scalars]

@@ -53,6 +53,33 @@ def value_dtype(dtype: str) -> str:
     return VALUE_DTYPE if dtype in STORAGE else dtype
 
 
+#: The Numba type of each dtype Numba has (it names its scalar types as NumPy does, bool
+#: aside); float16 values are float32 and its arrays uint16 (``EMULATED``).
+NUMBA_TYPES = {
+    d: "nbt.boolean" if dtype_info(d).kind == "bool" else f"nbt.{d}"
+    for d in {*map(storage_dtype, DTYPES), *map(value_dtype, DTYPES)}
+}
+
+
+def array_type(dtype: str, ndim: int, layout: str = "C") -> str:
+    """The Numba type of an array parameter of ``dtype`` elements (as stored), in the
+    kernel module's spelling: C-contiguous unless ``layout`` says otherwise.
+
+    >>> array_type("float16", 2), array_type("float32", 1, "A")
+    ('nbt.Array(nbt.uint16, 2, "C")', 'nbt.Array(nbt.float32, 1, "A")')
+    """
+    return f'nbt.Array({NUMBA_TYPES[storage_dtype(dtype)]}, {ndim}, "{layout}")'
+
+
+def scalar_type(dtype: str) -> str:
+    """The Numba type of a scalar parameter holding a ``dtype`` value (float16: float32).
+
+    >>> scalar_type("float16"), scalar_type("bool")
+    ('nbt.float32', 'nbt.boolean')
+    """
+    return NUMBA_TYPES[value_dtype(dtype)]
+
+
 def load(element: str, dtype: str) -> str:
     """Source turning an array element of ``dtype``, as stored, into its value.
 

@@ -1,7 +1,7 @@
 """The llvm lowering's first phase: an external function's IR in, its ``Schedule`` out.
 No strings: which ops run together in which *stage*, in what order; which stages share
 one ``prange`` (*groups*); which values must be arrays; and where each scratch value
-lives (the ``BufferPlan``, ``buffers``). ``lower`` then names and emits what this
+lives (the ``BufferPlan``, ``buffers``). ``emit`` then names and emits what this
 decides, and ``tests/buffer_plan.py`` checks the plan on its own.
 
 >>> import nbyoc

@@ -142,7 +142,7 @@ class StageBody:
     tasks: int | None = None
     work: int = 1
     setup: list[str] = field(default_factory=list)  # run once per call, before the tasks
-    #: The intrinsics it calls (tiles, tap rows: ``lower.RUNTIME_NAMES``).
+    #: The intrinsics it calls (tiles, tap rows: ``assemble.RUNTIME_NAMES``).
     imports: set[str] = field(default_factory=set)
     #: How the tasks cover the result's leading axis, as ``StageCall.lead`` (None: they
     #: do not, in an order a chunk of that axis could take).
