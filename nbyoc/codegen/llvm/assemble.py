@@ -12,13 +12,11 @@ statements.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..._version import __version__
-from ...errors import CompileError
 from ...ir.nodes import Function
 from ...ir.types import TensorType
 from ...runtime.llvm.target import vector_bits
@@ -155,18 +153,19 @@ def assemble(func: Function, emitted: Emitted, fuse: bool, plan: Schedule) -> Lo
     # from the caller's arrays, so that a failure there says the runtime is wrong (a
     # raise per constant cost Numba 0.2 s each in a 20-block MLP's kernel with 80
     # weights: 24 s against 5.6 s).
+    scope = emitted.scope
     for k, t in enumerate(inputs):
-        add(f"in{k}", t.dtype, t.shape)
+        add(scope.argument("in", k), t.dtype, t.shape)
     views = []  # each constant, viewed at its address
     if emitted.constants:
         add("constants", "int64", (len(emitted.constants),), readonly=True, user=False)
         for k, c in enumerate(emitted.constants):
             pointer = f"pointer_at(constants[{k}], {_np_type(c.dtype)})"
-            views.append(f"c{k} = carray({pointer}, {shape_literal(c.shape)})")
+            views.append(f"{scope.argument('c', k)} = carray({pointer}, {shape_literal(c.shape)})")
     for k, t in enumerate(outputs):
-        add(f"out{k}", t.dtype, t.shape)
+        add(scope.argument("out", k), t.dtype, t.shape)
     for k, (dtype, n) in enumerate(scratch):
-        add(f"s{k}", dtype, (n,), user=False)
+        add(scope.argument("s", k), dtype, (n,), user=False)
     if shapes:
         checks.append(f"if {' or '.join(shapes)}:")
         checks.append('    raise ValueError("nbyoc: an argument has the wrong shape")')
@@ -198,7 +197,7 @@ def assemble(func: Function, emitted: Emitted, fuse: bool, plan: Schedule) -> Lo
         )
         for a in stages.addressed
     ]
-    _check_not_rebound(body, [*args, *(v.split(" = ")[0] for v in views)], symbol)
+    scope.check(body, symbol)
     lines, groups = views + body, []
     if emitted.parallel:
         lines, groups = _outline(lines, args, types, addressed, stages.pointers)
@@ -264,7 +263,7 @@ def _program(func: Function, emitted: Emitted) -> tuple:
     """The kernel's body as a program (``program``): its template, relocations and
     steps, with the entries its calls need added to the addressed stages; and None. Or
     None and why not: the first statement that is not one a program holds."""
-    bases, places = [], {}
+    bases, places, scope = [], {}, emitted.scope
 
     def base(name: str, shape, dtype: str) -> None:
         places[name] = Place.array(len(bases), tuple(shape), dtype)
@@ -272,13 +271,13 @@ def _program(func: Function, emitted: Emitted) -> tuple:
 
     # (the call's own arrays first, then the fixed ones: ``program``)
     for k, p in enumerate(func.params):
-        base(f"in{k}", p.type.shape, storage_dtype(p.type.dtype))
+        base(scope.argument("in", k), p.type.shape, storage_dtype(p.type.dtype))
     for k, o in enumerate(function_outputs(func)):
-        base(f"out{k}", o.type.shape, storage_dtype(o.type.dtype))
+        base(scope.argument("out", k), o.type.shape, storage_dtype(o.type.dtype))
     for k, (dtype, n) in enumerate(emitted.scratch):
-        base(f"s{k}", (n,), dtype)
+        base(scope.argument("s", k), (n,), dtype)
     for k, c in enumerate(emitted.constants):
-        base(f"c{k}", c.shape, c.dtype.name)
+        base(scope.argument("c", k), c.shape, c.dtype.name)
     stages = emitted.stages
     try:
         program = read_program(emitted.body, places, stages.addressed, len(bases))
@@ -347,28 +346,3 @@ STAGE_IMPORTS = [
 def _np_type(dtype: np.dtype) -> str:
     """The NumPy scalar type of an array's elements, as the kernel module spells it."""
     return rules.NP_TYPES[dtype.name]
-
-
-#: A line binding a name: an assignment (not a comparison) or a for loop's target.
-_BINDS = re.compile(r"^\s*(?:for\s+)?([A-Za-z_]\w*)\s*(?:=(?!=)|in\s)")
-
-
-def _check_not_rebound(body: list[str], names: list[str], symbol: str) -> None:
-    """Refuse a kernel body that binds one of the kernel's own names again (its
-    arguments and constants): the stage code it shadowed would read the wrong array, or
-    Numba would refuse to unify the two types (a reduction's local ``c0`` once met the
-    first constant, ``c0``).
-
-    >>> _check_not_rebound(["w1 = in0[0:2]", "for i0 in range(2):"], ["in0", "c0"], "f")
-    >>> _check_not_rebound(["for c0 in range(2):"], ["in0", "c0"], "f")
-    Traceback (most recent call last):
-        ...
-    nbyoc.errors.CompileError: internal: the llvm kernel of @f binds its own name(s) c0 again
-    """
-    reserved = set(names)
-    bound = {m.group(1) for line in body if (m := _BINDS.match(line))} & reserved
-    if bound:
-        raise CompileError(
-            f"internal: the llvm kernel of @{symbol} binds its own name(s) "
-            f"{', '.join(sorted(bound))} again"
-        )

@@ -47,6 +47,7 @@ from .row_blocks import BLOCK_ELEMENTS, SHORT_ROW, row_block_function
 from .rows import ROWS_IMPORT, STREAM_IMPORT, Bindings, RowGroup, row_group_function
 from .rules import load, storage_dtype, store
 from .schedule import VIEWS, Schedule, Stage, function_outputs, is_function_stage, parallel_size
+from .scope import Scope
 from .stages import (
     Lead,
     StageBody,
@@ -93,6 +94,7 @@ class Emitted:
     parallel: bool
     stages: StageFunctions
     as_program: bool
+    scope: Scope
 
 
 class KernelEmitter:
@@ -127,17 +129,20 @@ class KernelEmitter:
                 isinstance(node, Call) and all(a in self.invariant for a in node.args)
             ):
                 self.invariant.add(node)
+        #: Every name the kernel binds at its top level comes from here.
+        self.scope = Scope()
         self.arrays: dict[Expr, ArrayValue] = {}
         self.literals: dict[Expr, str] = {}
         self.constants: list[np.ndarray] = []
         for k, p in enumerate(func.params):
-            self.arrays[p] = ArrayValue(f"in{k}", p.type)
+            self.arrays[p] = ArrayValue(self.scope.argument("in", k), p.type)
         for node in nodes:
             if isinstance(node, Constant):
                 if node.type.shape == ():
                     self.literals[node] = rules.literal(node.data[()], node.type.dtype)
                 else:
-                    self.arrays[node] = ArrayValue(f"c{len(self.constants)}", node.type)
+                    name = self.scope.argument("c", len(self.constants))
+                    self.arrays[node] = ArrayValue(name, node.type)
                     # float16 data as its bits (``rules.STORAGE``); read through its address.
                     data = np.ascontiguousarray(node.data).view(storage_dtype(node.type.dtype))
                     self.constants.append(data)
@@ -164,7 +169,7 @@ class KernelEmitter:
         first = {}  # each output's first position
         for k, o in enumerate(self.outputs):
             first.setdefault(o, k)
-        out_names = {o: f"out{first[o]}" for o in plan.in_place}
+        out_names = {o: self.scope.argument("out", first[o]) for o in plan.in_place}
         # Each stored value's destination: (its buffer, its view's name), or (None, the
         # output's name) for an output written in place.
         dest: dict[Call, tuple[int | None, str]] = {}
@@ -173,7 +178,7 @@ class KernelEmitter:
                 if node in out_names:
                     dest[node] = (None, out_names[node])
                 elif node in plan.plan.home:
-                    dest[node] = (plan.plan.home[node], f"t{len(dest)}")
+                    dest[node] = (plan.plan.home[node], self.scope.fresh("t"))
         body = []
         stages, stored = plan.stages, set(plan.stored)
         for index, stage in enumerate(stages):
@@ -195,6 +200,7 @@ class KernelEmitter:
             self.parallel,
             self.stages,
             self.as_program,
+            self.scope,
         )
 
     def bind_destination(self, node: Call, dest) -> list[str]:
@@ -218,7 +224,8 @@ class KernelEmitter:
         # time): Numba's parfor passes take two arrays made from pointers for distinct
         # memory, and dropped a prange's stores through one view as dead when another
         # view of the same place was read after it (ppocrv4-det: every output NaN).
-        return [f"{name} = s{place.arena}[{start}:{stop}].reshape({shape})"]
+        arena = self.scope.argument("s", place.arena)
+        return [f"{name} = {arena}[{start}:{stop}].reshape({shape})"]
 
     def emit_stage(self, stage: Stage, index, group, stored, dest, epilogue=None) -> list[str]:
         self.group = group
@@ -356,7 +363,7 @@ class KernelEmitter:
             if a.type.shape == () and stage.shape:
                 # A 0-d array (a constant passed in, a full reduction) is read once, before
                 # the loop: Numba's parallel loops cannot index one inside a prange.
-                scalars[a] = f"{self.read_array(a)}_scalar"
+                scalars[a] = self.scope.derived(self.read_array(a), "scalar")
                 lines.append(f"{scalars[a]} = {load(f'{self.read_array(a)}[()]', a.type.dtype)}")
             else:
                 touched.append(a)
@@ -371,7 +378,8 @@ class KernelEmitter:
         )
         names = {}  # what the loop calls each array: the kernel's, or a parameter's name
         for a in touched:
-            names[a] = f"{self.arrays[a].name}_flat" if flat else self.arrays[a].name
+            name = self.arrays[a].name
+            names[a] = self.scope.derived(name, "flat") if flat else name
             if flat:  # every array has the nest's shape and is contiguous: walk them flat
                 size = math.prod(stage.shape)
                 lines.append(f"{names[a]} = {self.arrays[a].name}.reshape({size})")
@@ -638,7 +646,7 @@ class KernelEmitter:
 
     def emit_view(self, node: Call) -> list[str]:
         source = self.read_array(node.args[0])
-        name = f"w{len(self.arrays)}"
+        name = self.scope.fresh("w")
         if node.op.name == "reshape":
             lines = []
             if not self._contiguous(node.args[0]):
@@ -674,7 +682,8 @@ class KernelEmitter:
     def emit_output_copies(self, out_names) -> list[str]:
         lines = []
         for k, o in enumerate(self.outputs):
-            if out_names.get(o) == f"out{k}":
+            out = self.scope.argument("out", k)
+            if out_names.get(o) == out:
                 continue
             lines.append(f"# output {k} is a copy")
             # A stage in a program (it stays one) and when large enough to run in
@@ -682,25 +691,26 @@ class KernelEmitter:
             # pipeline, per shape (a layout model's 0.24 million element transposed copy:
             # 2.9 s of its 12 s compile).
             if self.as_program or (self.stages.pointers and self.parallel_size(o.type.shape)):
-                lines += self.copy_stage(f"out{k}", o)
+                lines += self.copy_stage(out, o)
                 continue
             value = store(self.read(o, o.type.shape, {}, o.type.dtype), o.type.dtype)
             idx = _index(o.type.shape, o.type.shape)
-            lines += self.loops(o.type.shape, [f"out{k}[{idx}] = {value}"])
+            lines += self.loops(o.type.shape, [f"{out}[{idx}] = {value}"])
         return lines
 
     def contiguous_copy(self, node: Expr) -> tuple[list[str], str]:
         """The lines making a C-contiguous copy of ``node``'s (strided) array, and its
         name: in a program a copy stage into a scratch arena of its own (``program``),
         else NumPy's copy."""
-        name = f"{self.read_array(node)}_c"
+        name = self.scope.derived(self.read_array(node), "c")
         if not self.as_program:
             return [f"{name} = np.ascontiguousarray({self.read_array(node)})"], name
         dtype = storage_dtype(node.type.dtype)
         arena = len(self.buffer_plan.arenas) + len(self.copy_arenas)
         self.copy_arenas.append((dtype, max(node.type.size, 1)))
         shape = shape_literal(node.type.shape)
-        lines = [f"{name} = s{arena}[0:{max(node.type.size, 1)}].reshape({shape})"]
+        arena_name = self.scope.argument("s", arena)
+        lines = [f"{name} = {arena_name}[0:{max(node.type.size, 1)}].reshape({shape})"]
         return lines + self.copy_stage(name, node), name
 
     def copy_stage(self, destination: str, node: Expr) -> list[str]:
@@ -712,9 +722,9 @@ class KernelEmitter:
         lines = []
         if self.arrays[node].contiguous:
             size = max(math.prod(shape), 1)
-            for name in (destination, source):
-                lines.append(f"{name}_all = {name}.reshape({size})")
-            names, domain = [f"{destination}_all", f"{source}_all"], (size,)
+            names, domain = [self.scope.derived(n, "all") for n in (destination, source)], (size,)
+            for name, whole in zip((destination, source), names):
+                lines.append(f"{whole} = {name}.reshape({size})")
             types = [rules.array_type(node.type.dtype, 1)] * 2
             index = _index(domain, domain)
         else:
@@ -835,7 +845,7 @@ class KernelEmitter:
             if not array.contiguous:
                 copy, base = self.contiguous_copy(node)
                 found.lines.extend(copy)
-            view = f"{array.name}_{role}s"
+            view = self.scope.derived(array.name, f"{role}s")
             found.lines.append(f"{view} = {base}.reshape({shapes[role]})")
             found.params[node], found.roles[node] = f"a{len(found.params)}", role
             found.arguments.append(view)
@@ -846,7 +856,7 @@ class KernelEmitter:
             array = self.read_array(node)
             # (indexed, not reshaped: the array may be a strided view, which Numba cannot reshape)
             element = f"{array}[{', '.join(['0'] * node.type.ndim) or '()'}]"
-            name = f"{array}_scalar"
+            name = self.scope.derived(array, "scalar")
             found.lines.append(f"{name} = {rules.load(element, node.type.dtype)}")
             found.scalars[node] = f"x{len(found.scalars)}"
             scalar_arguments.append(name)

@@ -53,19 +53,22 @@ def axis_blocks(shape: tuple[int, ...], axes) -> tuple[int, int, int] | None:
 
 
 def _block_views(source: str, dest: str, blocks) -> list[str]:
-    """The operand as (outer, reduced, inner) and the result as (outer, inner)."""
+    """The operand as (outer, reduced, inner), ``<source>_blocks``, and the result as
+    (outer, inner), ``<dest>_reduced``: names derived from the arrays' (``scope``), a
+    role per rank, so that a scratch view that is one reduction's result and another's
+    operand gives two names, not one name to arrays of two ranks."""
     outer, reduced, inner = blocks
     return [
         f"{source}_blocks = {source}.reshape(({outer}, {reduced}, {inner}))",
-        f"{dest}_blocks = {dest}.reshape(({outer}, {inner}))",
+        f"{dest}_reduced = {dest}.reshape(({outer}, {inner}))",
     ]
 
 
 def _column_tasks(outer: int, inner: int, loop: str) -> list[str]:
     """The loop over tasks of COLUMN_BLOCK inner indices: binds ``o``, the first inner
     index ``first_column`` and the task's ``width``. (It was ``c0``, the name of the
-    kernel's first constant, which it then shadowed; ``assemble`` now refuses a body that
-    binds one of the kernel's own names again.)"""
+    kernel's first constant, which it then shadowed; ``scope.Scope.check`` now refuses a
+    body binding a name of the kernel's families that its scope did not make.)"""
     per_outer = -(-inner // COLUMN_BLOCK)
     tasks = outer * per_outer
     loop = "range" if tasks == 1 else loop  # (a prange over one task: a function for nothing)
@@ -93,7 +96,7 @@ def _blocked_reduction(node, source, dest, parallel, blocks) -> list[str]:
             f"    {start}",
             f"    for k in range({reduced}):",
             f"        {update}",
-            f"    {dest}_blocks[o, 0] = {store}",
+            f"    {dest}_reduced[o, 0] = {store}",
         ]
     value = rules.load(f"{source}_blocks[o, k, first_column + c]", in_dtype)
     start, update, result = reduction_code(node, value, reduced, "acc[c]")
@@ -108,7 +111,7 @@ def _blocked_reduction(node, source, dest, parallel, blocks) -> list[str]:
         "        for c in range(width):",
         f"            {update}",
         "    for c in range(width):",
-        f"        {dest}_blocks[o, first_column + c] = {rules.store(result, node.type.dtype)}",
+        f"        {dest}_reduced[o, first_column + c] = {rules.store(result, node.type.dtype)}",
     ]
 
 
@@ -210,7 +213,7 @@ def _blocked_arg(node, source, dest, parallel, blocks) -> list[str]:
             f"        if {found}:",
             "            index = k",
             "            break",
-            f"    {dest}_blocks[o, 0] = np.int64(index)",
+            f"    {dest}_reduced[o, 0] = np.int64(index)",
         ]
     value = rules.load(f"{source}_blocks[o, k, first_column + c]", dtype)
     first = rules.load(f"{source}_blocks[o, 0, first_column + c]", dtype)
@@ -230,7 +233,7 @@ def _blocked_arg(node, source, dest, parallel, blocks) -> list[str]:
         "            best[c] = v if take else b",
         "            index[c] = k if take else index[c]",
         "    for c in range(width):",
-        f"        {dest}_blocks[o, first_column + c] = index[c]",
+        f"        {dest}_reduced[o, first_column + c] = index[c]",
     ]
 
 
