@@ -67,6 +67,11 @@ FLAT_EPILOGUE_MAX = 32
 TRANSPOSED_IMPORT = "from nbyoc.runtime.llvm.stage_table import transposed"
 
 
+#: The method emitting each view op (``schedule.VIEWS``): a row per op.
+_VIEW_EMITTERS = {"reshape": "emit_reshape", "slice": "emit_slice", "transpose": "emit_transpose"}
+assert set(_VIEW_EMITTERS) == set(VIEWS), "internal: a view op without its emitter"
+
+
 @dataclass
 class ArrayValue:
     """An array in the kernel: a parameter, an output, a scratch view or a view of those."""
@@ -645,36 +650,38 @@ class KernelEmitter:
         return self.flush()
 
     def emit_view(self, node: Call) -> list[str]:
+        """A view (``schedule.VIEWS``) of its operand's array, named: no stage of work."""
+        return getattr(self, _VIEW_EMITTERS[node.op.name])(node, self.scope.fresh("w"))
+
+    def emit_reshape(self, node: Call, name: str) -> list[str]:
+        lines, source = [], self.read_array(node.args[0])
+        if not self._contiguous(node.args[0]):
+            lines, source = self.contiguous_copy(node.args[0])
+        self.arrays[node] = ArrayValue(name, node.type)
+        return [*lines, f"{name} = {source}.reshape({shape_literal(node.type.shape)})"]
+
+    def emit_slice(self, node: Call, name: str) -> list[str]:
         source = self.read_array(node.args[0])
-        name = self.scope.fresh("w")
-        if node.op.name == "reshape":
-            lines = []
-            if not self._contiguous(node.args[0]):
-                lines, source = self.contiguous_copy(node.args[0])
-            self.arrays[node] = ArrayValue(name, node.type)
-            return [*lines, f"{name} = {source}.reshape({shape_literal(node.type.shape)})"]
-        elif node.op.name == "slice":
-            subscript = ", ".join(
-                f"{s.start}:{'' if s.stop is None else s.stop}:{s.step}"
-                for s in python_slices(node.attrs)
-            )
-            line = f"{name} = {source}[{subscript}]" if subscript else f"{name} = {source}"
-            # Numba types a sliced array as layout "A", whatever its strides.
-            self.arrays[node] = ArrayValue(name, node.type, not subscript)
-        else:
-            axes = node.attrs["axes"]
-            if tuple(axes) == tuple(range(len(axes))):
-                # An identity transpose (any 1-d one) is the array itself: Numba's
-                # transpose would return it with layout "A", which cannot be reshaped.
-                line = f"{name} = {source}"
-                contiguous = self._contiguous(node.args[0])
-            else:
-                order = " ".join(map(str, axes))
-                line = f'{name} = transposed({source}, "{order}")'
-                self.needs.add(TRANSPOSED_IMPORT)
-                contiguous = False
-            self.arrays[node] = ArrayValue(name, node.type, contiguous)
-        return [line]
+        subscript = ", ".join(
+            f"{s.start}:{'' if s.stop is None else s.stop}:{s.step}"
+            for s in python_slices(node.attrs)
+        )
+        # Numba types a sliced array as layout "A", whatever its strides.
+        self.arrays[node] = ArrayValue(name, node.type, not subscript)
+        return [f"{name} = {source}[{subscript}]" if subscript else f"{name} = {source}"]
+
+    def emit_transpose(self, node: Call, name: str) -> list[str]:
+        source = self.read_array(node.args[0])
+        axes = node.attrs["axes"]
+        if tuple(axes) == tuple(range(len(axes))):
+            # An identity transpose (any 1-d one) is the array itself: Numba's
+            # transpose would return it with layout "A", which cannot be reshaped.
+            self.arrays[node] = ArrayValue(name, node.type, self._contiguous(node.args[0]))
+            return [f"{name} = {source}"]
+        self.needs.add(TRANSPOSED_IMPORT)
+        self.arrays[node] = ArrayValue(name, node.type, False)
+        order = " ".join(map(str, axes))
+        return [f'{name} = transposed({source}, "{order}")']
 
     def _contiguous(self, node: Expr) -> bool:
         return self.arrays[node].contiguous if node in self.arrays else True
