@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Mapping
 
 from ..errors import CacheSecurityError, CompileError
@@ -16,6 +17,23 @@ from ..ir.nodes import Function, IRModule
 from ..progress import progress
 from ..runtime.module import Module
 from .registry import get_codegen
+
+#: The module ``build`` is building, for a codegen whose choice for one region depends on
+#: the others (``module_being_built``).
+_BUILDING: contextvars.ContextVar[IRModule | None] = contextvars.ContextVar(
+    "nbyoc_building", default=None
+)
+
+
+def module_being_built() -> IRModule | None:
+    """The module whose external functions ``build`` is building now (in this thread),
+    or None outside a build: a codegen may weigh a region against the whole (the llvm
+    backend runs a small region as a program in a large model, ``codegen.llvm.lower``).
+
+    >>> module_being_built() is None
+    True
+    """
+    return _BUILDING.get()
 
 
 def build(module: IRModule, options: Mapping[str, Mapping] | None = None) -> dict[str, Module]:
@@ -30,10 +48,14 @@ def build(module: IRModule, options: Mapping[str, Mapping] | None = None) -> dic
     if not external:
         return built
     # Each region is one unit of the bar unless its backend counts its own (``progress``).
-    with progress(len(external), "compiling") as bar:
-        for name, func in external.items():
-            with bar.region(name):
-                built[name] = _build_one(name, func, options)
+    token = _BUILDING.set(module)
+    try:
+        with progress(len(external), "compiling") as bar:
+            for name, func in external.items():
+                with bar.region(name):
+                    built[name] = _build_one(name, func, options)
+    finally:
+        _BUILDING.reset(token)
     return built
 
 

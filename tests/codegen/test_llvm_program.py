@@ -198,3 +198,38 @@ def test_only_kernels_of_enough_work_are_programs(monkeypatch):
     assert large.program is not None and large.source.startswith(assemble.PROGRAM_NOTE)
     direct = llvm_lower.lower(nbyoc.function([x], nbyoc.exp(nbyoc.exp(x) + 1.0)))
     assert direct.program is None  # (export's lowering, without function pointers)
+
+
+def test_a_small_region_of_a_large_model_is_a_program(monkeypatch):
+    """A region under ``PROGRAM_MIN_WORK`` is a program when the module built with it
+    does ``MODEL_PROGRAM_MIN_WORK`` (its dearer call is then nothing next to the
+    model's, and a warm start builds no Numba dispatcher for it); alone, it is a
+    compiled kernel. The choice is saved with it, and both compute the same."""
+    from nbyoc.codegen.build import build
+    from nbyoc.ir import IRModule
+
+    monkeypatch.setattr(llvm_lower, "PROGRAM_MIN_WORK", 1 << 20)  # (its default)
+
+    def external(f, name):
+        return f.with_attrs(Compiler="llvm", global_symbol=name)
+
+    x = nbyoc.var("x", (4, 8))
+    small = external(nbyoc.function([x], nbyoc.exp(x) + 1.0), "small")
+    a, b = nbyoc.var("a", (512, 512)), nbyoc.var("b", (512, 512))
+    large = external(nbyoc.function([a, b], nbyoc.matmul(a, b)), "large")
+    assert llvm_lower.region_work(large) >= llvm_lower.MODEL_PROGRAM_MIN_WORK
+    main = nbyoc.function([x], x)  # (build builds the external functions only)
+    alone = build(IRModule({"main": main, "small": small}))["small"]
+    assert alone.lowered.program is None
+    together = build(IRModule({"main": main, "small": small, "large": large}))["small"]
+    assert together.lowered.program is not None
+    reloaded = type(together).load_from_bytes(together.save_to_bytes())
+    assert reloaded.lowered.program is not None
+    data = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
+    results = []
+    for module in (alone, together, reloaded):
+        out = np.empty((4, 8), np.float32)
+        module.get_function("small")(data, out)
+        results.append(out)
+    np.testing.assert_allclose(results[1], results[0], rtol=2e-7 * 4)  # (exp's ulps)
+    assert (results[2] == results[1]).all()

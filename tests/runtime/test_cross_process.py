@@ -145,3 +145,35 @@ def assert_same_bits(cold, warm) -> None:
         if (a.view(bits) != b.view(bits)).any():
             differing[name] = f"{int((a.view(bits) != b.view(bits)).sum())} of {a.size}"
     assert not differing, f"values that differ, by graph and mode: {differing}"
+
+
+#: A program in a fresh process: prints how many modules Numba loaded (each builds a
+#: dispatcher) and how many came from machine code, and the result's bits.
+PROGRAM_ONLY = """
+import json
+import numpy as np
+import nbyoc
+from nbyoc.codegen.llvm import lower
+from nbyoc.runtime.llvm import kernels
+
+lower.PROGRAM_MIN_WORK = 0
+x = nbyoc.var("x", (64, 512))
+fn = nbyoc.compile(nbyoc.function([x], nbyoc.tanh(x) * 2.0 + 1.0), backend="llvm")
+(module,) = fn.runtime_modules.values()
+assert module.lowered.program is not None
+out = fn(np.linspace(-3, 3, 64 * 512, dtype=np.float32).reshape(64, 512))
+print(json.dumps({"numba": len(kernels._KERNELS), "machine code": len(kernels._MACHINE),
+                  "bits": out.view(np.uint32).tolist()[:64]}))
+"""
+
+
+def test_a_warm_program_builds_no_numba_dispatcher(cache_dir, tmp_path):
+    """A program's stages and its executor (a C callback, ``program.EXECUTOR_MODULE``)
+    load from their machine code in a warm process: Numba builds no dispatcher there,
+    whose first one costs it 0.1 s of set-up. Same bits."""
+    env = {"NBYOC_CACHE_DIR": str(cache_dir)}
+    cold = run_fresh(PROGRAM_ONLY, tmp_path, env=env)
+    assert cold["numba"] >= 2, cold  # (compiled here: a stage, the executor)
+    warm = run_fresh(PROGRAM_ONLY, tmp_path, env=env)
+    assert warm["numba"] == 0 and warm["machine code"] >= 2, warm
+    assert warm["bits"] == cold["bits"]

@@ -20,6 +20,8 @@ Codegen options: ``fuse`` (default True; False gives one loop per node) and
 
 from __future__ import annotations
 
+import weakref
+
 from ...ir.nodes import Call, Function
 from ...runtime.module import builtin_module_class
 from ..registry import register_codegen, register_op_support
@@ -38,9 +40,31 @@ PARALLEL_THRESHOLD = 1 << 15
 
 @register_codegen(BACKEND)
 def llvm_codegen(func: Function, fuse: bool = True, parallel_threshold: int | None = None):
-    """The llvm codegen: a fused Numba kernel, compiled (or loaded from the cache)."""
+    """The llvm codegen: a fused Numba kernel, compiled (or loaded from the cache). A
+    region of a module being built is weighed against the module's other llvm regions
+    (``lower.MODEL_PROGRAM_MIN_WORK``)."""
     options = {} if parallel_threshold is None else {"parallel_threshold": parallel_threshold}
-    return builtin_module_class(BACKEND)(func, fuse=fuse, **options)
+    return builtin_module_class(BACKEND)(func, fuse=fuse, model_work=model_work(), **options)
+
+
+def model_work() -> int:
+    """The work of the llvm regions of the module being built (``build``), 0 outside a
+    build."""
+    from ..build import module_being_built
+    from .lower import region_work
+
+    module = module_being_built()
+    if module is None:
+        return 0
+    if _MODEL_WORK[0]() is not module:  # (once per build, not once per region)
+        regions = [f for f in module.functions.values() if f.attrs.get("Compiler") == BACKEND]
+        _MODEL_WORK[:] = [weakref.ref(module), sum(region_work(f) for f in regions)]
+    return _MODEL_WORK[1]
+
+
+#: The last module ``model_work`` weighed (a weak reference: it holds the model's
+#: weights), and its work.
+_MODEL_WORK: list = [lambda: None, 0]
 
 
 def compiled_kernel(

@@ -80,6 +80,12 @@ from .schedule import function_outputs, schedule
 #: results alone kept a mel spectrogram's 25 million multiply-adds a compiled kernel,
 #: compiled again for each input length: 3 s.)
 PROGRAM_MIN_WORK = 1 << 20
+#: A region of a model whose llvm regions together do at least this much work is a
+#: program whatever its own (``model_work``): its dearer call is then under 0.1% of the
+#: model's (several milliseconds), and a compiled kernel is the only thing that would
+#: make a warm start build a Numba dispatcher, whose first one costs Numba 0.1 s of
+#: set-up (a layout model's two small output copies: 0.6 s warm, 0.45 s as programs).
+MODEL_PROGRAM_MIN_WORK = 1 << 26
 
 
 def lower(
@@ -87,10 +93,13 @@ def lower(
     fuse: bool = True,
     parallel_threshold: int = 1 << 15,
     function_pointers: bool = False,
+    model_work: int = 0,
 ) -> Lowered:
     """The kernel source for external function ``func`` (see the module docstring).
     ``function_pointers``: call large stage functions through their addresses (the
     runtime asks for it when its Numba supports it; ahead-of-time export cannot).
+    ``model_work``: the work of the model ``func`` is a region of (``region_work`` of
+    all its llvm regions), which may make it a program (``MODEL_PROGRAM_MIN_WORK``).
 
     >>> import nbyoc
     >>> x = nbyoc.var("x", (4, 8))
@@ -104,8 +113,29 @@ def lower(
         if not (isinstance(node, (Var, Constant)) or isinstance(node.op, Op)):
             raise CompileError(f"the llvm backend cannot compile {node!r} in @{symbol}")
     plan = schedule(func, fuse, parallel_threshold)
-    # A program when it computes enough that a program's dearer call does not show.
-    work = sum(call_work(n) for n in nodes if isinstance(n, Call))
-    as_program = function_pointers and work >= PROGRAM_MIN_WORK
+    as_program = function_pointers and is_program(region_work(func), model_work)
     emitter = KernelEmitter(func, plan, fuse, parallel_threshold, function_pointers, as_program)
     return assemble(func, emitter.emit(), fuse, plan)
+
+
+def region_work(func: Function) -> int:
+    """The work of external function ``func``: ``ops.call_work`` summed over its ops.
+
+    >>> import nbyoc
+    >>> x = nbyoc.var("x", (4, 8))
+    >>> region_work(nbyoc.function([x], nbyoc.exp(x) + 1.0))  # 32 for the exp, 33 the add
+    65
+    """
+    nodes = post_order(function_outputs(func))
+    return sum(call_work(n) for n in nodes if isinstance(n, Call))
+
+
+def is_program(work: int, model_work: int = 0) -> bool:
+    """Whether a region doing ``work`` in a model doing ``model_work`` is lowered as a
+    program (when it can be): when either is large enough that a program's dearer call
+    does not show (``PROGRAM_MIN_WORK``, ``MODEL_PROGRAM_MIN_WORK``).
+
+    >>> is_program(1 << 10), is_program(1 << 20), is_program(1 << 10, 1 << 30)
+    (False, True, True)
+    """
+    return work >= PROGRAM_MIN_WORK or model_work >= MODEL_PROGRAM_MIN_WORK

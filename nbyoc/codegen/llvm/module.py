@@ -43,6 +43,7 @@ from ...runtime.llvm.fastcall import fixed_arity
 from ...runtime.llvm.jit_address import data_addresses, stage_addresses, supported
 from ...runtime.llvm.kernels import load_kernel_modules
 from ...runtime.llvm.kernels import release as release_kernels
+from ...runtime.llvm.machine_code import MachineCodeModule
 from ...runtime.module import Module, load_function, register_loader, save_function
 from ...runtime.outputs import allocate_result, allocators
 from ...runtime.threads import start_threads
@@ -50,7 +51,7 @@ from . import PARALLEL_THRESHOLD
 from . import lower as lower_module
 from .assemble import Lowered
 from .lower import lower
-from .program import EXECUTOR_MODULE
+from .program import EXECUTOR_MODULE, EXECUTOR_TYPE
 from .rules import STORAGE, storage_dtype
 
 TYPE_KEY = "llvm"
@@ -79,17 +80,21 @@ _RECENT: collections.OrderedDict[tuple, CompiledKernel] = collections.OrderedDic
 _LOCK = threading.RLock()
 
 
-def compiled_kernel(func: Function, fuse: bool, parallel_threshold: int) -> CompiledKernel:
-    """The compiled kernel of ``func``, from memory when possible (a second identical
-    compile does not touch Numba)."""
+def compiled_kernel(
+    func: Function, fuse: bool, parallel_threshold: int, model_work: int = 0
+) -> CompiledKernel:
+    """The compiled kernel of ``func`` (a region of a model doing ``model_work``: see
+    ``lower``), from memory when possible (a second identical compile does not touch
+    Numba)."""
     # (the streaming threshold shapes the source too, and a test or user may change it;
-    # so does the work that makes a kernel a program)
-    key = (structural_digest(func), fuse, parallel_threshold, target.stream_min_bytes(),
-           lower_module.PROGRAM_MIN_WORK)  # fmt: skip
+    # so does whether the kernel is a program)
+    program = lower_module.is_program(lower_module.region_work(func), model_work)
+    key = (structural_digest(func), fuse, parallel_threshold, target.stream_min_bytes(), program)
     with _LOCK:
         entry = _LIVE.get(key)
         if entry is None:
-            lowered = lower(func, fuse, parallel_threshold, function_pointers=supported())
+            pointers = supported()
+            lowered = lower(func, fuse, parallel_threshold, pointers, model_work)
             if lowered.parallel:
                 start_threads()
             # The stages in modules of their own first, then the kernel's (or a program's
@@ -97,13 +102,15 @@ def compiled_kernel(func: Function, fuse: bool, parallel_threshold: int) -> Comp
             sources = [*dict.fromkeys(a.module for a in lowered.addressed if a.module)]
             label = func.attrs.get("global_symbol", "kernel")
             last = EXECUTOR_MODULE if lowered.program is not None else lowered.source
-            modules = load_kernel_modules([*sources, last], label, addressed=True)
+            modules = load_kernel_modules(
+                [*sources, last], label, addressed=True, executor=lowered.program is not None
+            )
             module, by_source = modules[-1], dict(zip(sources, modules))
             functions = [(by_source.get(a.module, module), a.function, a.signature)
                          for a in lowered.addressed]  # fmt: skip
             trailing = (stage_addresses(functions),) if functions else ()
             if lowered.program is not None:
-                kernel = storage_views(lowered, program_kernel(lowered, module.execute))
+                kernel = storage_views(lowered, program_kernel(lowered, executor_address(module)))
             else:
                 kernel = storage_views(lowered, getattr(module, lowered.kernel))
             keys = frozenset(m.__nbyoc_key__ for m in modules)
@@ -131,9 +138,10 @@ def release_unused(keep_recent: bool = False) -> int:
 cache.on_release(release_unused)
 
 
-def program_kernel(lowered: Lowered, execute):
-    """A function running ``lowered``'s program (``program``) through the compiled
-    ``execute``, called as its kernel would be: inputs, the constants' addresses (when
+def program_kernel(lowered: Lowered, executor: int):
+    """A function running ``lowered``'s program (``program``) through the executor's C
+    callback at address ``executor`` (``program.EXECUTOR_MODULE``), called as its kernel
+    would be: inputs, the constants' addresses (when
     it has constants), outputs, scratch arenas, the stages' addresses. Like the kernel,
     it refuses an argument that is not an exact ndarray of its dtype and shape,
     C-contiguous and aligned (an output and a scratch arena writable too), so that the
@@ -141,6 +149,12 @@ def program_kernel(lowered: Lowered, execute):
     nothing else. The addresses that do not change from call to call (constants,
     stages, this thread's scratch arenas) are taken once."""
     template, relocations, steps = lowered.program
+    ffi = _FFI
+    execute = ffi.cast(EXECUTOR_TYPE, executor)
+    # (the program's own arrays, kept alive by the closure: their addresses are fixed)
+    program_at = [_int64s(a) for a in (template, relocations, steps)]
+    length, n_relocations, n_steps = len(template), len(relocations), len(steps)
+    table_type = f"int64_t[{max(length, 1)}]"
     specs = [(tuple(t.shape), np.dtype(storage_dtype(t.dtype))) for t in lowered.inputs]
     n_in, has_constants = len(specs), bool(lowered.constants)
     specs += [(tuple(t.shape), np.dtype(storage_dtype(t.dtype))) for t in lowered.outputs]
@@ -180,10 +194,30 @@ def program_kernel(lowered: Lowered, execute):
         key = tuple(map(id, fixed))
         known = fixed_of.get(key)
         if known is None or any(a is not b for a, b in zip(known[0], fixed)):
-            known = fixed_of[key] = (fixed, np.concatenate([[], *fixed]).astype(np.int64))
-        execute(template, relocations, np.array(dynamic, np.int64), known[1], steps)
+            bases = np.concatenate([[], *fixed]).astype(np.int64)
+            known = fixed_of[key] = (fixed, _int64s(bases), len(bases))
+        fixed_bases, n_fixed = known[1], known[2]
+        execute(
+            ffi.new(table_type), program_at[0], length, program_at[1], n_relocations,
+            ffi.new("int64_t[]", dynamic), len(dynamic), fixed_bases, n_fixed,
+            program_at[2], n_steps,
+        )  # fmt: skip
 
     return run
+
+
+def _int64s(array: np.ndarray):
+    """A C pointer to the int64 ``array``'s elements (keeping it alive; one element of
+    zero for an empty one: nothing is read there)."""
+    return _FFI.from_buffer("int64_t[]", array if array.size else np.zeros(1, np.int64))
+
+
+def executor_address(module) -> int:
+    """The address of the program executor's C callback in its ``module``: loaded from
+    machine code, or run (compiled here or loaded by Numba)."""
+    if isinstance(module, MachineCodeModule):
+        return module.address("execute")
+    return module.execute.address
 
 
 _FFI = cffi.FFI()
@@ -250,7 +284,11 @@ class LLVMModule(Module):
     source_comment = "#"
 
     def __init__(
-        self, func: Function, fuse: bool = True, parallel_threshold: int = PARALLEL_THRESHOLD
+        self,
+        func: Function,
+        fuse: bool = True,
+        parallel_threshold: int = PARALLEL_THRESHOLD,
+        model_work: int = 0,
     ):
         if not isinstance(fuse, bool):
             raise NbyocError(f"llvm option fuse must be True or False, got {fuse!r}")
@@ -258,9 +296,13 @@ class LLVMModule(Module):
             raise NbyocError(
                 f"llvm option parallel_threshold must be a positive int, got {parallel_threshold!r}"
             )
+        if not isinstance(model_work, int) or isinstance(model_work, bool) or model_work < 0:
+            raise NbyocError(f"llvm model_work must be a non-negative int, got {model_work!r}")
         self.func, self.fuse, self.parallel_threshold = func, fuse, parallel_threshold
+        self.model_work = model_work
         self.symbol = func.attrs.get("global_symbol", "")
-        self.compiled = compiled_kernel(func, fuse, parallel_threshold)  # (keeps it loaded)
+        # (keeps it loaded)
+        self.compiled = compiled_kernel(func, fuse, parallel_threshold, model_work)
         self.lowered, self.kernel = self.compiled.lowered, self.compiled.kernel
         self._trailing = self.compiled.trailing
         constants = self.lowered.constants  # read through their addresses (``lower``)
@@ -392,6 +434,8 @@ class LLVMModule(Module):
 
     def save_to_bytes(self) -> bytes:
         options = {"fuse": self.fuse, "parallel_threshold": self.parallel_threshold}
+        if self.model_work:
+            options["model_work"] = self.model_work
         return save_function(TYPE_KEY, SAVE_VERSION, self.func, options)
 
     @staticmethod
@@ -412,4 +456,7 @@ class LLVMModule(Module):
             raise LoadError(
                 "saved llvm module: option 'parallel_threshold' must be a positive integer"
             )
-        return cls(func, fuse=fuse, parallel_threshold=threshold)
+        model_work = options.get("model_work", 0)
+        if not isinstance(model_work, int) or isinstance(model_work, bool) or model_work < 0:
+            raise LoadError("saved llvm module: option 'model_work' must be a non-negative integer")
+        return cls(func, fuse=fuse, parallel_threshold=threshold, model_work=model_work)

@@ -57,26 +57,43 @@ CALL, DRIVE = 0, 1
 STEP_SLOTS = 7
 
 #: The executor: one fixed module, so one compile per machine (then the disk cache's).
+#: A C callback over the addresses and lengths of its int64 arrays (the table to fill,
+#: its template, the relocations, the call's own bases, the fixed ones, the steps):
+#: the runtime calls it through cffi at its address, which a later process reads from
+#: its machine code (``runtime.llvm.machine_code``) without building a Numba
+#: dispatcher; the first dispatcher a process loads costs Numba about 0.1 s of set-up
+#: (its typing registries), a fifth of a warm compile. It raises nothing and allocates
+#: nothing: its caller checked every argument, and passes the table.
 EXECUTOR_MODULE = f"""\
 import numpy as np
-from numba import njit
+from numba import carray, cfunc
 from numba.core import types as nbt
 from nbyoc.runtime.llvm.jit_address import call_at
 
 TABLE = nbt.Array(nbt.int64, 1, "C")
 ENTRY_TYPE = nbt.FunctionType(nbt.void(TABLE, nbt.int64, nbt.int64, nbt.int64))
 DRIVER_TYPE = nbt.FunctionType(nbt.void(TABLE, *[nbt.int64] * 5))
-READ = nbt.Array(nbt.int64, 1, "C", readonly=True)
+ARRAY = nbt.CPointer(nbt.int64)
+SIGNATURE = nbt.void(*[ARRAY, ARRAY, nbt.int64], *[ARRAY, nbt.int64] * 4)
 
 
-@njit(nbt.void(READ, READ, READ, READ, READ), cache=True, nogil=True, boundscheck=False)
-def execute(template, relocations, dynamic, fixed, steps):
-    table = template.copy()
-    n = dynamic.shape[0]
-    for r in range(0, relocations.shape[0], 2):
+@cfunc(SIGNATURE, cache=True, boundscheck=False)
+def execute(
+    table_at, template_at, length, relocations_at, n_relocations, dynamic_at, n, fixed_at,
+    n_fixed, steps_at, n_steps,
+):
+    table = carray(table_at, length)
+    template = carray(template_at, length)
+    relocations = carray(relocations_at, n_relocations)
+    dynamic = carray(dynamic_at, n)
+    fixed = carray(fixed_at, n_fixed)
+    steps = carray(steps_at, n_steps)
+    for k in range(length):
+        table[k] = template[k]
+    for r in range(0, n_relocations, 2):
         b = relocations[r + 1]
         table[relocations[r]] += dynamic[b] if b < n else fixed[b - n]
-    for s in range(0, steps.shape[0], {STEP_SLOTS}):
+    for s in range(0, n_steps, {STEP_SLOTS}):
         function, at = fixed[steps[s + 1] - n], steps[s + 2]
         if steps[s] == {CALL}:
             call_at(function, ENTRY_TYPE, (table, at, steps[s + 3], steps[s + 4]))
@@ -84,6 +101,8 @@ def execute(template, relocations, dynamic, fixed, steps):
             cut = (steps[s + 3], steps[s + 4], steps[s + 5], steps[s + 6])
             call_at(function, DRIVER_TYPE, (table, at, *cut))
 """
+#: The C type of the executor's callback, as cffi reads it.
+EXECUTOR_TYPE = "void(*)(int64_t *, int64_t *, int64_t" + ", int64_t *, int64_t" * 4 + ")"
 
 
 class NotAProgram(Exception):

@@ -117,15 +117,21 @@ def load_kernel_module(source: str, label: str = "kernel"):
     return load_kernel_modules([source], label)[0]
 
 
-def load_kernel_modules(sources: list[str], label: str = "kernel", addressed: bool = False) -> list:
+def load_kernel_modules(
+    sources: list[str], label: str = "kernel", addressed: bool = False, executor: bool = False
+) -> list:
     """The modules ``sources`` define (``load_kernel_module``), as one unit of a
     compile's progress: a region's stage modules and its kernel's. ``addressed``: the
     stage modules (all but the last) are used only through their functions' addresses,
-    so each may be a ``machine_code.MachineCodeModule``, loaded without Numba."""
+    so each may be a ``machine_code.MachineCodeModule``, loaded without Numba;
+    ``executor``: so is the last (a program's executor, called at its C callback's
+    address)."""
     with _LOCK:
         keys = [source_key(source) for source in sources]
         missing = {k: s for k, s in zip(keys, sources) if k not in _KERNELS and k not in _MACHINE}
         stages = set(keys[:-1]) if addressed else set()
+        if executor:
+            stages.add(keys[-1])
         for key in [k for k in missing if k in stages]:
             if _load_machine_code(key):
                 del missing[key]
@@ -278,6 +284,8 @@ def release(in_use: set[str]) -> int:
     released = 0
     with _LOCK:
         for key in [key for key in _KERNELS if key not in in_use]:
+            from numba.core.ccallback import CFunc  # (Numba is loaded: a module is)
+
             module = _KERNELS[key]
             kernel = vars(module).get("kernel")
             if kernel is not None and sys.getrefcount(kernel) > _UNHELD_REFS:
@@ -286,6 +294,9 @@ def release(in_use: set[str]) -> int:
             sys.modules.pop(module.__name__, None)
             addresses = {}
             for name, value in list(vars(module).items()):
+                if isinstance(value, CFunc) and value.__wrapped__.__module__ == module.__name__:
+                    addresses[name] = value.address  # (a C callback: the executor's)
+                    continue
                 if getattr(getattr(value, "py_func", None), "__module__", None) != module.__name__:
                     continue  # (helpers imported from nbyoc.runtime stay registered)
                 for compiled in getattr(value, "overloads", {}).values():

@@ -78,15 +78,26 @@ def save(module, module_path: pathlib.Path) -> bool:
     >>> save(types.ModuleType("empty"), pathlib.Path("/nonexistent/k0.py"))
     False
     """
+    from numba.core.ccallback import CFunc
+
     found = []
     for name, value in vars(module).items():
-        func = getattr(value, "py_func", None)
-        if getattr(func, "__module__", None) != module.__name__:
-            continue  # (not a function of this module: a helper imported from the runtime)
-        overloads = list(getattr(value, "overloads", {}).values())
-        if len(overloads) != 1:
-            return False
-        record = _record(overloads[0])
+        if isinstance(value, CFunc):  # (a C callback: its address is its wrapper's)
+            if value.__wrapped__.__module__ != module.__name__:
+                continue
+            library = getattr(value, "_library", None)
+            symbol = value.native_name
+            record = None if library is None else _record(library, symbol, {symbol})
+        else:
+            func = getattr(value, "py_func", None)
+            if getattr(func, "__module__", None) != module.__name__:
+                continue  # (not a function of this module: a helper imported from the runtime)
+            overloads = list(getattr(value, "overloads", {}).values())
+            if len(overloads) != 1:
+                return False
+            compiled, descriptor = overloads[0], overloads[0].fndesc
+            wrappers = {descriptor.llvm_cpython_wrapper_name, descriptor.llvm_cfunc_wrapper_name}
+            record = _record(compiled.library, descriptor.llvm_func_name, wrappers)
         if record is None:
             return False
         found.append((name, *record))
@@ -100,16 +111,17 @@ def save(module, module_path: pathlib.Path) -> bool:
     return True
 
 
-def _record(compiled) -> tuple[bytes, dict] | None:
-    """The object code of one compile result and what loading it needs, or None if it was
-    not compiled here (loaded from Numba's cache) or could need more than its bytes."""
-    library = compiled.library
+def _record(library, symbol: str, wrappers: set[str]) -> tuple[bytes, dict] | None:
+    """The object code of one compiled ``library`` and what loading it needs, its address
+    to be that of ``symbol``; or None if it was not compiled here (loaded from Numba's
+    cache) or could need more than its bytes. ``wrappers``: the functions Numba made for
+    callers outside compiled code (Python's, C's), which reach Numba's environment only
+    to report an exception the function raised: ``symbol`` is one for a C callback
+    (the executor's raises none)."""
     blob = getattr(library, "_compiled_object", None)
     if not isinstance(blob, bytes):
         return None
-    llvm_module, descriptor = library._final_module, compiled.fndesc
-    # (its wrappers for Python callers use the environment, and are never called here)
-    wrappers = {descriptor.llvm_cpython_wrapper_name, descriptor.llvm_cfunc_wrapper_name}
+    llvm_module = library._final_module
     needs = []
     for function in llvm_module.functions:
         if function.is_declaration:
@@ -118,7 +130,6 @@ def _record(compiled) -> tuple[bytes, dict] | None:
         elif function.name not in wrappers and _ENVIRONMENT in str(function):
             return None
     needs += [g.name for g in llvm_module.global_variables if g.is_declaration]
-    symbol = descriptor.llvm_func_name
     if llvm_module.get_function(symbol).is_declaration:
         return None
     digest = hashlib.blake2b(blob, digest_size=16).hexdigest()
