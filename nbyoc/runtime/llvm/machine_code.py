@@ -153,8 +153,10 @@ def load(key: str, module_path: pathlib.Path) -> MachineCodeModule | None:
     import llvmlite.binding as ll
 
     engine = _numba_engine()
-    if any(ll.address_of_symbol(n) is None for f in functions.values() for n in f["needs"]):
+    needs = {n for f in functions.values() for n in f["needs"]} - _DEFINED
+    if any(ll.address_of_symbol(n) is None for n in needs):
         return None
+    _DEFINED.update(needs)  # (a symbol stays defined: a model's 50 modules need the same 30)
     for function in functions.values():
         engine._ee.add_object_file(ll.ObjectFileRef.from_data(function["blob"]))
     engine.finalize_object()
@@ -167,6 +169,10 @@ def load(key: str, module_path: pathlib.Path) -> MachineCodeModule | None:
             f"{sorted(n for n, a in addresses.items() if not a)}; please report this"
         )
     return MachineCodeModule(key, addresses)
+
+
+#: The external symbols found defined in this process so far.
+_DEFINED: set[str] = set()
 
 
 @functools.cache
