@@ -113,7 +113,7 @@ def lower(
         if not (isinstance(node, (Var, Constant)) or isinstance(node.op, Op)):
             raise CompileError(f"the llvm backend cannot compile {node!r} in @{symbol}")
     plan = schedule(func, fuse, parallel_threshold)
-    as_program = function_pointers and is_program(region_work(func), model_work)
+    as_program = function_pointers and is_program(_work(nodes), model_work)
     emitter = KernelEmitter(func, plan, fuse, parallel_threshold, function_pointers, as_program)
     return assemble(func, emitter.emit(), fuse, plan)
 
@@ -126,7 +126,10 @@ def region_work(func: Function) -> int:
     >>> region_work(nbyoc.function([x], nbyoc.exp(x) + 1.0))  # 32 for the exp, 33 the add
     65
     """
-    nodes = post_order(function_outputs(func))
+    return _work(post_order(function_outputs(func)))
+
+
+def _work(nodes) -> int:
     return sum(call_work(n) for n in nodes if isinstance(n, Call))
 
 

@@ -88,7 +88,8 @@ def compiled_kernel(
     Numba)."""
     # (the streaming threshold shapes the source too, and a test or user may change it;
     # so does whether the kernel is a program)
-    program = lower_module.is_program(lower_module.region_work(func), model_work)
+    # (its own work is the function's: in its digest; the rest that makes it a program)
+    program = (lower_module.PROGRAM_MIN_WORK, model_work >= lower_module.MODEL_PROGRAM_MIN_WORK)
     key = (structural_digest(func), fuse, parallel_threshold, target.stream_min_bytes(), program)
     with _LOCK:
         entry = _LIVE.get(key)
