@@ -56,15 +56,17 @@ def model_work() -> int:
     module = module_being_built()
     if module is None:
         return 0
-    if _MODEL_WORK[0]() is not module:  # (once per build, not once per region)
+    global _MODEL_WORK
+    weighed = _MODEL_WORK  # (one read: another thread may weigh another module meanwhile)
+    if weighed[0]() is not module:  # (once per build, not once per region)
         regions = [f for f in module.functions.values() if f.attrs.get("Compiler") == BACKEND]
-        _MODEL_WORK[:] = [weakref.ref(module), sum(region_work(f) for f in regions)]
-    return _MODEL_WORK[1]
+        weighed = _MODEL_WORK = (weakref.ref(module), sum(region_work(f) for f in regions))
+    return weighed[1]
 
 
 #: The last module ``model_work`` weighed (a weak reference: it holds the model's
 #: weights), and its work.
-_MODEL_WORK: list = [lambda: None, 0]
+_MODEL_WORK: tuple = (lambda: None, 0)
 
 
 def compiled_kernel(
