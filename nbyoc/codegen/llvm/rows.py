@@ -51,7 +51,7 @@ from .sizes import Sizes
 
 #: The reductions a row group computes: every one the table has.
 ROW_REDUCTIONS = tuple(REDUCTIONS)
-#: Elements per block of a blocked float32 sum (see ``emit_row_group``).
+#: Elements per block of a blocked float32 sum (see ``row_group_function``).
 SUM_BLOCK = 256
 #: The kernel-module import row groups need.
 ROWS_IMPORT = "from nbyoc.runtime.llvm.vecmath import add_step, multiply_step, maximum, minimum"
