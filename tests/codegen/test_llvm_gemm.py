@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import nbyoc
 from nbyoc.codegen.llvm import conv as llvm_conv
 from nbyoc.codegen.llvm import gemm
-from nbyoc.codegen.llvm.emit import FLAT_EPILOGUE_MAX
+from nbyoc.codegen.llvm.emit_ops import FLAT_EPILOGUE_MAX
 from nbyoc.runtime import HostFunction
 from nbyoc.runtime.llvm.target import tile_name, tile_shape
 

@@ -263,7 +263,7 @@ def test_direct_convs_of_any_geometry_match_the_host(case):
 
 def test_batches_of_one_and_two_share_their_stages_when_constants_broadcast():
     """A constant of extent 1 on an axis is read at 0 there whatever the result's extent
-    (``emit._index``): a batch of 1 runs the code a batch of 2 does, a new batch size
+    (``kernel_arrays.element_index``): a batch of 1 runs the code a batch of 2 does, a new batch size
     compiles no stage function. (A constant slope (1, C, 1) and scale (1, 1, 1).)"""
     rng = np.random.default_rng(5)
     slope = nbyoc.const(rng.standard_normal((1, 24, 1)).astype(np.float32))
@@ -300,7 +300,7 @@ def test_a_compiled_kernel_copies_a_large_transposed_output_by_a_stage_not_a_pra
 def test_an_se_blocks_bias_after_a_conv_reads_the_same_at_batches_one_and_two():
     """A conv over pooled (N, C, 1, 1) maps and a constant bias (1, C, 1, 1) added in
     its epilogue: at batch 1 the bias has the result's shape, and is still read as one
-    value a plane (``emit.KernelEmitter.plane_epilogue``), as at batch 2."""
+    value a plane (``emit_ops.OpEmission.plane_epilogue``), as at batch 2."""
     rng = np.random.default_rng(6)
     w = nbyoc.const(rng.standard_normal((32, 48, 1, 1)).astype(np.float32))
     bias = nbyoc.const(rng.standard_normal((1, 32, 1, 1)).astype(np.float32))

@@ -21,7 +21,9 @@ from ...ir.nodes import Function
 from ...ir.types import TensorType
 from ...runtime.llvm.target import vector_bits
 from . import rules
-from .emit import TRANSPOSED_IMPORT, Emitted, shape_literal
+from .emit import Emitted
+from .emit_copies import TRANSPOSED_IMPORT
+from .kernel_arrays import shape_literal
 from .loops import DEFAULT_VECTOR_BITS, OPAQUE_IMPORT, VECTOR_WIDTH_IMPORT, with_vector_width
 from .outline import outline_parallel_loops
 from .program import NotAProgram, Place, read_program

@@ -7,7 +7,7 @@ block of its result (a plane, a group of rows) while the block is in cache.
 - ``epilogue(fixed, span=(lo, hi))``: positions ``[lo, hi)`` of the rest, in C order
   (a conv's block of output positions);
 - ``epilogue.rows(r0, r1)``: rows ``[r0, r1)`` of a 2-D matmul's result. When the
-  rows are short (``flat``, see ``emit.KernelEmitter.flat_epilogue``), this is one flat loop
+  rows are short (``flat``, see ``emit_ops.OpEmission.flat_epilogue``), this is one flat loop
   per block of rows, vectorised at any row length, with each per-column operand (a
   bias) read from a buffer laid out like the block (``setup`` fills it once per
   call). A loop along a row of 24 float32 cannot fill AVX-512's vectors and pays its

@@ -105,7 +105,7 @@ def _batch_subscript(batch, names, shape, invariant: bool = False) -> list[str]:
     """An operand of ``shape``'s subscript over the batch axes named ``names``: "0" on
     an axis it broadcasts (NumPy's rule, leading axes aligned from the right), and for an
     ``invariant`` operand (a constant) on every axis of extent 1: its code is then the
-    same at every batch size (``emit._index``)."""
+    same at every batch size (``kernel_arrays.element_index``)."""
     lead = shape[:-2]
     pad = len(batch) - len(lead)
     return [

@@ -1,0 +1,139 @@
+"""The llvm kernel emitter's views (reshape, slice, transpose: no stage of work) and
+copies (outputs that are views, inputs, constants; contiguous copies of strided
+operands)."""
+
+from __future__ import annotations
+
+import math
+
+from ...ir.nodes import Call, Expr
+from ...ir.ops.index import python_slices
+from . import rules
+from .kernel_arrays import ArrayValue, element_index, shape_literal
+from .loops import lead_axes
+from .rules import storage_dtype, store
+from .schedule import VIEWS
+from .stages import (
+    Lead,
+    StageCall,
+)
+
+#: What a kernel taking a transposed view imports.
+TRANSPOSED_IMPORT = "from nbyoc.runtime.llvm.stage_table import transposed"
+
+
+#: The method emitting each view op (``schedule.VIEWS``): a row per op.
+_VIEW_EMITTERS = {"reshape": "emit_reshape", "slice": "emit_slice", "transpose": "emit_transpose"}
+assert set(_VIEW_EMITTERS) == set(VIEWS), "internal: a view op without its emitter"
+
+
+class CopyEmission:
+    """A part of ``emit.KernelEmitter`` (see there); it reads and writes the emitter's
+    state, and is never used alone."""
+
+    def emit_view(self, node: Call) -> list[str]:
+        """A view (``schedule.VIEWS``) of its operand's array, named: no stage of work."""
+        return getattr(self, _VIEW_EMITTERS[node.op.name])(node, self.scope.fresh("w"))
+
+    def emit_reshape(self, node: Call, name: str) -> list[str]:
+        lines, source = [], self.read_array(node.args[0])
+        if not self._contiguous(node.args[0]):
+            lines, source = self.contiguous_copy(node.args[0])
+        self.arrays[node] = ArrayValue(name, node.type)
+        return [*lines, f"{name} = {source}.reshape({shape_literal(node.type.shape)})"]
+
+    def emit_slice(self, node: Call, name: str) -> list[str]:
+        source = self.read_array(node.args[0])
+        subscript = ", ".join(
+            f"{s.start}:{'' if s.stop is None else s.stop}:{s.step}"
+            for s in python_slices(node.attrs)
+        )
+        # Numba types a sliced array as layout "A", whatever its strides.
+        self.arrays[node] = ArrayValue(name, node.type, not subscript)
+        return [f"{name} = {source}[{subscript}]" if subscript else f"{name} = {source}"]
+
+    def emit_transpose(self, node: Call, name: str) -> list[str]:
+        source = self.read_array(node.args[0])
+        axes = node.attrs["axes"]
+        if tuple(axes) == tuple(range(len(axes))):
+            # An identity transpose (any 1-d one) is the array itself: Numba's
+            # transpose would return it with layout "A", which cannot be reshaped.
+            self.arrays[node] = ArrayValue(name, node.type, self._contiguous(node.args[0]))
+            return [f"{name} = {source}"]
+        self.needs.add(TRANSPOSED_IMPORT)
+        self.arrays[node] = ArrayValue(name, node.type, False)
+        order = " ".join(map(str, axes))
+        return [f'{name} = transposed({source}, "{order}")']
+
+    def _contiguous(self, node: Expr) -> bool:
+        return self.arrays[node].contiguous if node in self.arrays else True
+
+    def emit_output_copies(self, out_names) -> list[str]:
+        lines = []
+        for k, o in enumerate(self.outputs):
+            out = self.scope.argument("out", k)
+            if out_names.get(o) == out:
+                continue
+            lines.append(f"# output {k} is a copy")
+            # A stage in a program (it stays one) and when large enough to run in
+            # parallel: a ``prange`` of the kernel's own is compiled by Numba's parallel
+            # pipeline, per shape (a layout model's 0.24 million element transposed copy:
+            # 2.9 s of its 12 s compile).
+            if self.as_program or (self.stages.pointers and self.parallel_size(o.type.shape)):
+                lines += self.copy_stage(out, o)
+                continue
+            value = store(self.read(o, o.type.shape, {}, o.type.dtype), o.type.dtype)
+            idx = element_index(o.type.shape, o.type.shape)
+            lines += self.loops(o.type.shape, [f"{out}[{idx}] = {value}"])
+        return lines
+
+    def contiguous_copy(self, node: Expr) -> tuple[list[str], str]:
+        """The lines making a C-contiguous copy of ``node``'s (strided) array, and its
+        name: in a program a copy stage into a scratch arena of its own (``program``),
+        else NumPy's copy."""
+        name = self.scope.derived(self.read_array(node), "c")
+        if not self.as_program:
+            return [f"{name} = np.ascontiguousarray({self.read_array(node)})"], name
+        dtype = storage_dtype(node.type.dtype)
+        arena = len(self.buffer_plan.arenas) + len(self.copy_arenas)
+        self.copy_arenas.append((dtype, max(node.type.size, 1)))
+        shape = shape_literal(node.type.shape)
+        arena_name = self.scope.argument("s", arena)
+        lines = [f"{name} = {arena_name}[0:{max(node.type.size, 1)}].reshape({shape})"]
+        return lines + self.copy_stage(name, node), name
+
+    def copy_stage(self, destination: str, node: Expr) -> list[str]:
+        """The lines copying ``node``'s array into the C-contiguous kernel array
+        ``destination`` of its shape: a stage called through its address, flat when the
+        source is contiguous too (a 0-d array as one element)."""
+        source, shape = self.read_array(node), node.type.shape
+        dtype = storage_dtype(node.type.dtype)
+        lines = []
+        if self.arrays[node].contiguous:
+            size = max(math.prod(shape), 1)
+            names, domain = [self.scope.derived(n, "all") for n in (destination, source)], (size,)
+            for name, whole in zip((destination, source), names):
+                lines.append(f"{whole} = {name}.reshape({size})")
+            types = [rules.array_type(node.type.dtype, 1)] * 2
+            index = element_index(domain, domain)
+        else:
+            # Loops over the axes longer than one only: magika's program, whose copies of
+            # (1, 256, 512, 1) views looped one element per innermost loop, ran 7% slower
+            # than its compiled kernel (NumPy's copies there), and 1% with these.
+            long = [k for k, n in enumerate(shape) if n != 1] or [0]
+            names, domain = [destination, source], tuple(shape[k] for k in long)
+            types = [
+                rules.array_type(node.type.dtype, len(shape)),
+                self.parameter_type(node, False),
+            ]
+            loop = {axis: f"i{k}" for k, axis in enumerate(long)}
+            index = ", ".join(loop.get(axis, "0") for axis in range(len(shape)))
+        stores = [("a0", index, "v0", dtype)]
+        parallel = self.use_parallel(domain)
+        name, address, extra = self.stages.add(
+            ["a0", "a1"], types, domain, [f"v0 = a1[{index}]"], stores, 1, False, parallel, True
+        )
+        function = name if address is None else f"stage_at{address}"
+        lead = Lead.spread(domain[0], math.prod(domain[: lead_axes(domain, parallel)]))
+        call = StageCall(function, [*names, *extra], domain, parallel, -1, lead=lead)
+        return lines + self.queue(call) + self.flush()
