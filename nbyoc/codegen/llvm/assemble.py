@@ -341,6 +341,7 @@ STAGE_IMPORTS = [
     CALL_AT_IMPORT,
     "from numba import carray",
     POINTER_IMPORT,
+    "from nbyoc.runtime.llvm.stage_table import row_array, row_strided, row_values",
     "from nbyoc.runtime.llvm.stage_table import strided_view",
 ]
 

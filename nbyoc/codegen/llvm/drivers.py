@@ -119,7 +119,7 @@ def entry_lines(types: list[str], scalars: bool = False) -> tuple[list[str], lis
 
     >>> preamble, body = entry_lines(['nbt.Array(nbt.float32, 2, "C")', "nbt.int64"])
     >>> print("\\n".join(body))
-    a0 = carray(pointer_at(table[at + 1], np.float32), (table[at + 2], table[at + 3]))
+    a0 = row_array(table, at, 1, 2, np.float32)
     call_at(table[at], INNER_TYPE, (a0, table[at + 4], lo, hi))
     """
     layout = slots(types, scalars)
@@ -132,12 +132,8 @@ def entry_lines(types: list[str], scalars: bool = False) -> tuple[list[str], lis
             name = _ARRAY.fullmatch(numba_type).group(1)
             scalar = "np.bool_" if name == "boolean" else f"np.{name}"
             axes = slot.count - 1 if slot.kind == "array" else (slot.count - 1) // 2
-            extents = _tuple(cells[1 : 1 + axes])
-            if slot.kind == "array":
-                body.append(f"a{k} = carray(pointer_at({cells[0]}, {scalar}), {extents})")
-            else:
-                strides = _tuple(cells[1 + axes :])
-                body.append(f"a{k} = strided_view({cells[0]}, {extents}, {strides}, {scalar})")
+            rebuild = "row_array" if slot.kind == "array" else "row_strided"
+            body.append(f"a{k} = {rebuild}(table, at, {at}, {axes}, {scalar})")
             arguments.append(f"a{k}")
         elif slot.kind == "value":
             arguments.append(cells[0])
@@ -147,7 +143,7 @@ def entry_lines(types: list[str], scalars: bool = False) -> tuple[list[str], lis
             body.append(f"a{k} = carray(pointer_at({cells[0]}, {scalar}), (1,))[0]")
             arguments.append(f"a{k}")
         else:
-            arguments.append(_tuple(cells))
+            arguments.append(f"row_values(table, at, {at}, {slot.count})")
         at += slot.count
     void = ", ".join([*types, "nbt.int64", "nbt.int64"])
     preamble = [f"INNER = nbt.void({void})", "INNER_TYPE = nbt.FunctionType(INNER)"]

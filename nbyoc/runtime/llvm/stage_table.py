@@ -29,6 +29,18 @@ strided view): a wrong table would make the entry read past its row.
 ...     return strided_view(table[0], (table[1],), (table[2],), np.float32).sum()
 >>> float(column(np.arange(12, dtype=np.float32).reshape(4, 3)))
 22.0
+
+A stage's entry rebuilds its arguments from its row with ``row_array``, ``row_strided``
+and ``row_values``:
+
+>>> @njit
+... def rebuilt(array):
+...     table = table_of("a2 s1 t2", (array, array[:, 1], (3, 5)))
+...     whole = row_array(table, 0, 0, 2, np.float32).sum()
+...     column = row_strided(table, 0, 3, 1, np.float32).sum()
+...     return whole, column, row_values(table, 0, 6, 2)
+>>> rebuilt(np.arange(12, dtype=np.float32).reshape(4, 3))
+(66.0, 22.0, (3, 5))
 """
 
 from __future__ import annotations
@@ -116,6 +128,105 @@ def table_of(typingctx, layout, items):
         return table
 
     return TABLE(layout, items), codegen
+
+
+def _row_cells(context, builder, signature, args, offset: int):
+    """A function giving the i64 at ``table[at + offset + j]`` (``args``: table, at)."""
+    table = context.make_array(signature.args[0])(context, builder, args[0])
+    base = builder.add(args[1], context.get_constant(types.int64, offset))
+
+    def cell(j: int):
+        index = builder.add(base, context.get_constant(types.int64, j))
+        return builder.load(builder.gep(table.data, [index]))
+
+    return cell
+
+
+def _row_literals(offset, count) -> tuple[int, int] | None:
+    if isinstance(offset, types.IntegerLiteral) and isinstance(count, types.IntegerLiteral):
+        return offset.literal_value, count.literal_value
+    return None
+
+
+@intrinsic
+def row_array(typingctx, table, at, offset, ndim, dtype):
+    """The array of NumPy scalar type ``dtype`` and ``ndim`` axes (C-contiguous, or
+    strided with ``layout`` "A": see ``row_strided``) whose data address and extents
+    lie at ``table[at + offset]`` on, as ``table_of`` packed it (an "a<ndim>" item).
+    ``offset`` and ``ndim`` are literal: one call types where ``carray`` over a tuple of
+    table reads typed an add and a load per slot (a stage's entry compiled in half the
+    time)."""
+    literals = _row_literals(offset, ndim)
+    if literals is None or table != TABLE or not isinstance(dtype, types.NumberClass):
+        return None
+    k, n = literals
+    array_type = types.Array(dtype.dtype, n, "C")
+    itemsize = np.dtype(str(dtype.dtype)).itemsize
+
+    def codegen(context, builder, signature, args):
+        cell = _row_cells(context, builder, signature, args, k)
+        extents = [cell(1 + d) for d in range(n)]
+        strides, step = [None] * n, context.get_constant(types.intp, itemsize)
+        for d in reversed(range(n)):  # (C order)
+            strides[d] = step
+            step = builder.mul(step, extents[d])
+        return _view(context, builder, array_type, cell(0), extents, strides, itemsize)
+
+    return array_type(table, at, offset, ndim, dtype), codegen
+
+
+@intrinsic
+def row_strided(typingctx, table, at, offset, ndim, dtype):
+    """The strided view (layout "A") of ``dtype`` and ``ndim`` axes whose data address,
+    extents and byte strides lie at ``table[at + offset]`` on (an "s<ndim>" item); as
+    ``row_array``."""
+    literals = _row_literals(offset, ndim)
+    if literals is None or table != TABLE or not isinstance(dtype, types.NumberClass):
+        return None
+    k, n = literals
+    array_type = types.Array(dtype.dtype, n, "A")
+    itemsize = np.dtype(str(dtype.dtype)).itemsize
+
+    def codegen(context, builder, signature, args):
+        cell = _row_cells(context, builder, signature, args, k)
+        extents = [cell(1 + d) for d in range(n)]
+        strides = [cell(1 + n + d) for d in range(n)]
+        return _view(context, builder, array_type, cell(0), extents, strides, itemsize)
+
+    return array_type(table, at, offset, ndim, dtype), codegen
+
+
+@intrinsic
+def row_values(typingctx, table, at, offset, count):
+    """The tuple of ``count`` int64 values at ``table[at + offset]`` on (a "t<count>"
+    item); ``offset`` and ``count`` literal."""
+    literals = _row_literals(offset, count)
+    if literals is None or table != TABLE:
+        return None
+    k, n = literals
+    tuple_type = types.UniTuple(types.int64, n)
+
+    def codegen(context, builder, signature, args):
+        cell = _row_cells(context, builder, signature, args, k)
+        return context.make_tuple(builder, tuple_type, [cell(j) for j in range(n)])
+
+    return tuple_type(table, at, offset, count), codegen
+
+
+def _view(context, builder, array_type, address, extents, strides, itemsize: int):
+    """The array of ``array_type`` at integer ``address`` with these extents and byte
+    strides (no owner: a view of memory the caller keeps)."""
+    view = context.make_array(array_type)(context, builder)
+    pointer = context.get_value_type(types.CPointer(array_type.dtype))
+    populate_array(
+        view,
+        data=builder.inttoptr(address, pointer),
+        shape=extents,
+        strides=strides,
+        itemsize=context.get_constant(types.intp, itemsize),
+        meminfo=None,
+    )
+    return view._getvalue()
 
 
 @intrinsic
