@@ -49,7 +49,11 @@ def llvm_codegen(func: Function, fuse: bool = True, parallel_threshold: int | No
 
 def model_work() -> int:
     """The work of the llvm regions of the module being built (``build``), 0 outside a
-    build."""
+    build.
+
+    >>> model_work()
+    0
+    """
     from ..build import module_being_built
     from .lower import region_work
 

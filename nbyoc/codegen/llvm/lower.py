@@ -110,7 +110,10 @@ def lower(
     symbol = func.attrs.get("global_symbol", "kernel")
     nodes = post_order(function_outputs(func))
     for node in nodes:
-        if not (isinstance(node, (Var, Constant)) or isinstance(node.op, Op)):
+        if not (
+            isinstance(node, (Var, Constant))
+            or (isinstance(node, Call) and isinstance(node.op, Op))
+        ):
             raise CompileError(f"the llvm backend cannot compile {node!r} in @{symbol}")
     plan = schedule(func, fuse, parallel_threshold)
     as_program = function_pointers and is_program(_work(nodes), model_work)

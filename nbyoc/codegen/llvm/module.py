@@ -111,7 +111,7 @@ def compiled_kernel(
                          for a in lowered.addressed]  # fmt: skip
             trailing = (stage_addresses(functions),) if functions else ()
             if lowered.program is not None:
-                kernel = storage_views(lowered, program_kernel(lowered, executor_address(module)))
+                kernel = storage_views(lowered, program_kernel(lowered, _executor_address(module)))
             else:
                 kernel = storage_views(lowered, getattr(module, lowered.kernel))
             keys = frozenset(m.__nbyoc_key__ for m in modules)
@@ -213,7 +213,7 @@ def _int64s(array: np.ndarray):
     return _FFI.from_buffer("int64_t[]", array if array.size else np.zeros(1, np.int64))
 
 
-def executor_address(module) -> int:
+def _executor_address(module) -> int:
     """The address of the program executor's C callback in its ``module``: loaded from
     machine code, or run (compiled here or loaded by Numba)."""
     if isinstance(module, MachineCodeModule):
