@@ -150,29 +150,12 @@ def _row_literals(offset, count) -> tuple[int, int] | None:
 
 @intrinsic
 def row_array(typingctx, table, at, offset, ndim, dtype):
-    """The array of NumPy scalar type ``dtype`` and ``ndim`` axes (C-contiguous, or
-    strided with ``layout`` "A": see ``row_strided``) whose data address and extents
-    lie at ``table[at + offset]`` on, as ``table_of`` packed it (an "a<ndim>" item).
-    ``offset`` and ``ndim`` are literal: one call types where ``carray`` over a tuple of
-    table reads typed an add and a load per slot (a stage's entry compiled in half the
-    time)."""
-    literals = _row_literals(offset, ndim)
-    if literals is None or table != TABLE or not isinstance(dtype, types.NumberClass):
-        return None
-    k, n = literals
-    array_type = types.Array(dtype.dtype, n, "C")
-    itemsize = np.dtype(str(dtype.dtype)).itemsize
-
-    def codegen(context, builder, signature, args):
-        cell = _row_cells(context, builder, signature, args, k)
-        extents = [cell(1 + d) for d in range(n)]
-        strides, step = [None] * n, context.get_constant(types.intp, itemsize)
-        for d in reversed(range(n)):  # (C order)
-            strides[d] = step
-            step = builder.mul(step, extents[d])
-        return _view(context, builder, array_type, cell(0), extents, strides, itemsize)
-
-    return array_type(table, at, offset, ndim, dtype), codegen
+    """The C-contiguous array of NumPy scalar type ``dtype`` and ``ndim`` axes whose data
+    address and extents lie at ``table[at + offset]`` on, as ``table_of`` packed it (an
+    "a<ndim>" item). ``offset`` and ``ndim`` are literal: one call types where
+    ``carray`` over a tuple of table reads typed an add and a load per slot (a stage's
+    entry compiled in half the time)."""
+    return _row_view(table, at, offset, ndim, dtype, "C")
 
 
 @intrinsic
@@ -180,17 +163,29 @@ def row_strided(typingctx, table, at, offset, ndim, dtype):
     """The strided view (layout "A") of ``dtype`` and ``ndim`` axes whose data address,
     extents and byte strides lie at ``table[at + offset]`` on (an "s<ndim>" item); as
     ``row_array``."""
+    return _row_view(table, at, offset, ndim, dtype, "A")
+
+
+def _row_view(table, at, offset, ndim, dtype, layout: str):
+    """``row_array``'s (layout "C": strides from the extents) or ``row_strided``'s
+    (layout "A": strides read after them) signature and code."""
     literals = _row_literals(offset, ndim)
     if literals is None or table != TABLE or not isinstance(dtype, types.NumberClass):
         return None
     k, n = literals
-    array_type = types.Array(dtype.dtype, n, "A")
+    array_type = types.Array(dtype.dtype, n, layout)
     itemsize = np.dtype(str(dtype.dtype)).itemsize
 
     def codegen(context, builder, signature, args):
         cell = _row_cells(context, builder, signature, args, k)
         extents = [cell(1 + d) for d in range(n)]
-        strides = [cell(1 + n + d) for d in range(n)]
+        if layout == "A":
+            strides = [cell(1 + n + d) for d in range(n)]
+        else:
+            strides, step = [None] * n, context.get_constant(types.intp, itemsize)
+            for d in reversed(range(n)):  # (C order)
+                strides[d] = step
+                step = builder.mul(step, extents[d])
         return _view(context, builder, array_type, cell(0), extents, strides, itemsize)
 
     return array_type(table, at, offset, ndim, dtype), codegen
