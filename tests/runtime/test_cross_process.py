@@ -177,3 +177,42 @@ def test_a_warm_program_builds_no_numba_dispatcher(cache_dir, tmp_path):
     warm = run_fresh(PROGRAM_ONLY, tmp_path, env=env)
     assert warm["numba"] == 0 and warm["machine code"] >= 2, warm
     assert warm["bits"] == cold["bits"]
+
+
+#: Builds a small region beside a large one (so a program: ``MODEL_PROGRAM_MIN_WORK``)
+#: and saves it to ``sys.argv[1]``, or loads it from there; prints whether it is a
+#: program and its result's bits.
+SMALL_REGION = """
+import json, pathlib, sys
+import numpy as np
+import nbyoc
+from nbyoc.codegen.build import build
+from nbyoc.codegen.llvm.module import LLVMModule
+from nbyoc.ir import IRModule
+
+path = pathlib.Path(sys.argv[1])
+if sys.argv[2] == "save":
+    x = nbyoc.var("x", (4, 8))
+    small = nbyoc.function([x], nbyoc.exp(x) + 1.0).with_attrs(Compiler="llvm", global_symbol="s")
+    a, b = nbyoc.var("a", (512, 512)), nbyoc.var("b", (512, 512))
+    large = nbyoc.function([a, b], nbyoc.matmul(a, b)).with_attrs(Compiler="llvm", global_symbol="l")
+    module = build(IRModule({"main": nbyoc.function([x], x), "s": small, "l": large}))["s"]
+    path.write_bytes(module.save_to_bytes())
+else:
+    module = LLVMModule.load_from_bytes(path.read_bytes())
+out = np.empty((4, 8), np.float32)
+module.get_function("s")(np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8), out)
+print(json.dumps({"program": module.lowered.program is not None,
+                  "bits": out.view(np.uint32).ravel().tolist()}))
+"""
+
+
+def test_a_saved_small_region_stays_a_program_in_another_process(cache_dir, tmp_path):
+    """The choice a build made for a small region of a large model (a program) is saved
+    with the module, and a fresh process loading it runs it as one, to the same bits."""
+    env = {"NBYOC_CACHE_DIR": str(cache_dir)}
+    saved = tmp_path / "small.bin"
+    made = run_fresh(SMALL_REGION, tmp_path, str(saved), "save", env=env)
+    loaded = run_fresh(SMALL_REGION, tmp_path, str(saved), "load", env=env)
+    assert made["program"] and loaded["program"]
+    assert loaded["bits"] == made["bits"]

@@ -154,6 +154,16 @@ def loop_nest(
     return lines + ["    " * (len(shape) - depth + pad) + line for line in inner]
 
 
+def parallel_first(parallel: bool) -> str | None:
+    """``loop_nest``'s lead for an op whose first axis runs in a ``prange`` when it is
+    large enough (``parallel``), else serially.
+
+    >>> parallel_first(True), parallel_first(False)
+    ('first', None)
+    """
+    return "first" if parallel else None
+
+
 def _span_nest(shape, inner: list[str], names: list[str], lead: int) -> list[str]:
     """``loop_nest``'s ``"span"`` form: the ``lead`` leading axes over ``lo, hi``."""
     if lead == 1:

@@ -23,7 +23,7 @@ import math
 from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call
 from . import rules
-from .loops import loop_nest
+from .loops import loop_nest, parallel_first
 from .loops import outer as _opaque_bound
 from .loops import subscript as _subscript
 from .reductions import accumulator_dtype, reduction_code
@@ -177,8 +177,8 @@ def _reduction_loops(node, shape, reduced, start, update, store, dest, parallel)
         *loop_nest([shape[d] for d in reduced], update, [f"i{d}" for d in reduced]),
         f"{dest}[{_subscript(out_index)}] = {rules.store(store, node.type.dtype)}",
     ]
-    names = [f"i{d}" for d in kept]
-    return loop_nest([shape[d] for d in kept], inner, names, "first" if parallel and kept else None)
+    names, lead = [f"i{d}" for d in kept], parallel_first(parallel and bool(kept))
+    return loop_nest([shape[d] for d in kept], inner, names, lead)
 
 
 def _blocked_arg(node, source, dest, parallel, blocks) -> list[str]:
@@ -341,7 +341,7 @@ def concatenate_stage(
             element = rules.store(rules.cast(rules.load(element, part_dtype), dtype), dtype)
         shape = [f"{part}.shape[{axis}]" if d == axis else n for d, n in enumerate(node.type.shape)]
         line = f"{dest}[{_subscript(out_index)}] = {element}"
-        copy = loop_nest(shape, [line], names, "first" if parallel else None)
+        copy = loop_nest(shape, [line], names, parallel_first(parallel))
         lines += [
             f"{name}_parts = ({', '.join(views)},)",
             f"for {position} in range({len(tables[name])}):",

@@ -19,7 +19,7 @@ import math
 from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call
 from . import rules
-from .loops import loop_nest, subscript
+from .loops import loop_nest, parallel_first, subscript
 from .reductions import REDUCTIONS
 from .sizes import Sizes, value
 from .stages import Lead, StageBody
@@ -50,7 +50,7 @@ def gather_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
     ]
     names = before + j + after
     return loop_nest(index_shape, check, j) + loop_nest(
-        node.type.shape, copy, names, _lead(parallel)
+        node.type.shape, copy, names, parallel_first(parallel)
     )
 
 
@@ -181,7 +181,7 @@ def resize_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
     if not resized:
         element = f"{source}[{subscript([f'a{d}' for d in axes])}]"  # copied as stored
         inner.append(f"{dest}[{subscript([f'o{d}' for d in axes])}] = {element}")
-        return loop_nest(node.type.shape, inner, [f"o{d}" for d in axes], _lead(parallel))
+        return loop_nest(node.type.shape, inner, [f"o{d}" for d in axes], parallel_first(parallel))
     inner.append("acc = 0.0")
     for corner in range(1 << len(resized)):
         high = {d: bool(corner >> k & 1) for k, d in enumerate(resized)}
@@ -191,10 +191,4 @@ def resize_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
         inner.append(f"acc += {weight} * {rules.cast(element, 'float64')}")
     stored = rules.store(rules.cast("acc", dtype), dtype)
     inner.append(f"{dest}[{subscript([f'o{d}' for d in axes])}] = {stored}")
-    return loop_nest(node.type.shape, inner, [f"o{d}" for d in axes], _lead(parallel))
-
-
-def _lead(parallel: bool) -> str | None:
-    """How a window op's outer loop runs (``loops.loop_nest``): its first axis in
-    parallel when the op is large enough."""
-    return "first" if parallel else None
+    return loop_nest(node.type.shape, inner, [f"o{d}" for d in axes], parallel_first(parallel))

@@ -283,9 +283,12 @@ def release(in_use: set[str]) -> int:
     same code again would define its symbols twice in one JIT."""
     released = 0
     with _LOCK:
-        for key in [key for key in _KERNELS if key not in in_use]:
-            from numba.core.ccallback import CFunc  # (Numba is loaded: a module is)
+        unused = [key for key in _KERNELS if key not in in_use]
+        if not unused:
+            return 0
+        from numba.core.ccallback import CFunc  # (Numba is loaded: a module is)
 
+        for key in unused:
             module = _KERNELS[key]
             kernel = vars(module).get("kernel")
             if kernel is not None and sys.getrefcount(kernel) > _UNHELD_REFS:
