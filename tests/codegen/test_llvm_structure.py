@@ -16,7 +16,7 @@ import pytest
 
 import nbyoc
 from nbyoc.codegen.llvm import conv as llvm_conv
-from nbyoc.runtime.llvm import jit_address
+from nbyoc.runtime.llvm import entry_code, jit_address
 
 from ..helpers import assert_close_to_host, kernel_source, parallel_runs, run_fresh
 
@@ -46,7 +46,7 @@ def stage_modules(fn) -> set[str]:
 
 
 def _drives(module: str) -> bool:
-    return "\nENTRY_TYPE = " in module or "\nINNER_TYPE = " in module
+    return "\nENTRY_TYPE = " in module or entry_code.is_entry(module)
 
 
 def way(y) -> str:

@@ -26,15 +26,20 @@ from ..helpers import run_fresh
 
 #: Run in a fresh process with NBYOC_CACHE_DIR set: compiles every graph at each
 #: parallel threshold, saves the outputs to ``sys.argv[1]`` (an .npz) and prints how
-#: many functions Numba compiled and how many kernels it loaded from its cache.
+#: many functions Numba compiled, how many stage modules it loaded from their machine
+#: code, and how many stage entries it built (``runtime.llvm.entry_code``: not Numba's).
 PROGRAM = """
 import json, sys
 import numpy as np
 from numba.core import event
 import nbyoc
 from nbyoc.codegen.llvm import lower
+from nbyoc.runtime.llvm import kernels
 
 default_work = lower.PROGRAM_MIN_WORK
+built = []
+build_entry = kernels._build_entry
+kernels._build_entry = lambda key, text: built.append(key) or build_entry(key, text)
 
 rng = np.random.default_rng(36)
 
@@ -92,9 +97,9 @@ with event.install_recorder("numba:compile") as compiles:
                 hits = sum(module.kernel.stats.cache_hits.values())
                 outputs[f"{graph.__name__} {mode} hits"] = np.array(hits)
 np.savez(sys.argv[1], **outputs)
-from nbyoc.runtime.llvm import kernels
 print(json.dumps({"compiled": sum(1 for _, e in compiles.buffer if e.is_start),
-                  "machine code": len(kernels._MACHINE)}))
+                  "machine code": len(kernels._MACHINE) - len(built),
+                  "entries built": len(built)}))
 """
 
 
@@ -106,16 +111,20 @@ def cache_dir(tmp_path):
 def test_a_kernel_loaded_from_the_cache_gives_the_same_bits(cache_dir, tmp_path):
     env = {"NBYOC_CACHE_DIR": str(cache_dir)}
     cold, warm = tmp_path / "cold.npz", tmp_path / "warm.npz"
-    assert run_fresh(PROGRAM, tmp_path, str(cold), env=env)["compiled"] > 0
-    # (the programs' stage modules from their machine code, the rest from Numba's cache)
+    compiled = run_fresh(PROGRAM, tmp_path, str(cold), env=env)
+    assert compiled["compiled"] > 0 and compiled["entries built"] > 0, compiled
+    # (the programs' stage modules and entries from their machine code, the rest from
+    # Numba's cache)
     loaded = run_fresh(PROGRAM, tmp_path, str(warm), env=env)
     assert loaded["compiled"] == 0 and loaded["machine code"] > 0, loaded
+    assert loaded["entries built"] == 0, loaded
     assert_same_bits(np.load(cold), np.load(warm))
 
 
 def test_without_usable_machine_code_numba_loads_the_same_bits(cache_dir, tmp_path):
     """A stage module whose machine code is corrupt (or missing) loads through Numba's
-    cache instead: the same bits, nothing compiled again."""
+    cache instead, and a stage entry is built again from its text: the same bits,
+    nothing compiled again by Numba."""
     env = {"NBYOC_CACHE_DIR": str(cache_dir)}
     cold, warm = tmp_path / "cold.npz", tmp_path / "warm.npz"
     run_fresh(PROGRAM, tmp_path, str(cold), env=env)
@@ -128,7 +137,9 @@ def test_without_usable_machine_code_numba_loads_the_same_bits(cache_dir, tmp_pa
             data = bytearray(path.read_bytes())
             data[-64] ^= 0xFF
             path.write_bytes(bytes(data))
-    assert run_fresh(PROGRAM, tmp_path, str(warm), env=env) == {"compiled": 0, "machine code": 0}
+    loaded = run_fresh(PROGRAM, tmp_path, str(warm), env=env)
+    assert loaded["compiled"] == 0 and loaded["machine code"] == 0, loaded
+    assert loaded["entries built"] > 0, loaded
     assert_same_bits(np.load(cold), np.load(warm))
 
 

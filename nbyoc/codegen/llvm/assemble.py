@@ -195,8 +195,8 @@ def assemble(func: Function, emitted: Emitted, fuse: bool, plan: Schedule) -> Lo
             a,
             function=STAGE_FUNCTION,
             signature=STAGE_SIGNATURE,
-            module=_stage_module(stages, a, [*imports, *STAGE_IMPORTS], helpers),
-        )
+            module=a.module or _stage_module(stages, a, [*imports, *STAGE_IMPORTS], helpers),
+        )  # (an entry's module is its text already: ``drivers.entry_source``)
         for a in stages.addressed
     ]
     scope.check(body, symbol)
@@ -335,15 +335,8 @@ def intrinsic_imports(names: set[str]) -> list[str]:
 
 #: What a kernel that builds a driver's table imports (``drivers``).
 STAGE_TABLE_IMPORT = "from nbyoc.runtime.llvm.stage_table import table_of"
-#: What a stage's module may import beyond the kernel's: drivers and stage entries call
-#: through addresses and rebuild arrays from them.
-STAGE_IMPORTS = [
-    CALL_AT_IMPORT,
-    "from numba import carray",
-    POINTER_IMPORT,
-    "from nbyoc.runtime.llvm.stage_table import row_array, row_strided, row_values",
-    "from nbyoc.runtime.llvm.stage_table import strided_view",
-]
+#: What a stage's module may import beyond the kernel's: a driver calls through addresses.
+STAGE_IMPORTS = [CALL_AT_IMPORT]
 
 
 def _np_type(dtype: np.dtype) -> str:

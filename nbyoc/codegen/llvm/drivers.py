@@ -22,17 +22,19 @@ kernel builds in one call before the driver's (``runtime.llvm.stage_table``)::
 
 A stage's *entry* rebuilds its arguments from its row and calls it through its
 address; it depends only on the stage's parameter types, so stages of one
-signature share an entry, and the driver's source is fixed: each is one module,
-compiled once per machine and cached. Arrays of at least one axis (C-contiguous or
-strided views), int64 values and tuples of int64 sizes pass through a table
-(``entry_lines`` says None for any other type, and the run keeps a ``prange`` of the
-kernel's).
+signature share an entry (built as LLVM IR, not by Numba: ``runtime.llvm.entry_code``),
+and the driver's source is fixed: one module, compiled once per machine and cached.
+Arrays of at least one axis (C-contiguous or strided views), int64 values and tuples
+of int64 sizes pass through a table (``entry_source`` says None for any other type,
+and the run keeps a ``prange`` of the kernel's).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from ...runtime.llvm.entry_code import DTYPES, entry_text
 
 #: The Numba type of a driver's table (and of an entry's first parameter).
 TABLE_TYPE = 'nbt.Array(nbt.int64, 1, "C")'
@@ -111,44 +113,38 @@ def slots(types: list[str], scalars: bool = False) -> list[Slot] | None:
     return found
 
 
-def entry_lines(types: list[str], scalars: bool = False) -> tuple[list[str], list[str]] | None:
-    """The preamble and body of the entry of a stage whose parameters (without its bounds)
-    have Numba types ``types``: ``stage(table, at, lo, hi)`` reads the stage's address and
-    arguments from the row at ``table[at]`` and calls it over ``[lo, hi)``; None when an
-    argument cannot pass through a table (``slots``).
+def entry_source(types: list[str], scalars: bool = False) -> str | None:
+    """The text of the entry (``runtime.llvm.entry_code``, which builds it) of a stage
+    whose parameters (without its bounds) have Numba types ``types``: ``stage(table, at,
+    lo, hi)`` reads the stage's address and arguments from the row at ``table[at]`` and
+    calls it over ``[lo, hi)``; None when an argument cannot pass through a table
+    (``slots``).
 
-    >>> preamble, body = entry_lines(['nbt.Array(nbt.float32, 2, "C")', "nbt.int64"])
-    >>> print("\\n".join(body))
-    a0 = row_array(table, at, 1, 2, np.float32)
-    call_at(table[at], INNER_TYPE, (a0, table[at + 4], lo, hi))
+    >>> print(entry_source(['nbt.Array(nbt.float32, 2, "C")', "nbt.int64"]))
+    # nbyoc stage entry (nbyoc.runtime.llvm.entry_code)
+    array float32 2
+    value
+    >>> entry_source(['nbt.Array(nbt.complex64, 1, "C")']) is None
+    True
     """
     layout = slots(types, scalars)
     if layout is None:
         return None
-    body, arguments, at = [], [], 1
-    for k, (numba_type, slot) in enumerate(zip(types, layout)):
-        cells = [f"table[at + {at + j}]" for j in range(slot.count)]
+    items = []
+    for numba_type, slot in zip(types, layout):
         if slot.kind in ("array", "strided"):
-            name = _ARRAY.fullmatch(numba_type).group(1)
-            scalar = "np.bool_" if name == "boolean" else f"np.{name}"
+            dtype = _ARRAY.fullmatch(numba_type).group(1)
             axes = slot.count - 1 if slot.kind == "array" else (slot.count - 1) // 2
-            rebuild = "row_array" if slot.kind == "array" else "row_strided"
-            body.append(f"a{k} = {rebuild}(table, at, {at}, {axes}, {scalar})")
-            arguments.append(f"a{k}")
-        elif slot.kind == "value":
-            arguments.append(cells[0])
+            items.append((slot.kind, dtype, axes))
         elif slot.kind == "scalar":
-            name = _SCALAR.fullmatch(numba_type).group(1)
-            scalar = "np.bool_" if name == "boolean" else f"np.{name}"
-            body.append(f"a{k} = carray(pointer_at({cells[0]}, {scalar}), (1,))[0]")
-            arguments.append(f"a{k}")
+            items.append((slot.kind, _SCALAR.fullmatch(numba_type).group(1)))
+        elif slot.kind == "values":
+            items.append((slot.kind, slot.count))
         else:
-            arguments.append(f"row_values(table, at, {at}, {slot.count})")
-        at += slot.count
-    void = ", ".join([*types, "nbt.int64", "nbt.int64"])
-    preamble = [f"INNER = nbt.void({void})", "INNER_TYPE = nbt.FunctionType(INNER)"]
-    body.append(f"call_at(table[at], INNER_TYPE, ({', '.join([*arguments, 'lo', 'hi'])}))")
-    return preamble, body
+            items.append((slot.kind,))
+    if any(item[1] not in DTYPES for item in items if item[0] in ("array", "strided")):
+        return None
+    return entry_text(items)
 
 
 def table_lines(

@@ -37,7 +37,7 @@ from .drivers import (
     DRIVER_PREAMBLE,
     TABLE_TYPE,
     Slot,
-    entry_lines,
+    entry_source,
     slots,
     table_lines,
 )
@@ -462,7 +462,7 @@ class StageFunctions:
             if match is None:
                 return None
             types = self.bounded_types(int(match.group(1)))
-            if types is None or entry_lines(types, self.scalars) is None:
+            if types is None or entry_source(types, self.scalars) is None:
                 return None
             entries.append(types)
         self.driven = True
@@ -479,15 +479,17 @@ class StageFunctions:
         return list(stage.types) if stage.bounded else None
 
     def add_entry(self, types: list[str]) -> int:
-        """The address index of the entry (``drivers.entry_lines``) of stages whose
+        """The address index of the entry (``drivers.entry_source``) of stages whose
         parameters before their bounds have Numba types ``types`` (a table can pass
         each: ``drivers.slots``)."""
-        preamble, body = entry_lines(types, self.scalars)
-        params, parameter_types = ["table", "at"], [TABLE_TYPE, "nbt.int64"]
-        _, address = self._define(
-            params, ["lo", "hi"], parameter_types, body, STAGE_OPTIONS, True, preamble
-        )
-        return address
+        source = entry_source(types, self.scalars)
+        assert source is not None, "internal: an entry of a stage a table cannot pass"
+        key = ("entry", source)
+        name = self.by_body.get(key)
+        if name is None:  # (its module is the entry's text: no definition of ours)
+            name = self.by_body[key] = f"stage{len(self.by_body)}"
+            self._declare(name, [TABLE_TYPE, "nbt.int64"], ["lo", "hi"], source)
+        return next(k for k, a in enumerate(self.addressed) if a.function == name)
 
     def add_driver_function(self) -> int:
         """The address index of the table driver (one fixed function)."""
@@ -513,12 +515,7 @@ class StageFunctions:
             parameters = ", ".join([*params, *bounds])
             code = ["    " + line for line in body]
             if addressed:  # (in a module of its own: only its type is in the kernel's)
-                signature = name.upper()
-                void = f"nbt.void({', '.join([*types, *['nbt.int64'] * len(bounds)])})"
-                self.source += [
-                    f"{signature} = {void}",
-                    f"{signature}_TYPE = nbt.FunctionType({signature})",
-                ]
+                void = self._declare(name, types, bounds)
                 self.definitions[name] = [
                     *preamble,
                     f"{STAGE_SIGNATURE} = {void}",
@@ -527,12 +524,24 @@ class StageFunctions:
                     *code,
                     "",
                 ]
-                assert bounds in ([], ["lo", "hi"]), "internal: a stage's bounds are lo, hi"
-                self.addressed.append(Addressed(name, signature, None, tuple(types), bool(bounds)))
             else:
                 self.source += [f"@njit({options})", f"def {name}({parameters}):", *code, ""]
         index = next((k for k, a in enumerate(self.addressed) if a.function == name), None)
         return name, index
+
+    def _declare(self, name: str, types, bounds, module: str | None = None) -> str:
+        """Add the addressed stage ``name`` of parameter types ``types`` (then int64
+        ``bounds``), its type declared in the kernel's source, its module's source
+        ``module`` when known now; return its Numba signature's text."""
+        assert bounds in ([], ["lo", "hi"]), "internal: a stage's bounds are lo, hi"
+        signature = name.upper()
+        void = f"nbt.void({', '.join([*types, *['nbt.int64'] * len(bounds)])})"
+        self.source += [
+            f"{signature} = {void}",
+            f"{signature}_TYPE = nbt.FunctionType({signature})",
+        ]
+        self.addressed.append(Addressed(name, signature, module, tuple(types), bool(bounds)))
+        return void
 
 
 #: The name a kernel calls the stage function at ``stage_addresses[k]`` by.

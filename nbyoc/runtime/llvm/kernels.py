@@ -21,7 +21,9 @@ reads its cache files only as nbyoc recorded them (``runtime.llvm.numba_cache``)
 
 A region's stage modules, which its kernel calls only through their functions'
 addresses, are kept as machine code too and loaded from it without Numba
-(``machine_code``): a tenth of Numba's time for each.
+(``machine_code``): a tenth of Numba's time for each. A stage's entry is not Python
+at all: its "source" is the entry's text, built as LLVM IR (``entry_code``) and kept
+as machine code the same way.
 
 Memory: a kernel module stays loaded while anything uses it (an executable, or
 the llvm runtime's list of recently used kernels, ``runtime.llvm``); ``release``
@@ -47,7 +49,7 @@ import types
 
 from ... import cache
 from ..._version import __version__
-from . import machine_code
+from . import entry_code, machine_code
 from .linking import KERNEL_MODULE_PREFIX
 from .linking import install as keep_kernels_self_contained
 from .numba_cache import NumbaCacheFiles
@@ -99,7 +101,10 @@ def _module_digest(module: str) -> str:
 def source_key(source: str) -> str:
     """The content address of a kernel source (and of the runtime helpers it uses, and of
     how it is linked)."""
-    helpers = sorted({*_RUNTIME_IMPORT.findall(source), "linking"})
+    helpers = {*_RUNTIME_IMPORT.findall(source), "linking"}
+    if entry_code.is_entry(source):  # (its code is what that module builds)
+        helpers.add("entry_code")
+    helpers = sorted(helpers)
     stamp = "|".join([_versions(), *(f"{m}:{_module_digest(m)}" for m in helpers)])
     return hashlib.blake2b((stamp + "\n" + source).encode(), digest_size=16).hexdigest()
 
@@ -135,6 +140,8 @@ def load_kernel_modules(
         for key in [k for k in missing if k in stages]:
             if _load_machine_code(key):
                 del missing[key]
+        for key in [k for k in stages if entry_code.is_entry(missing.get(k, ""))]:
+            _MACHINE[key] = _build_entry(key, missing.pop(key))
         if missing:
             from .numba_progress import reporting  # (imports Numba, which runs them next)
 
@@ -151,6 +158,16 @@ def _load_machine_code(key: str) -> bool:
     if loaded is not None:
         _MACHINE[key] = loaded
     return loaded is not None
+
+
+def _build_entry(key: str, text: str) -> machine_code.MachineCodeModule:
+    """The stage entry of ``text`` (``entry_code``) built here, its machine code kept."""
+    symbol = f"nbyoc_entry_{key}"
+    library = entry_code.build(text, symbol)
+    path = module_path(key)
+    machine_code.save_library(library, symbol, entry_code.ENTRY_FUNCTION, path)
+    address = library.get_pointer_to_function(symbol)
+    return machine_code.MachineCodeModule(key, {entry_code.ENTRY_FUNCTION: address})
 
 
 def _compile_missing(missing: dict[str, str], names: dict[str, str], advance, stages) -> None:

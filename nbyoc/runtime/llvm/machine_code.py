@@ -101,6 +101,19 @@ def save(module, module_path: pathlib.Path) -> bool:
         if record is None:
             return False
         found.append((name, *record))
+    return _write(found, module_path)
+
+
+def save_library(library, symbol: str, name: str, module_path: pathlib.Path) -> bool:
+    """Write the machine code of the function ``symbol`` of a code ``library`` built
+    here (``entry_code``) as the module at ``module_path`` defining ``name``; return
+    whether it was written (as ``save``)."""
+    record = _record(library, symbol, {symbol})
+    return record is not None and _write([(name, *record)], module_path)
+
+
+def _write(found: list[tuple[str, bytes, dict]], module_path: pathlib.Path) -> bool:
+    """Write the machine-code file of the functions ``found`` (name, object, record)."""
     if not found:
         return False
     found.sort()  # (the objects follow the header in its order)

@@ -5,9 +5,9 @@ A parallel run of stages is one call of the table driver (``codegen.llvm.drivers
 the kernel packs each stage's address and arguments into an int64 array, and the
 driver's compiled code depends on nothing but that array's layout. ``table_of``
 packs a whole run in one call: an integer takes one slot, a C-contiguous array its
-data address and then its extents (the stage's entry rebuilds it with ``carray``), a
-strided view those and then its strides in bytes (rebuilt by ``strided_view``), a
-tuple of integers its values.
+data address and then its extents, a strided view those and then its strides in
+bytes, a tuple of integers its values; a stage's entry (``entry_code``) rebuilds each
+array by ``view_from_cells`` (``strided_view`` does it in a kernel).
 
 It is an intrinsic, and one call per run: Numba's time for a kernel grows with its
 statements, and a detector's 650 stores into its tables (one statement each) took
@@ -29,18 +29,6 @@ strided view): a wrong table would make the entry read past its row.
 ...     return strided_view(table[0], (table[1],), (table[2],), np.float32).sum()
 >>> float(column(np.arange(12, dtype=np.float32).reshape(4, 3)))
 22.0
-
-A stage's entry rebuilds its arguments from its row with ``row_array``, ``row_strided``
-and ``row_values``:
-
->>> @njit
-... def rebuilt(array):
-...     table = table_of("a2 s1 t2", (array, array[:, 1], (3, 5)))
-...     whole = row_array(table, 0, 0, 2, np.float32).sum()
-...     column = row_strided(table, 0, 3, 1, np.float32).sum()
-...     return whole, column, row_values(table, 0, 6, 2)
->>> rebuilt(np.arange(12, dtype=np.float32).reshape(4, 3))
-(66.0, 22.0, (3, 5))
 """
 
 from __future__ import annotations
@@ -130,82 +118,20 @@ def table_of(typingctx, layout, items):
     return TABLE(layout, items), codegen
 
 
-def _row_cells(context, builder, signature, args, offset: int):
-    """A function giving the i64 at ``table[at + offset + j]`` (``args``: table, at)."""
-    table = context.make_array(signature.args[0])(context, builder, args[0])
-    base = builder.add(args[1], context.get_constant(types.int64, offset))
-
-    def cell(j: int):
-        index = builder.add(base, context.get_constant(types.int64, j))
-        return builder.load(builder.gep(table.data, [index]))
-
-    return cell
-
-
-def _row_literals(offset, count) -> tuple[int, int] | None:
-    if isinstance(offset, types.IntegerLiteral) and isinstance(count, types.IntegerLiteral):
-        return offset.literal_value, count.literal_value
-    return None
-
-
-@intrinsic
-def row_array(typingctx, table, at, offset, ndim, dtype):
-    """The C-contiguous array of NumPy scalar type ``dtype`` and ``ndim`` axes whose data
-    address and extents lie at ``table[at + offset]`` on, as ``table_of`` packed it (an
-    "a<ndim>" item). ``offset`` and ``ndim`` are literal: one call types where
-    ``carray`` over a tuple of table reads typed an add and a load per slot (a stage's
-    entry compiled in half the time)."""
-    return _row_view(table, at, offset, ndim, dtype, "C")
-
-
-@intrinsic
-def row_strided(typingctx, table, at, offset, ndim, dtype):
-    """The strided view (layout "A") of ``dtype`` and ``ndim`` axes whose data address,
-    extents and byte strides lie at ``table[at + offset]`` on (an "s<ndim>" item); as
-    ``row_array``."""
-    return _row_view(table, at, offset, ndim, dtype, "A")
-
-
-def _row_view(table, at, offset, ndim, dtype, layout: str):
-    """``row_array``'s (layout "C": strides from the extents) or ``row_strided``'s
-    (layout "A": strides read after them) signature and code."""
-    literals = _row_literals(offset, ndim)
-    if literals is None or table != TABLE or not isinstance(dtype, types.NumberClass):
-        return None
-    k, n = literals
-    array_type = types.Array(dtype.dtype, n, layout)
-    itemsize = np.dtype(str(dtype.dtype)).itemsize
-
-    def codegen(context, builder, signature, args):
-        cell = _row_cells(context, builder, signature, args, k)
-        extents = [cell(1 + d) for d in range(n)]
-        if layout == "A":
-            strides = [cell(1 + n + d) for d in range(n)]
-        else:
-            strides, step = [None] * n, context.get_constant(types.intp, itemsize)
-            for d in reversed(range(n)):  # (C order)
-                strides[d] = step
-                step = builder.mul(step, extents[d])
-        return _view(context, builder, array_type, cell(0), extents, strides, itemsize)
-
-    return array_type(table, at, offset, ndim, dtype), codegen
-
-
-@intrinsic
-def row_values(typingctx, table, at, offset, count):
-    """The tuple of ``count`` int64 values at ``table[at + offset]`` on (a "t<count>"
-    item); ``offset`` and ``count`` literal."""
-    literals = _row_literals(offset, count)
-    if literals is None or table != TABLE:
-        return None
-    k, n = literals
-    tuple_type = types.UniTuple(types.int64, n)
-
-    def codegen(context, builder, signature, args):
-        cell = _row_cells(context, builder, signature, args, k)
-        return context.make_tuple(builder, tuple_type, [cell(j) for j in range(n)])
-
-    return tuple_type(table, at, offset, count), codegen
+def view_from_cells(context, builder, array_type: types.Array, cell):
+    """The array of ``array_type`` (layout "C" or "A") whose data address, extents and,
+    for layout "A", byte strides are ``cell(0)``, ``cell(1)``, ... (LLVM i64 values), as
+    ``table_of`` packed it (also how ``entry_code`` rebuilds a stage's arguments)."""
+    n, itemsize = array_type.ndim, np.dtype(str(array_type.dtype)).itemsize
+    extents = [cell(1 + d) for d in range(n)]
+    if array_type.layout == "A":
+        strides = [cell(1 + n + d) for d in range(n)]
+    else:
+        strides, step = [None] * n, context.get_constant(types.intp, itemsize)
+        for d in reversed(range(n)):  # (C order)
+            strides[d] = step
+            step = builder.mul(step, extents[d])
+    return _view(context, builder, array_type, cell(0), extents, strides, itemsize)
 
 
 def _view(context, builder, array_type, address, extents, strides, itemsize: int):
