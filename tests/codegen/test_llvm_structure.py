@@ -180,6 +180,36 @@ def test_pools_and_matmuls_of_one_structure_share_their_stage_function(pair):
     assert stage_modules(fns[0]) and stage_modules(fns[0]) == stage_modules(fns[1])
 
 
+def resize_graph(x_shape, mode: str, coordinates: str):
+    """A sigmoid resized to twice its spatial extents (an FPN's upsampling)."""
+    x = nbyoc.var("x", x_shape)
+    y = nbyoc.call_op(
+        "resize", nbyoc.sigmoid(x), scales=(1.0, 1.0, 2.0, 2.0),
+        sizes=(*x_shape[:2], 2 * x_shape[2], 2 * x_shape[3]), mode=mode,
+        coordinate_transformation_mode=coordinates,
+    )  # fmt: skip
+    return nbyoc.function([x], y)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("coordinates", ["asymmetric", "half_pixel", "align_corners"])
+def test_resizes_of_one_structure_share_their_stage_function(mode, coordinates):
+    """A resize whose source positions depend only on its scales reads its extents at
+    run time (``windows.resize_tasks``); align_corners', which divide by the extents,
+    are written in."""
+    fns = []
+    for seed, x_shape in enumerate([(1, 8, 20, 30), (2, 3, 21, 13)]):
+        func = resize_graph(x_shape, mode, coordinates)
+        fn = nbyoc.compile(func, backend="llvm", options={"llvm": {"parallel_threshold": 64}})
+        assert_close_to_host(fn, func, inputs(func, seed), rtol=1e-5, atol=1e-6)
+        fns.append(fn)
+    resized = [{m for m in stage_modules(fn) if "np.float64(o3)" in m} for fn in fns]
+    if coordinates == "align_corners":  # (in the kernel, or a stage of its shape)
+        assert not resized[0] & resized[1]
+    else:
+        assert len(resized[0]) == 1 and resized[0] == resized[1]
+
+
 def drivers(fn) -> set[str]:
     (module,) = fn.runtime_modules.values()
     return {s.module for s in module.lowered.addressed if s.module and "\nENTRY_TYPE" in s.module}

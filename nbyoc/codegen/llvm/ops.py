@@ -27,7 +27,7 @@ from .gemm import matmul_stage, takes_epilogue
 from .reduce import arg_stage, column_reduction, concatenate_stage, reduce_stage
 from .reductions import REDUCTIONS
 from .stages import StageBody
-from .windows import gather_stage, pool_stage, resize_stage
+from .windows import gather_stage, pool_stage, resize_stage, resize_tasks
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ STAGE_RULES: dict[str, StageRule] = {
     "avg_pool": StageRule(pool_stage, function=True),
     "concatenate": StageRule(concatenate_stage, layouts=True),
     "gather": StageRule(gather_stage),
-    "resize": StageRule(resize_stage),
+    "resize": StageRule(resize_stage, tasks=resize_tasks),
 }
 
 

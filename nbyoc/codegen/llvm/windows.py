@@ -9,7 +9,9 @@ sums in float64 and divides by the window's real elements (or its full size,
 ``count_include_pad``). A resize computes each output element's source positions
 from its index with the reference's float64 arithmetic, so nearest picks the same
 elements; linear interpolates all resized axes at once in float64 (the reference
-goes axis by axis in the dtype, so the two agree to rounding).
+goes axis by axis in the dtype, so the two agree to rounding). A resize whose
+positions depend only on its scales runs as a stage function of one task per output
+row, its extents read at run time (``resize_tasks``): one function for every size.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ...ir.nodes import Call
 from . import rules
 from .loops import loop_nest, parallel_first, subscript
 from .reductions import REDUCTIONS
-from .sizes import Sizes, value
+from .sizes import Dim, Sizes, value
 from .stages import Lead, StageBody
 
 
@@ -157,38 +159,97 @@ def resize_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
     (source,) = sources
     (x,) = node.args
     attrs = node.attrs
-    mode, coordinates = attrs["mode"], attrs["coordinate_transformation_mode"]
-    dtype = x.type.dtype
     inner: list[str] = []
     resized = []  # axes whose samples are interpolated (linear)
     for d, (n_in, n_out, scale) in enumerate(zip(x.type.shape, attrs["sizes"], attrs["scales"])):
-        if n_in == n_out and scale == 1.0:
-            inner.append(f"a{d} = o{d}")
-            continue
-        where = _coordinate(f"np.float64(o{d})", n_in, n_out, scale, coordinates)
-        if mode == "nearest":
-            rounded = NEAREST[attrs["nearest_mode"]].format(v=where)
-            inner.append(f"a{d} = np.int64(min(max({rounded}, 0.0), {float(n_in - 1)!r}))")
-            continue
-        resized.append(d)
-        inner += [  # (not ``w{d}``: the kernel's values are w0, w1, ...)
-            f"at{d} = min(max({where}, 0.0), {float(n_in - 1)!r})",  # outside: the edge
-            f"a{d} = np.int64(np.floor(at{d}))",
-            f"b{d} = min(a{d} + 1, {n_in - 1})",
-            f"f{d} = at{d} - a{d}",
-        ]
+        lines, interpolated = _sample(d, n_in, scale, attrs, n_in == n_out and scale == 1.0)
+        inner += lines
+        resized += [d] * interpolated
     axes = range(x.type.ndim)
+    inner += _resized_element(source, dest, x.type.dtype, x.type.ndim, resized)
+    return loop_nest(node.type.shape, inner, [f"o{d}" for d in axes], parallel_first(parallel))
+
+
+def resize_tasks(node: Call) -> StageBody | None:
+    """resize as a stage function of tasks, one per row of its result (its last axis),
+    every extent read at run time: one function for every size of a structure (mode,
+    coordinate mode, scales, which axes are resized, dtype, rank). None for a coordinate
+    mode whose positions depend on the extents themselves (align_corners,
+    half_pixel_symmetric, pytorch_half_pixel: the per-shape loops of ``resize_stage``),
+    and for a 1-D one (a single row).
+
+    >>> import nbyoc
+    >>> x = nbyoc.var("x", (1, 2, 3, 4))
+    >>> body = resize_tasks(nbyoc.call_op("resize", x, scales=(1.0, 1.0, 2.0, 2.0),
+    ...                     sizes=(1, 2, 6, 8), mode="nearest"))
+    >>> body.tasks, body.sizes.argument(), body.lines[:4]
+    (12, '(1, 2, 6, 8, 3, 4)', ['q = task', 'o2 = q % z2', 'q = q // z2', 'o1 = q % z1'])
+    """
+    (x,) = node.args
+    attrs = node.attrs
+    ndim = x.type.ndim
+    if attrs["coordinate_transformation_mode"] not in ("asymmetric", "half_pixel") or ndim < 2:
+        return None
+    sizes = Sizes()
+    outs = sizes.dims(node.type.shape)
+    lines = ["q = task"]
+    for d in reversed(range(1, ndim - 1)):
+        lines += [f"o{d} = q % {outs[d]}", f"q = q // {outs[d]}"]
+    lines.append("o0 = q")
+    inner, resized = [], []
+    for d, (n_in, n_out, scale) in enumerate(zip(x.type.shape, attrs["sizes"], attrs["scales"])):
+        same = n_in == n_out and scale == 1.0  # (a choice of code: in the text)
+        sample, interpolated = _sample(d, None if same else sizes.dim(n_in), scale, attrs, same)
+        (inner if d == ndim - 1 else lines).extend(sample)
+        resized += [d] * interpolated
+    inner += _resized_element("operand0", "result", x.type.dtype, ndim, resized)
+    lines += [f"for o{ndim - 1} in range({outs[-1]}):", *("    " + line for line in inner)]
+    tasks = math.prod(node.type.shape[:-1])
+    return StageBody(
+        lines,
+        tasks,
+        max(1, node.type.shape[-1] << len(resized)),
+        lead=Lead.spread(node.type.shape[0], tasks),
+        sizes=sizes,
+        parameters=["operand0", "result"],
+    )
+
+
+def _sample(d: int, n_in, scale: float, attrs, same: bool) -> tuple[list[str], bool]:
+    """The lines computing output position ``o<d>``'s source position ``a<d>`` (and, when
+    interpolated, the next one ``b<d>`` and the fraction ``f<d>``) along axis ``d``, of
+    input extent ``n_in`` (a number, or a ``Dim`` read at run time) and scale ``scale``
+    (``same``: the axis is not resized); whether it is interpolated."""
+    if same:
+        return [f"a{d} = o{d}"], False
+    n_out = attrs["sizes"][d]
+    coordinates = attrs["coordinate_transformation_mode"]
+    # (a Dim only for the coordinate modes that read neither extent: ``resize_tasks``)
+    where = _coordinate(f"np.float64(o{d})", n_in, n_out, scale, coordinates)
+    edge = f"np.float64({n_in - 1})" if isinstance(n_in, Dim) else repr(float(n_in - 1))
+    if attrs["mode"] == "nearest":
+        rounded = NEAREST[attrs["nearest_mode"]].format(v=where)
+        return [f"a{d} = np.int64(min(max({rounded}, 0.0), {edge}))"], False
+    return [  # (not ``w{d}``: the kernel's values are w0, w1, ...)
+        f"at{d} = min(max({where}, 0.0), {edge})",  # outside: the edge
+        f"a{d} = np.int64(np.floor(at{d}))",
+        f"b{d} = min(a{d} + 1, {n_in - 1})",
+        f"f{d} = at{d} - a{d}",
+    ], True
+
+
+def _resized_element(source: str, dest: str, dtype, ndim: int, resized: list[int]) -> list[str]:
+    """The lines storing the output element at ``o0, o1, ...`` from the source positions
+    (``_sample``): copied as stored, or interpolated over the ``resized`` axes."""
+    out = subscript([f"o{d}" for d in range(ndim)])
     if not resized:
-        element = f"{source}[{subscript([f'a{d}' for d in axes])}]"  # copied as stored
-        inner.append(f"{dest}[{subscript([f'o{d}' for d in axes])}] = {element}")
-        return loop_nest(node.type.shape, inner, [f"o{d}" for d in axes], parallel_first(parallel))
-    inner.append("acc = 0.0")
+        return [f"{dest}[{out}] = {source}[{subscript([f'a{d}' for d in range(ndim)])}]"]
+    lines = ["acc = 0.0"]
     for corner in range(1 << len(resized)):
         high = {d: bool(corner >> k & 1) for k, d in enumerate(resized)}
         weight = " * ".join(f"f{d}" if high[d] else f"(1.0 - f{d})" for d in resized)
-        index = [(f"b{d}" if high[d] else f"a{d}") if d in high else f"a{d}" for d in axes]
+        index = [(f"b{d}" if high[d] else f"a{d}") if d in high else f"a{d}" for d in range(ndim)]
         element = rules.load(f"{source}[{subscript(index)}]", dtype)
-        inner.append(f"acc += {weight} * {rules.cast(element, 'float64')}")
+        lines.append(f"acc += {weight} * {rules.cast(element, 'float64')}")
     stored = rules.store(rules.cast("acc", dtype), dtype)
-    inner.append(f"{dest}[{subscript([f'o{d}' for d in axes])}] = {stored}")
-    return loop_nest(node.type.shape, inner, [f"o{d}" for d in axes], parallel_first(parallel))
+    return [*lines, f"{dest}[{out}] = {stored}"]
