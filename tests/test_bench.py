@@ -187,3 +187,14 @@ def test_the_growth_exponent_fits_a_power_law():
     assert fit({100: 1.0, 300: 3.0, 1000: 10.0}) == pytest.approx(1.0)
     assert fit({100: 1.0, 1000: 100.0}) == pytest.approx(2.0)
     assert fit({10: 1.0}) is None
+
+
+def test_the_real_model_tables_say_what_a_warm_start_and_a_fixed_shape_are():
+    spec = importlib.util.spec_from_file_location("bench_real", BENCH / "real_models.py")
+    real = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(real)
+    warm = {"cold_s": 0.55, "prepare_s": 0.452, "first_call_s": 0.098}
+    assert real.fmt_warm(warm) == "452 ms + run 98 ms"
+    assert real.fmt_warm({"error": "ValueError: x"}) == "error"
+    fixed = {"error": f"ModelImportError: shapes['x'] = (2, 3) {real.FIXED_SHAPE} 'x'"}
+    assert real.fmt_s(fixed) == "fixed shape"
