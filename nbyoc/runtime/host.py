@@ -34,7 +34,10 @@ class _Step(NamedTuple):
     out: int
     release: tuple[int, ...]  # values last read here, dropped after the step
     reuse: int  # a dying temporary to write the result into (ufunc ``out=``), or -1
-    check: bool  # a later step may write into the result: see that it is really private
+    #: Values a later step may write into, kept from it unless this step's result
+    #: turns out private: the result itself, and each operand the result could be (a
+    #: reference may return its input unchanged, as ``clip`` with no bound does).
+    check: tuple[int, ...]
     label: str
 
 
@@ -92,7 +95,7 @@ class HostFunction:
                 else:
                     values[out] = result = fn(*operands, out=values[reuse])
                 if check and not _is_private(result, operands):
-                    shared = (*shared, out)
+                    shared = (*shared, *check)
                 for i in release:
                     values[i] = None
         except NbyocError:
@@ -157,7 +160,10 @@ def _schedule(nodes: list[Expr], slots: dict, result: Expr, n_params: int, calle
     """Steps in evaluation order, each knowing which values die after it and
     whether it can write into one of them instead of allocating (what NumPy's
     own temporary elision does for ``(a + b) - c``). A step writes into a value only
-    if the value's own step found it private when it ran (``_is_private``)."""
+    if the value's own step found it private when it ran (``_is_private``), and so did
+    every step that read it before: a reader returning its operand unchanged (``clip``
+    with no bound) made the two one array, and writing into the value overwrote the
+    reader's result too."""
     last_use: dict[int, int] = {}
     readers: dict[int, list[Expr]] = {}
     for index, node in enumerate(nodes):
@@ -182,7 +188,10 @@ def _schedule(nodes: list[Expr], slots: dict, result: Expr, n_params: int, calle
                     break
         # Numbered as the printer numbers bindings, so an error points at a line of print(f).
         label = "the result" if node is result else f"%{slots[node] - n_params}"
-        steps.append(
-            _Step(fn, args, kwargs, slots[node], release, reuse, False, f"{label} = {what}")
+        steps.append(_Step(fn, args, kwargs, slots[node], release, reuse, (), f"{label} = {what}"))
+    return [
+        step._replace(
+            check=tuple(s for s in (step.out, *step.args) if s in written and s != step.reuse)
         )
-    return [step._replace(check=step.out in written) for step in steps]
+        for step in steps
+    ]

@@ -64,6 +64,19 @@ def test_outputs_never_alias_inputs_constants_or_views():
     np.testing.assert_array_equal(t, data.T)
 
 
+def test_a_value_written_into_is_not_a_result_a_reader_returned_unchanged():
+    """``clip`` with no bound returns its operand itself; a later ``add`` that was free
+    to write into that operand (its last reader) overwrote the clip's result too (found
+    by tests/transform/test_partition.py's random graphs: an output doubled)."""
+    x = nbyoc.var("x", (4,))
+    chosen = nbyoc.where(nbyoc.less(x, x), x, x)
+    f = nbyoc.function([x], [nbyoc.clip(chosen), x + chosen])
+    data = np.array([0.5, -1.0, 2.0, 3.0], np.float32)
+    clipped, total = HostFunction(f)(data)
+    np.testing.assert_array_equal(clipped, data)
+    np.testing.assert_array_equal(total, data + data)
+
+
 @settings(max_examples=40, deadline=None)
 @given(graphs())
 def test_results_have_the_declared_types(f):
