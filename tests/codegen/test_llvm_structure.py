@@ -210,6 +210,29 @@ def test_resizes_of_one_structure_share_their_stage_function(mode, coordinates):
         assert len(resized[0]) == 1 and resized[0] == resized[1]
 
 
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_gathers_of_one_structure_share_their_stage_function_and_check_their_indices(axis):
+    """A gather's copy reads its extents at run time (``windows.gather_tasks``); its
+    indices are checked in the kernel before it runs, whatever the sizes."""
+    fns, rng = [], np.random.default_rng(axis)
+    for x_shape, index_shape in [((4, 10, 30), (7,)), ((3, 12, 20), (5,))]:
+        x, i = nbyoc.var("x", x_shape), nbyoc.var("i", index_shape, "int64")
+        func = nbyoc.function([x, i], nbyoc.call_op("gather", nbyoc.tanh(x), i, axis=axis))
+        fn = nbyoc.compile(func, backend="llvm", options={"llvm": {"parallel_threshold": 16}})
+        data = rng.standard_normal(x_shape).astype(np.float32)
+        n = x_shape[axis]
+        indices = rng.integers(-n, n, index_shape)
+        assert_close_to_host(fn, func, [data, indices], rtol=1e-6, atol=1e-6)
+        for bad in (n, -n - 1):
+            wrong = indices.copy()
+            wrong[-1] = bad
+            with pytest.raises(nbyoc.errors.ExecutionError, match="gather index is out of range"):
+                fn(data, wrong)
+        fns.append(fn)
+    copies = [{m for m in stage_modules(fn) if "operand1[" in m} for fn in fns]
+    assert len(copies[0]) == 1 and copies[0] == copies[1]
+
+
 def drivers(fn) -> set[str]:
     (module,) = fn.runtime_modules.values()
     return {s.module for s in module.lowered.addressed if s.module and "\nENTRY_TYPE" in s.module}

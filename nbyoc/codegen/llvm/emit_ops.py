@@ -103,7 +103,7 @@ class OpEmission:
         if rule.tasks is not None and self.arrays[node].contiguous:
             body = rule.tasks(node)
             if body is not None:
-                return body, []
+                return body, rule.checks(node, operands) if rule.checks is not None else []
         # (names no emitter binds: resize's source indices are a0, a1, ...)
         names = [f"operand{k}" for k in range(len(node.args))]
         code = rule.emit(node, names, "result", True)

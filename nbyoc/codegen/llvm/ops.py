@@ -27,7 +27,14 @@ from .gemm import matmul_stage, takes_epilogue
 from .reduce import arg_stage, column_reduction, concatenate_stage, reduce_stage
 from .reductions import REDUCTIONS
 from .stages import StageBody
-from .windows import gather_stage, pool_stage, resize_stage, resize_tasks
+from .windows import (
+    gather_checks,
+    gather_stage,
+    gather_tasks,
+    pool_stage,
+    resize_stage,
+    resize_tasks,
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,9 @@ class StageRule:
       emit it as loops in the kernel (``reduce.column_reduction``).
     - ``work``: the multiply-adds of a call, for an op doing many per element of its
       result (None: ``call_work``'s elements read or written).
+    - ``checks``: with ``tasks``, the kernel lines that run before the stage function
+      (given the node and its operands' names): checks that raise, which no stage in a
+      driver's parallel loop may do (a gather's of its indices).
     """
 
     emit: Callable
@@ -63,6 +73,7 @@ class StageRule:
     layouts: bool = False
     tasks: Callable[[Call], StageBody | None] | None = None
     work: Callable[[Call], int] | None = None
+    checks: Callable[[Call, list[str]], list[str]] | None = None
 
 
 def _product_work(call: Call) -> int:
@@ -98,7 +109,7 @@ STAGE_RULES: dict[str, StageRule] = {
     "max_pool": StageRule(pool_stage, function=True),
     "avg_pool": StageRule(pool_stage, function=True),
     "concatenate": StageRule(concatenate_stage, layouts=True),
-    "gather": StageRule(gather_stage),
+    "gather": StageRule(gather_stage, tasks=gather_tasks, checks=gather_checks),
     "resize": StageRule(resize_stage, tasks=resize_tasks),
 }
 
