@@ -286,10 +286,10 @@ def _cache_hint() -> str:
 
     if not cache.enabled():
         return (
-            "the first compile of a model can take a minute or more, and the disk cache "
+            "the first compile of a model takes seconds, and the disk cache "
             "is off (NBYOC_CACHE=0), so each new process compiles it again"
         )
     return (
-        "the first compile of a model can take a minute or more; later ones load it "
+        "the first compile of a model takes seconds; later ones load it "
         f"from the cache in {cache.cache_dir()}"
     )

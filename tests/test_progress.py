@@ -179,7 +179,7 @@ def test_the_notice_waits_for_the_threshold_and_a_quick_compile_never_prints(mon
         bar.working()
         time.sleep(0.4)
     assert notices(capsys.readouterr().err) == [
-        f"nbyoc: compiling slow; the first compile of a model can take a minute or more; "
+        f"nbyoc: compiling slow; the first compile of a model takes seconds; "
         f"later ones load it from the cache in {nbyoc.cache.cache_dir()} "
         f"(NBYOC_PROGRESS=0 turns this message off)"
     ]
