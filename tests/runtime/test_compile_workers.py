@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import queue
 
 import numpy as np
 import pytest
@@ -145,3 +146,79 @@ def test_a_worker_is_replaced_after_its_share_of_modules(tmp_path, monkeypatch):
     for future in compile_workers.submit(tasks).values():
         with pytest.raises(RuntimeError, match="does not have its key"):
             future.result(timeout=120)
+
+
+def test_a_module_no_worker_has_started_is_taken_back_from_the_end(monkeypatch):
+    """``take_back`` gives the task sent last that is still queued, cancelling its future
+    (a worker skips it); a task sent again while pending shares the first future."""
+    monkeypatch.setattr(compile_workers, "_start_workers", lambda: True)  # (none runs)
+    monkeypatch.setattr(compile_workers, "_TASKS", queue.Queue())  # (nor an earlier test's)
+    tasks = [{"key": f"take-back-{k}"} for k in range(compile_workers.MIN_MODULES)]
+    futures = compile_workers.submit(tasks)
+    try:
+        assert compile_workers.pending([t["key"] for t in tasks]) == futures
+        again = compile_workers.submit([tasks[0]])
+        assert again[tasks[0]["key"]] is futures[tasks[0]["key"]]
+        assert compile_workers.take_back() == tasks[-1]
+        assert futures[tasks[-1]["key"]].cancelled()
+        assert tasks[-1]["key"] not in compile_workers.pending([tasks[-1]["key"]])
+    finally:
+        for future in futures.values():
+            future.cancel()
+    assert compile_workers.take_back() is None
+
+
+#: Compiles ``three_structures`` cut into regions of at most two calls (each region
+#: has fewer stage modules than are worth sending alone) and reports what was sent to
+#: the workers at the first region's compile, and the error against the host.
+REGIONS = """
+import json, sys
+import numpy as np
+import nbyoc
+from nbyoc.codegen.llvm import module as llvm_module
+from nbyoc.runtime.llvm import compile_workers
+from tests.runtime.test_compile_workers import three_structures
+
+sends = []
+submit = compile_workers.submit
+compile_workers.submit = lambda tasks: sends.append(len(tasks)) or submit(tasks)
+func = three_structures()
+fn = nbyoc.compile(func, backend="llvm", max_size=2)
+x = np.random.default_rng(0).standard_normal((1, 8, 16, 16)).astype(np.float32)
+error = float(np.max(np.abs(fn(x) - nbyoc.compile(func, backend="host")(x))))
+print(json.dumps({"regions": len(fn.runtime_modules), "sends": sends, "error": error,
+                  "left_ahead": len(llvm_module._AHEAD)}))
+"""
+
+
+def test_a_models_regions_are_lowered_ahead_and_their_modules_sent_at_once(tmp_path):
+    """At a model's first llvm region, every region is lowered and the stage modules of
+    all of them go to the workers together (``module.lower_ahead``): regions too small
+    to share alone still compile in the worker, and each region's compile then uses the
+    lowering made ahead."""
+    env = {"NBYOC_CACHE_DIR": str(tmp_path / "cache"), "NBYOC_COMPILE_WORKERS": "1"}
+    root = str(__import__("pathlib").Path(__file__).parents[2])
+    result = run_fresh(REGIONS, root, env=env)
+    assert result["regions"] >= 3 and result["left_ahead"] == 0
+    assert result["sends"][0] >= compile_workers.MIN_MODULES  # (all regions' at once)
+    assert result["error"] <= 1e-5
+
+
+def test_waiting_for_a_worker_compiles_here_the_modules_none_has_started(tmp_path, monkeypatch):
+    """While it waits, this process takes back the modules no worker has started, last
+    sent first, and compiles them; the module it waits for may be one of them."""
+    monkeypatch.setenv("NBYOC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compile_workers, "_start_workers", lambda: True)  # (none runs)
+    monkeypatch.setattr(compile_workers, "_TASKS", queue.Queue())  # (nor an earlier test's)
+    sources = [f"value = {k}\n" for k in range(compile_workers.MIN_MODULES)]
+    tasks = [kernels._task(kernels.source_key(s), s) for s in sources]
+    futures = compile_workers.submit(tasks)
+    try:
+        assert kernels._wait(futures[tasks[0]["key"]]) is False  # (taken back: not a worker's)
+        assert [vars(kernels._KERNELS[t["key"]])["value"] for t in tasks] == [0, 1, 2]
+        assert all(f.cancelled() for f in futures.values())
+    finally:
+        for task in tasks:
+            futures[task["key"]].cancel()
+            kernels._KERNELS.pop(task["key"], None)
+            kernels._STAGES.discard(task["key"])

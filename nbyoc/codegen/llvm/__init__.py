@@ -44,7 +44,36 @@ def llvm_codegen(func: Function, fuse: bool = True, parallel_threshold: int | No
     region of a module being built is weighed against the module's other llvm regions
     (``lower.MODEL_PROGRAM_MIN_WORK``)."""
     options = {} if parallel_threshold is None else {"parallel_threshold": parallel_threshold}
-    return builtin_module_class(BACKEND)(func, fuse=fuse, model_work=model_work(), **options)
+    work = model_work()
+    _lower_model_ahead(
+        fuse, PARALLEL_THRESHOLD if parallel_threshold is None else parallel_threshold, work
+    )
+    return builtin_module_class(BACKEND)(func, fuse=fuse, model_work=work, **options)
+
+
+def _lower_model_ahead(fuse: bool, parallel_threshold, work: int) -> None:
+    """At the first llvm region of a module being built with several, lower them all
+    and send their stage modules to the compile workers at once (``module.lower_ahead``):
+    the workers then never wait for the next region's lowering, and this process
+    compiles a later region's modules while a worker finishes one of this region's."""
+    from ...runtime.llvm.compile_workers import worker_count
+    from ..build import module_being_built
+
+    module = module_being_built()
+    global _LOWERED_AHEAD
+    if module is None or _LOWERED_AHEAD() is module:
+        return
+    _LOWERED_AHEAD = weakref.ref(module)
+    regions = [f for f in module.functions.values() if f.attrs.get("Compiler") == BACKEND]
+    valid = isinstance(parallel_threshold, int) and parallel_threshold >= 1
+    if len(regions) > 1 and valid and worker_count():  # (else the module says what is wrong)
+        from .module import lower_ahead
+
+        lower_ahead(regions, fuse, parallel_threshold, work)
+
+
+#: The last module whose regions were lowered ahead (a weak reference).
+_LOWERED_AHEAD = weakref.ref(type("Nothing", (), {})())  # (dead: no module yet)
 
 
 def model_work() -> int:

@@ -41,7 +41,7 @@ from ...runtime.arguments import (
 from ...runtime.llvm import target
 from ...runtime.llvm.fastcall import fixed_arity
 from ...runtime.llvm.jit_address import data_addresses, stage_addresses, supported
-from ...runtime.llvm.kernels import load_kernel_modules
+from ...runtime.llvm.kernels import load_kernel_modules, prefetch
 from ...runtime.llvm.kernels import release as release_kernels
 from ...runtime.llvm.machine_code import MachineCodeModule
 from ...runtime.module import Module, load_function, register_loader, save_function
@@ -86,16 +86,13 @@ def compiled_kernel(
     """The compiled kernel of ``func`` (a region of a model doing ``model_work``: see
     ``lower``), from memory when possible (a second identical compile does not touch
     Numba)."""
-    # (the streaming threshold shapes the source too, and a test or user may change it;
-    # so does whether the kernel is a program)
-    # (its own work is the function's: in its digest; the rest that makes it a program)
-    program = (lower_module.PROGRAM_MIN_WORK, model_work >= lower_module.MODEL_PROGRAM_MIN_WORK)
-    key = (structural_digest(func), fuse, parallel_threshold, target.stream_min_bytes(), program)
+    key = _kernel_key(func, fuse, parallel_threshold, model_work)
     with _LOCK:
         entry = _LIVE.get(key)
         if entry is None:
-            pointers = supported()
-            lowered = lower(func, fuse, parallel_threshold, pointers, model_work)
+            lowered = _AHEAD.pop(key, None)
+            if lowered is None:
+                lowered = lower(func, fuse, parallel_threshold, supported(), model_work)
             if lowered.parallel:
                 start_threads()
             # The stages in modules of their own first, then the kernel's (or a program's
@@ -125,6 +122,41 @@ def compiled_kernel(
                 _RECENT.popitem(last=False)
             release_unused(keep_recent=True)
     return entry
+
+
+def _kernel_key(func: Function, fuse: bool, parallel_threshold: int, model_work: int) -> tuple:
+    """What makes two compiled kernels one (``compiled_kernel``)."""
+    # (the streaming threshold shapes the source too, and a test or user may change it;
+    # so does whether the kernel is a program)
+    # (its own work is the function's: in its digest; the rest that makes it a program)
+    program = (lower_module.PROGRAM_MIN_WORK, model_work >= lower_module.MODEL_PROGRAM_MIN_WORK)
+    return (structural_digest(func), fuse, parallel_threshold, target.stream_min_bytes(), program)
+
+
+#: Regions lowered ahead of their compile (``lower_ahead``), by ``_kernel_key``.
+_AHEAD: dict[tuple, Lowered] = {}
+
+
+def lower_ahead(funcs: list[Function], fuse: bool, parallel_threshold: int, model_work: int):
+    """Lower the regions ``funcs`` of a model now, before the first is compiled, and send
+    the stage modules none of them has yet to the compile workers
+    (``runtime.llvm.kernels.prefetch``): they compile while this process compiles the
+    regions before theirs. ``compiled_kernel`` then takes each lowering from here. Only
+    the last model's are kept."""
+    with _LOCK:
+        _AHEAD.clear()
+        sources = []
+        for func in funcs:
+            key = _kernel_key(func, fuse, parallel_threshold, model_work)
+            if key in _LIVE or key in _AHEAD:
+                continue
+            try:
+                lowered = lower(func, fuse, parallel_threshold, supported(), model_work)
+            except Exception:  # (raised again when that region compiles, naming it)
+                continue
+            _AHEAD[key] = lowered
+            sources += [a.module for a in lowered.addressed if a.module]
+        prefetch(sources)
 
 
 def release_unused(keep_recent: bool = False) -> int:

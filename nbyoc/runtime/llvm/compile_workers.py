@@ -11,6 +11,11 @@ worker failed on is compiled here too, which raises what it raises with this
 process's traceback. Loading from the cache checks the files the worker wrote as
 any other process's (``runtime.llvm.numba_cache``).
 
+A model of several regions sends the stage modules of all of them at its first
+region (``kernels.prefetch``): a module already sent is not sent again (``pending``),
+and while this process waits for a worker's module it takes back the last one sent
+that no worker has started, from a later region, and compiles it (``take_back``).
+
 A worker is ``python -m nbyoc.runtime.llvm.compile_worker``, fed one JSON line per module
 on its standard input, answering one per module on its standard output: it never
 imports the user's ``__main__`` (as ``multiprocessing``'s spawn would, re-running a
@@ -42,7 +47,12 @@ MODULES_PER_WORKER = 200
 
 _WORKERS: list[_Worker] = []
 _TASKS: queue.Queue = queue.Queue()
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # (a future cancelled under it calls ``_forget`` at once)
+#: The futures of the modules sent and not yet compiled (or taken back), by key: a
+#: later request for the same module waits for the same compile.
+_PENDING: dict[str, concurrent.futures.Future] = {}
+#: The tasks sent, in order, with their futures: where ``take_back`` looks, from the end.
+_SENT: list[tuple[dict, concurrent.futures.Future]] = []
 
 
 def worker_count() -> int:
@@ -69,16 +79,46 @@ def worker_count() -> int:
 
 def submit(tasks: list[dict]) -> dict[str, concurrent.futures.Future]:
     """Futures of the ``tasks`` (each the JSON fields ``compile_worker`` reads, with
-    the module's ``key``) compiled by the workers, by key; empty when there are too few
-    to share or no workers. A future not yet running may be cancelled (``cancel()``),
-    to compile that module here instead."""
-    if len(tasks) < MIN_MODULES or not _start_workers():
-        return {}
-    futures = {}
-    for task in tasks:
-        futures[task["key"]] = future = concurrent.futures.Future()
-        _TASKS.put((task, future))
+    the module's ``key``) compiled by the workers, by key: those already sent (``pending``)
+    and the others, sent now unless they are too few to share or no worker runs. A
+    future not yet running may be cancelled (``cancel()``), to compile that module here
+    instead."""
+    futures = pending([task["key"] for task in tasks])
+    new = [task for task in tasks if task["key"] not in futures]
+    if len(new) < MIN_MODULES or not _start_workers():
+        return futures
+    with _LOCK:
+        _SENT[:] = [(t, f) for t, f in _SENT if not f.done()]
+        for task in new:
+            key = task["key"]
+            futures[key] = _PENDING[key] = future = concurrent.futures.Future()
+            future.add_done_callback(lambda done, key=key: _forget(key, done))
+            _SENT.append((task, future))
+            _TASKS.put((task, future))
     return futures
+
+
+def pending(keys: list[str]) -> dict[str, concurrent.futures.Future]:
+    """The futures of the modules ``keys`` already sent and not yet compiled, by key."""
+    with _LOCK:
+        return {key: _PENDING[key] for key in keys if key in _PENDING}
+
+
+def take_back() -> dict | None:
+    """The task sent last that no worker has started, taken back (its future cancelled)
+    for this process to compile while it would otherwise wait; None if there is none."""
+    with _LOCK:
+        while _SENT:
+            task, future = _SENT.pop()
+            if not future.done() and future.cancel():  # (cancel() is True once cancelled)
+                return task
+    return None
+
+
+def _forget(key: str, future: concurrent.futures.Future) -> None:
+    with _LOCK:
+        if _PENDING.get(key) is future:
+            del _PENDING[key]
 
 
 def _start_workers() -> bool:

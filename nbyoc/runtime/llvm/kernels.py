@@ -183,20 +183,9 @@ def _compile_missing(missing: dict[str, str], names: dict[str, str], advance, st
     items = list(missing.items())
     shared = items[:-1]
     futures = {}
-    if len(shared) >= compile_workers.MIN_MODULES and compile_workers.worker_count():
-        from .numba_cache import numba_cache_path
-
-        tasks, root = [], str(cache.cache_dir())
-        for key, source in shared:
-            path = module_path(key)
-            write_source(path, source)  # (first: where Numba caches depends on the file)
-            if NumbaCacheFiles(path).present():
-                continue  # (loaded from the cache here in a moment: nothing to share)
-            tasks.append(
-                {"key": key, "source": source, "name": names[key], "cache_root": root,
-                 "numba_dir": str(numba_cache_path(path))}
-            )  # fmt: skip
-        futures = compile_workers.submit(tasks)
+    if shared and compile_workers.worker_count():
+        # (the workers may have some already, sent ahead: ``prefetch``)
+        futures = compile_workers.submit([t for k, s in shared if (t := _task(k, s))])
 
     def load(key, source):
         _KERNELS[key] = _load(source, key, names[key], keep_machine_code=key in stages)
@@ -220,13 +209,76 @@ def _compile_missing(missing: dict[str, str], names: dict[str, str], advance, st
             continue
         future = futures.get(key)
         try:
-            if future is not None:
-                future.result()
+            if future is not None and _wait(future):
                 advance(function_count(source))
         except RuntimeError:  # (compiled here next, raising what it raises)
             pass
-        if not (key in stages and _load_machine_code(key)):
+        if key not in _KERNELS and not (key in stages and _load_machine_code(key)):
             load(key, source)
+
+
+def _wait(future) -> bool:
+    """Wait for a worker's compile, meanwhile compiling here the modules sent ahead for
+    later regions that no worker has started (``prefetch``): a model of several regions
+    otherwise waited at the end of each for the module a worker was still compiling.
+    False when the module waited for was itself taken back (and compiled here)."""
+    while not future.done():
+        from . import compile_workers
+
+        task = compile_workers.take_back()
+        if task is None:
+            break
+        key = task["key"]
+        if key not in _KERNELS and key not in _MACHINE:
+            _KERNELS[key] = _load(task["source"], key, task["name"], keep_machine_code=True)
+            _STAGES.add(key)
+    if future.cancelled():
+        return False
+    future.result()  # (RuntimeError: the worker failed; compiled here next)
+    return True
+
+
+def _task(key: str, source: str) -> dict | None:
+    """What a compile worker needs to compile the stage module ``source`` (content
+    address ``key``), its file written first (where Numba caches depends on it); None
+    when Numba's cache has it already (loaded here in a moment: nothing to share)."""
+    from .numba_cache import numba_cache_path
+
+    path = module_path(key)
+    write_source(path, source)
+    if NumbaCacheFiles(path).present():
+        return None
+    return {
+        "key": key, "source": source, "name": f"{KERNEL_MODULE_PREFIX}{key}",
+        "cache_root": str(cache.cache_dir()), "numba_dir": str(numba_cache_path(path)),
+    }  # fmt: skip
+
+
+def prefetch(sources: list[str]) -> int:
+    """Send the stage modules ``sources`` (of a model's regions compiled next) that are
+    neither loaded, nor kept as machine code, nor in Numba's cache to the compile
+    workers now, so that they compile while this process compiles the regions before;
+    return how many were sent (none without workers, or too few to share).
+
+    >>> prefetch([])
+    0
+    """
+    from . import compile_workers
+
+    if not sources or not compile_workers.worker_count():
+        return 0
+    with _LOCK:
+        tasks = []
+        for source in dict.fromkeys(sources):
+            key = source_key(source)
+            if entry_code.is_entry(source) or key in _KERNELS or key in _MACHINE:
+                continue
+            if machine_code.machine_code_path(module_path(key)).exists():
+                continue
+            task = _task(key, source)
+            if task is not None:
+                tasks.append(task)
+        return len(compile_workers.submit(tasks)) if tasks else 0
 
 
 def module_path(key: str) -> pathlib.Path:
