@@ -142,7 +142,15 @@ def lower_ahead(funcs: list[Function], fuse: bool, parallel_threshold: int, mode
     the stage modules none of them has yet to the compile workers
     (``runtime.llvm.kernels.prefetch``): they compile while this process compiles the
     regions before theirs. ``compiled_kernel`` then takes each lowering from here. Only
-    the last model's are kept."""
+    the last model's are kept.
+
+    >>> import nbyoc
+    >>> x = nbyoc.var("x", (4,))
+    >>> region = nbyoc.function([x], nbyoc.tanh(x) + 0.25)
+    >>> lower_ahead([region], True, 1 << 15, 0)
+    >>> [lowered.kernel for lowered in _AHEAD.values()]
+    ['kernel']
+    """
     with _LOCK:
         _AHEAD.clear()
         sources = []

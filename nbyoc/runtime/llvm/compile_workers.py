@@ -99,14 +99,19 @@ def submit(tasks: list[dict]) -> dict[str, concurrent.futures.Future]:
 
 
 def pending(keys: list[str]) -> dict[str, concurrent.futures.Future]:
-    """The futures of the modules ``keys`` already sent and not yet compiled, by key."""
+    """The futures of the modules ``keys`` already sent and not yet compiled, by key.
+
+    >>> pending(["a module never sent"])
+    {}
+    """
     with _LOCK:
         return {key: _PENDING[key] for key in keys if key in _PENDING}
 
 
 def take_back() -> dict | None:
     """The task sent last that no worker has started, taken back (its future cancelled)
-    for this process to compile while it would otherwise wait; None if there is none."""
+    for this process to compile while it would otherwise wait; None if there is none
+    (``tests/runtime/test_compile_workers.py`` takes some back)."""
     with _LOCK:
         while _SENT:
             task, future = _SENT.pop()
