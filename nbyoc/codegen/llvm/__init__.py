@@ -21,6 +21,7 @@ Codegen options: ``fuse`` (default True; False gives one loop per node) and
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 
 from ...ir.nodes import Call, Function
 from ...runtime.module import builtin_module_class
@@ -72,8 +73,13 @@ def _lower_model_ahead(fuse: bool, parallel_threshold, work: int) -> None:
         lower_ahead(regions, fuse, parallel_threshold, work)
 
 
+def _no_module() -> None:
+    """What a weak reference to no module gives (before any build)."""
+    return None
+
+
 #: The last module whose regions were lowered ahead (a weak reference).
-_LOWERED_AHEAD = weakref.ref(type("Nothing", (), {})())  # (dead: no module yet)
+_LOWERED_AHEAD: Callable[[], object] = _no_module
 
 
 def model_work() -> int:
@@ -99,7 +105,7 @@ def model_work() -> int:
 
 #: The last module ``model_work`` weighed (a weak reference: it holds the model's
 #: weights), and its work.
-_MODEL_WORK: tuple = (lambda: None, 0)
+_MODEL_WORK: tuple = (_no_module, 0)
 
 
 def compiled_kernel(

@@ -86,12 +86,16 @@ def compiled_kernel(
     """The compiled kernel of ``func`` (a region of a model doing ``model_work``: see
     ``lower``), from memory when possible (a second identical compile does not touch
     Numba)."""
-    key = _kernel_key(func, fuse, parallel_threshold, model_work)
     with _LOCK:
+        ahead = _AHEAD.pop(id(func), None)  # (func, its digest, key, lowering: lower_ahead)
+        ahead = ahead if ahead is not None and ahead[0] is func else None
+        digest = ahead[1] if ahead is not None else structural_digest(func)
+        key = _kernel_key(digest, fuse, parallel_threshold, model_work)
         entry = _LIVE.get(key)
         if entry is None:
-            lowered = _AHEAD.pop(key, None)
-            if lowered is None:
+            if ahead is not None and ahead[2] == key:
+                lowered = ahead[3]
+            else:
                 lowered = lower(func, fuse, parallel_threshold, supported(), model_work)
             if lowered.parallel:
                 start_threads()
@@ -124,17 +128,19 @@ def compiled_kernel(
     return entry
 
 
-def _kernel_key(func: Function, fuse: bool, parallel_threshold: int, model_work: int) -> tuple:
-    """What makes two compiled kernels one (``compiled_kernel``)."""
+def _kernel_key(digest: str, fuse: bool, parallel_threshold: int, model_work: int) -> tuple:
+    """What makes two compiled kernels one (``compiled_kernel``), for a function of
+    structural digest ``digest``."""
     # (the streaming threshold shapes the source too, and a test or user may change it;
     # so does whether the kernel is a program)
     # (its own work is the function's: in its digest; the rest that makes it a program)
     program = (lower_module.PROGRAM_MIN_WORK, model_work >= lower_module.MODEL_PROGRAM_MIN_WORK)
-    return (structural_digest(func), fuse, parallel_threshold, target.stream_min_bytes(), program)
+    return (digest, fuse, parallel_threshold, target.stream_min_bytes(), program)
 
 
-#: Regions lowered ahead of their compile (``lower_ahead``), by ``_kernel_key``.
-_AHEAD: dict[tuple, Lowered] = {}
+#: Regions lowered ahead of their compile (``lower_ahead``), by the function's id: the
+#: function, its structural digest (computed once), its ``_kernel_key``, its lowering.
+_AHEAD: dict[int, tuple[Function, str, tuple, Lowered]] = {}
 
 
 def lower_ahead(funcs: list[Function], fuse: bool, parallel_threshold: int, model_work: int):
@@ -148,21 +154,22 @@ def lower_ahead(funcs: list[Function], fuse: bool, parallel_threshold: int, mode
     >>> x = nbyoc.var("x", (4,))
     >>> region = nbyoc.function([x], nbyoc.tanh(x) + 0.25)
     >>> lower_ahead([region], True, 1 << 15, 0)
-    >>> [lowered.kernel for lowered in _AHEAD.values()]
+    >>> [lowered.kernel for *_, lowered in _AHEAD.values()]
     ['kernel']
     """
     with _LOCK:
         _AHEAD.clear()
         sources = []
         for func in funcs:
-            key = _kernel_key(func, fuse, parallel_threshold, model_work)
-            if key in _LIVE or key in _AHEAD:
+            digest = structural_digest(func)
+            key = _kernel_key(digest, fuse, parallel_threshold, model_work)
+            if key in _LIVE:
                 continue
             try:
                 lowered = lower(func, fuse, parallel_threshold, supported(), model_work)
             except Exception:  # (raised again when that region compiles, naming it)
                 continue
-            _AHEAD[key] = lowered
+            _AHEAD[id(func)] = (func, digest, key, lowered)
             sources += [a.module for a in lowered.addressed if a.module]
         prefetch(sources)
 

@@ -30,21 +30,28 @@ from .stages import Lead, StageBody
 def gather_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> list[str]:
     """``np.take(x, indices, axis)`` into ``dest``; negative indices count from the end."""
     x_name, index_name = sources
+    size = node.args[0].type.shape[node.attrs["axis"]]
+    (before, j, after), fetch, copy = _gather_copy(node, x_name, index_name, dest, size)
+    return gather_checks(node, sources) + loop_nest(
+        node.type.shape, [*fetch, copy], before + j + after, parallel_first(parallel)
+    )
+
+
+def _gather_copy(node: Call, x_name: str, index_name: str, dest: str, size):
+    """A gather's index names (before the axis, of the indices, after it), the lines
+    reading the index at ``j`` into ``k`` (a negative one counting back from ``size``, a
+    number or a ``Dim``), and the line copying one element."""
     x, indices = node.args
     axis = node.attrs["axis"]
-    size = x.type.shape[axis]
     j = [f"j{d}" for d in range(indices.type.ndim)]
     before = [f"i{d}" for d in range(axis)]
     after = [f"i{d}" for d in range(axis + 1, x.type.ndim)]
-    copy = [
-        f"k = np.int64({index_name}[{subscript(j)}])",
-        "if k < 0:",
-        f"    k += {size}",
-        f"{dest}[{subscript(before + j + after)}] = {x_name}[{subscript([*before, 'k', *after])}]",
-    ]
-    names = before + j + after
-    return gather_checks(node, sources) + loop_nest(
-        node.type.shape, copy, names, parallel_first(parallel)
+    fetch = [f"k = np.int64({index_name}[{subscript(j)}])", "if k < 0:", f"    k += {size}"]
+    source = subscript([*before, "k", *after])
+    return (
+        (before, j, after),
+        fetch,
+        f"{dest}[{subscript(before + j + after)}] = {x_name}[{source}]",
     )
 
 
@@ -89,13 +96,7 @@ def gather_tasks(node: Call) -> StageBody | None:
     outer = sizes.dims(x.type.shape[:axis])
     size = sizes.dim(x.type.shape[axis])
     inner = sizes.dims(x.type.shape[axis + 1 :])
-    j = [f"j{d}" for d in range(indices.type.ndim)]
-    before = [f"i{d}" for d in range(axis)]
-    after = [f"i{d}" for d in range(axis + 1, x.type.ndim)]
-    fetch = [f"k = np.int64(operand1[{subscript(j)}])", "if k < 0:", f"    k += {size}"]
-    copy = (
-        f"result[{subscript(before + j + after)}] = operand0[{subscript([*before, 'k', *after])}]"
-    )
+    (before, j, after), fetch, copy = _gather_copy(node, "operand0", "operand1", "result", size)
     if after:  # a task per outer position and index, copying a row of the axes after
         task_axes = [*zip(before, outer), *zip(j, index_extents)]
         loops, head, innermost = list(zip(after, inner)), fetch, [copy]
