@@ -68,6 +68,11 @@ class UnsupportedDTypeError(NbyocTypeError):
     """A dtype outside the supported set (float32, float64, int32, int64)."""
 
 
+class UndecidableSizeError(NbyocTypeError):
+    """A step needs a fact about a symbolic size (``n > 3``, its value) that only the
+    call's concrete shapes can tell; fix the dimension to compile it."""
+
+
 class WellFormednessError(IRError):
     """``verify`` found a structural problem (free variable, type drift, ...)."""
 

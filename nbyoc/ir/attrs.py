@@ -6,7 +6,8 @@ is built, each given value is checked and put in normal form by its kind
 they print and parse by kind, and a value read back is normalised the same way.
 
 Kinds (``KINDS``): ``int``, ``float``, ``bool``, ``str`` (optionally one of
-``choices``), ``dtype``, ``ints`` and ``floats`` (tuples); any kind may be
+``choices``), ``dtype``, ``ints``, ``sizes`` (ints or symbolic sizes, see
+``ir.symbols``) and ``floats`` (tuples); any kind may be
 ``optional`` (``None`` allowed). An ``ints`` attribute also takes a single
 int, meaning a tuple of one (``axis=1`` is ``axis=(1,)``).
 
@@ -42,6 +43,27 @@ def _int(value) -> int:
     if isinstance(value, (bool, np.bool_)):
         raise TypeError("a bool is not an int here")
     return operator.index(value)
+
+
+def _size(value):
+    """An int, or a symbolic size (a ``SizeExpr`` or its text, as JSON and the text
+    form store it): what a shape-like attribute computed from a model may hold."""
+    from .symbols import SizeExpr, parse_size  # symbols imports errors only
+
+    if isinstance(value, (SizeExpr, str)):
+        return parse_size(value) if isinstance(value, str) else value
+    return _int(value)
+
+
+def _size_token(value) -> str:
+    # (one token of ExampleJSON: the expression without spaces)
+    return str(value).replace(" ", "")
+
+
+def _parse_size_token(token: str):
+    if re.fullmatch(r"-?\d{1,20}", token):
+        return int(token)
+    return _size(token)
 
 
 def _float(value) -> float:
@@ -124,6 +146,13 @@ KINDS: dict[str, Kind] = {
     "str": Kind(_str, "a word", str, _str),
     "dtype": Kind(_dtype, "a supported dtype", str, _dtype),
     "ints": Kind(_many(_int), "an int or a sequence of ints", str, _parse_int, many=True),
+    "sizes": Kind(
+        _many(_size),
+        "a sequence of ints or symbolic sizes",
+        _size_token,
+        _parse_size_token,
+        many=True,
+    ),
     "floats": Kind(
         _many(_float), "a number or a sequence of numbers", _float_token, _parse_float, many=True
     ),
@@ -193,6 +222,8 @@ class Attr:
             return value if math.isfinite(value) else _float_token(value)
         if self.kind == "floats":
             return [v if math.isfinite(v) else _float_token(v) for v in value]
+        if self.kind == "sizes":
+            return [v if isinstance(v, int) else str(v) for v in value]
         return list(value) if KINDS[self.kind].many else value
 
     def from_json(self, op: str, name: str, value):

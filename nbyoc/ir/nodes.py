@@ -31,6 +31,7 @@ from .dtypes import normalize_dtype
 from .names import IDENTIFIER, check_backend_name, check_identifier, check_symbol, check_var_name
 from .numpy_protocol import ArrayMethods
 from .op import Op, describe, get_op, infer_call
+from .symbols import SizeExpr, collecting
 from .types import FuncType, TensorType, TupleType, Type
 
 #: Function attributes with a grammar of their own (they reach generated code or text).
@@ -218,9 +219,11 @@ class Call(Expr):
     """An op (or a module function, via its ``GlobalVar``) applied to arguments.
 
     ``op`` may be given by name. ``attrs`` are stored in normal form.
+    ``assumes`` holds the constraints on symbolic sizes that its type relies on and
+    that only the call's concrete shapes can check (``ir.symbols.Constraint``).
     """
 
-    __slots__ = ("args", "attrs", "op")
+    __slots__ = ("args", "assumes", "attrs", "op")
 
     def __init__(
         self, op: Op | GlobalVar | str, args: Iterable[Expr], attrs: Mapping | None = None
@@ -239,14 +242,33 @@ class Call(Expr):
                     f"its parameters ({describe(op.type.params)})"
                 )
             result, attrs = op.type.ret, {}
+            assumes = ()
         else:
             op = op if isinstance(op, Op) else get_op(op)
-            result, attrs = infer_call(op, arg_types, attrs or {})
-        self._set(op=op, args=args, attrs=MappingProxyType(dict(attrs)), type=result)
+            if any(getattr(t, "symbols", None) for t in arg_types) or _symbolic(attrs):
+                with collecting() as found:
+                    result, attrs = infer_call(op, arg_types, attrs or {})
+                assumes = tuple(found)
+            else:
+                result, attrs = infer_call(op, arg_types, attrs or {})
+                assumes = ()
+        self._set(
+            op=op, args=args, attrs=MappingProxyType(dict(attrs)), type=result, assumes=assumes
+        )
 
     def __repr__(self) -> str:
         name = self.op.name if isinstance(self.op, Op) else repr(self.op)
         return f"Call({name}, {len(self.args)} args) -> {self.type!r}"
+
+
+def _symbolic(attrs) -> bool:
+    """True when an attribute holds a symbolic size (a reshape's target from a model)."""
+    if not attrs:
+        return False
+    return any(
+        isinstance(v, SizeExpr) or (type(v) is tuple and any(isinstance(d, SizeExpr) for d in v))
+        for v in attrs.values()
+    )
 
 
 class Tuple(Expr):

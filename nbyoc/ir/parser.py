@@ -33,6 +33,7 @@ from .. import limits
 from ..errors import LimitError, NbyocError, ParseError, shown
 from .dtypes import dtype_info
 from .nodes import Call, Constant, Function, GlobalVar, IRModule, Tuple, TupleGetItem, Var
+from .symbols import parse_size
 from .types import FuncType, TensorType, TupleType
 
 _TOKEN = re.compile(
@@ -44,7 +45,7 @@ _TOKEN = re.compile(
     |(?P<number>[-+]?(?:\d+\.\d*|\d+)(?:[eE][+-]?\d+)?)
     |(?P<string>"(?:[^"\\\n]|\\.)*")
     |(?P<name>[A-Za-z_][A-Za-z0-9_]*)
-    |(?P<punct>->|[()\[\]{},:;=.\-])
+    |(?P<punct>->|[()\[\]{},:;=.\-+*%])
     |(?P<bad>.)
     """,
     re.VERBOSE | re.DOTALL,
@@ -86,6 +87,10 @@ def parse(text: str):
         return verify(_Parser(text).program())
     except RecursionError:
         raise ParseError("the text nests too deeply; bind inner values to %names") from None
+
+
+#: Punctuation that ends a symbolic size in a type.
+_NOT_IN_SIZES = frozenset(["[", "]", "{", "}", ";", ":", "=", ".", "->"])
 
 
 class _Parser:
@@ -268,7 +273,7 @@ class _Parser:
         if self.accept("Tensor"):
             self.expect("[")
             self.expect("(")
-            dims = self.comma_list(")", lambda: self.integer("a dimension"))
+            dims = self.comma_list(")", self.dimension)
             self.expect(",")
             dtype = self.expect_kind("name", "a dtype like float32").text
             self.expect("]")
@@ -276,6 +281,29 @@ class _Parser:
         if self.accept("("):
             return self.build(tok, TupleType, self.nested(tok, self.comma_list, ")", self.type))
         self.fail(f"expected a type like Tensor[(10, 10), float32], found {shown(tok.text)}", tok)
+
+    def dimension(self):
+        """An int, or a symbolic size written as the printer writes it (``n``,
+        ``2*n + 1``, ``floordiv(n + 1, 2)``): the tokens up to the next ``,`` or ``)``
+        outside brackets, read by ``parse_size``."""
+        first, depth, end = self.peek(), 0, self.pos
+        while True:
+            tok = self.tokens[end]
+            if tok.kind == "eof" or (depth == 0 and tok.text in (",", ")")):
+                break
+            if tok.kind not in ("number", "name", "punct") or tok.text in _NOT_IN_SIZES:
+                break
+            depth += {"(": 1, ")": -1}.get(tok.text, 0)
+            end += 1
+        if end == self.pos + 1 and first.kind == "number":
+            return self.integer("a dimension")
+        if end == self.pos:
+            self.fail(f"expected a dimension (an int or a size like n), found {shown(first.text)}",
+                      first)  # fmt: skip
+        last = self.tokens[end - 1]
+        source = self.text[first.offset : last.offset + len(last.text)]
+        self.pos = end
+        return self.build(first, parse_size, source)
 
     def integer(self, what: str) -> int:
         tok = self.expect_kind("number", what)

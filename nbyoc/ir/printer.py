@@ -36,6 +36,7 @@ from .nodes import (
     Var,
 )
 from .op import Op
+from .symbols import SizeExpr
 from .traversal import post_order
 
 #: Constants with more elements than this are printed as base64 rather than a list.
@@ -78,11 +79,12 @@ def _module_text(module: IRModule, show_types: bool) -> str:
 
 
 def format_attr(value) -> str:
-    """An attribute value in text form: ints, floats, bools, None, strings, int lists."""
+    """An attribute value in text form: ints, floats, bools, None, strings, int lists;
+    a symbolic size is written as a string of its text."""
     if isinstance(value, (tuple, list)):
         return "[" + ", ".join(format_attr(v) for v in value) + "]"
-    if isinstance(value, str):
-        return json.dumps(value)
+    if isinstance(value, (str, SizeExpr)):
+        return json.dumps(str(value))  # a symbolic size as its text, read back by its kind
     if isinstance(value, float):
         return repr(value)
     return str(value)  # int, bool, None

@@ -127,7 +127,8 @@ class _Writer:
 
 
 def _tensor_type(t: TensorType) -> dict:
-    return {"shape": list(t.shape), "dtype": t.dtype}
+    # (a symbolic size is stored as its text, which TensorType parses back)
+    return {"shape": [d if d.__class__ is int else str(d) for d in t.shape], "dtype": t.dtype}
 
 
 def _type(t) -> dict:

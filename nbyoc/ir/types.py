@@ -1,4 +1,5 @@
-"""IR types: tensors of static shape and dtype, tuples of types, function types.
+"""IR types: tensors of a shape (ints and symbolic sizes) and dtype, tuples of types,
+function types.
 
 Types are immutable values: equal when their contents are equal, usable as
 dict keys, printed in the text form's syntax.
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from .. import limits
 from ..errors import NbyocTypeError
 from .dtypes import dtype_info, normalize_dtype
+from .symbols import SizeExpr, shape_symbols, size
 
 
 class Type:
@@ -33,32 +35,44 @@ MAX_NDIM = 64
 MAX_ELEMENTS = (1 << 63) // 8
 
 
-def normalize_shape(shape) -> tuple[int, ...]:
-    """A shape as a tuple of non-negative Python ints; an int means a 1-D shape.
+def normalize_shape(shape) -> tuple[int | SizeExpr, ...]:
+    """A shape as a tuple of non-negative Python ints or symbolic sizes (a name like
+    ``"n"``, an expression like ``"2*n"``); an int means a 1-D shape.
     At most 64 dimensions and 2**60 elements.
 
-    >>> normalize_shape([3, 4]), normalize_shape(5)
-    ((3, 4), (5,))
+    >>> normalize_shape([3, 4]), normalize_shape(5), normalize_shape(("n", 3))
+    ((3, 4), (5,), (n, 3))
     """
     if shape.__class__ is tuple and all(d.__class__ is int and d >= 0 for d in shape):
         return _bounded(shape)  # already normal: the common case, kept cheap
-    if isinstance(shape, int) and not isinstance(shape, bool):
+    if isinstance(shape, (int, str)) and not isinstance(shape, bool):
         shape = (shape,)
     try:
-        dims = tuple(operator.index(d) for d in shape)
+        dims = tuple(_dimension(d) for d in shape)
     except TypeError:
         raise NbyocTypeError(
-            f"shape {shape!r} must be a tuple of non-negative ints, e.g. (10, 10)"
+            f"shape {shape!r} must be a tuple of non-negative ints or symbol names, "
+            f"e.g. (10, 10) or ('n', 10)"
         ) from None
-    if any(d < 0 for d in dims) or any(isinstance(d, bool) for d in shape):
+    if any(isinstance(d, int) and d < 0 for d in dims) or any(isinstance(d, bool) for d in shape):
         raise NbyocTypeError(f"shape {shape!r} must hold non-negative ints, e.g. (10, 10)")
+    for d in dims:
+        if isinstance(d, SizeExpr) and d.bounds()[1] < 0:
+            raise NbyocTypeError(f"shape {shape!r}: size {d} is negative for every value")
     return _bounded(dims)
 
 
-def _bounded(dims: tuple[int, ...]) -> tuple[int, ...]:
+def _dimension(d):
+    if isinstance(d, (str, SizeExpr)):
+        return size(d)
+    return operator.index(d)
+
+
+def _bounded(dims: tuple) -> tuple:
     if len(dims) > MAX_NDIM:
         raise NbyocTypeError(f"a shape has at most {MAX_NDIM} dimensions, got {len(dims)}")
-    if any(d >= MAX_ELEMENTS for d in dims) or math.prod(dims) >= MAX_ELEMENTS:
+    known = [d for d in dims if d.__class__ is int]
+    if any(d >= MAX_ELEMENTS for d in known) or math.prod(known) >= MAX_ELEMENTS:
         raise NbyocTypeError(
             f"shape {dims} is larger than nbyoc can address (under 2**60 elements and "
             f"2**60 along any axis)"
@@ -68,14 +82,30 @@ def _bounded(dims: tuple[int, ...]) -> tuple[int, ...]:
 
 @dataclass(frozen=True, slots=True)
 class TensorType(Type):
-    """A tensor of static ``shape`` (tuple of ints) and ``dtype`` (canonical name)."""
+    """A tensor of ``shape`` (a tuple of ints and symbolic sizes, see ``ir.symbols``)
+    and ``dtype`` (canonical name). Two types are equal when their dimensions are
+    provably equal: the same ints, the same canonical expressions.
 
-    shape: tuple[int, ...]
+    >>> TensorType(("n", 3)), TensorType(("n", 3)) == TensorType(("m", 3))
+    (Tensor[(n, 3), float32], False)
+    """
+
+    shape: tuple
     dtype: str
+    #: The symbols its dimensions depend on (empty for a static shape).
+    symbols: frozenset = field(default=frozenset(), compare=False, repr=False)
 
     def __init__(self, shape, dtype="float32"):
-        object.__setattr__(self, "shape", normalize_shape(shape))
+        shape = normalize_shape(shape)
+        object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "dtype", normalize_dtype(dtype))
+        static = all(d.__class__ is int for d in shape)
+        object.__setattr__(self, "symbols", frozenset() if static else shape_symbols(shape))
+
+    @property
+    def is_static(self) -> bool:
+        """True when every dimension is an int."""
+        return not self.symbols
 
     @property
     def ndim(self) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from ..errors import NbyocError, WellFormednessError
 from .nodes import Call, Constant, Function, GlobalVar, IRModule, Tuple, TupleGetItem, Var
 from .op import infer_call
+from .symbols import collecting
 from .traversal import post_order
 from .types import FuncType, TensorType, TupleType
 
@@ -84,11 +85,19 @@ def _expected_type(node, where: str, module: IRModule | None):
         return _global_call_type(node, where, module)
     if isinstance(node, Call):
         try:
-            result, attrs = infer_call(node.op, tuple(a.type for a in node.args), dict(node.attrs))
+            with collecting() as assumes:
+                result, attrs = infer_call(
+                    node.op, tuple(a.type for a in node.args), dict(node.attrs)
+                )
         except NbyocError as e:
             raise WellFormednessError(f"{where}: {node!r} no longer type-checks: {e}") from e
         if attrs != dict(node.attrs):
             raise WellFormednessError(f"{where}: {node!r} has attributes not in normal form")
+        if tuple(assumes) != node.assumes:
+            raise WellFormednessError(
+                f"{where}: {node!r} records constraints {node.assumes} on its sizes, "
+                f"but its type rule needs {tuple(assumes)}"
+            )
         return result
     raise WellFormednessError(f"{where}: unknown node {node!r}")
 

@@ -27,7 +27,10 @@ SPECS = {
     "pads": Attr("ints", ()),
     "scales": Attr("floats", None),
     "limit": Attr("int", None),
+    "extent": Attr("sizes", ()),
 }
+#: Sizes as a model's shape arithmetic computes them (symbols, sums, products, floors).
+SIZES = [0, 7, -1, "n", "2*n + 1", "(n + 1) // 2", "min(n, 4)", "max(m, n - 1)", "n*m - 3"]
 
 
 def test_every_kind_is_exercised():
@@ -82,6 +85,9 @@ finite_or_not = st.floats(allow_nan=True, allow_infinity=True, width=64)
     pads=st.lists(st.integers(-100, 100), max_size=6).map(tuple),
     scales=st.none() | st.lists(finite_or_not, max_size=4).map(tuple),
     limit=st.none() | st.integers(0, 10),
+    extent=st.lists(st.sampled_from(SIZES), max_size=4).map(
+        lambda sizes: tuple(nbyoc.ir.symbols.size(s) for s in sizes)
+    ),
 )
 def test_every_kind_round_trips_through_every_format(attrs_op, **attrs):
     forms = _round_trips(attrs)
@@ -111,6 +117,7 @@ def test_values_are_normalised_by_kind(attrs_op):
         ({"pads": "12"}, "pads must be an int or a sequence of ints"),
         ({"pads": None}, "pads must be an int or a sequence of ints, got None"),
         ({"limit": 2.0}, "limit must be an int or None"),
+        ({"extent": [1.5]}, "extent must be a sequence of ints or symbolic sizes"),
     ],
 )
 def test_a_wrong_value_is_a_type_error_naming_the_attribute(attrs_op, attrs, message):

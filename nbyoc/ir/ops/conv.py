@@ -26,6 +26,7 @@ from ...errors import NbyocTypeError
 from ..attrs import Attr
 from ..dtypes import dtype_info, promote
 from ..op import Op, describe, register_op
+from ..symbols import SizeExpr, maximum, require
 from ..types import TensorType
 
 AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -61,10 +62,16 @@ def window_geometry(name: str, x: TensorType, kernel, attrs) -> dict:
             )
     elif mode == "VALID":
         pads = (0,) * 2 * k
+    elif any(isinstance(size, SizeExpr) for size in spatial):
+        # SAME_* over a symbolic size: the padding depends on the size's parity, so the
+        # mode stays in the normal form (made explicit once the sizes are known)
+        out = tuple((size + s - 1) // s for size, s in zip(spatial, strides))
+        normal = {"strides": strides, "pads": None, "dilations": dilations, "auto_pad": mode}
+        return {"attrs": normal, "spatial": out}
     else:  # SAME_*: the output has ceil(size / stride) elements, the padding split in two
         begins, ends = [], []
         for size, s, e in zip(spatial, strides, extent):
-            total = max(0, (math.ceil(size / s) - 1) * s + e - size)
+            total = maximum(0, (-(-size // s) - 1) * s + e - size)  # ceil(size / s)
             small, large = total // 2, total - total // 2
             begins.append(small if mode == "SAME_UPPER" else large)
             ends.append(large if mode == "SAME_UPPER" else small)
@@ -72,11 +79,9 @@ def window_geometry(name: str, x: TensorType, kernel, attrs) -> dict:
     out = []
     for axis, (size, s, e) in enumerate(zip(spatial, strides, extent)):
         padded = size + pads[axis] + pads[k + axis]
-        if padded < e:
-            raise NbyocTypeError(
-                f"{name}({x!r}): the window ({e} elements with dilation) is larger than "
-                f"spatial axis {axis} with its padding ({padded})"
-            )
+        require("at_least", padded, e, where=f"{name} spatial axis {axis} with its padding",
+                error=f"{name}({x!r}): the window ({e} elements with dilation) is larger "
+                      f"than spatial axis {axis} with its padding ({padded})")  # fmt: skip
         out.append((padded - e) // s + 1)
     normal = {"strides": strides, "pads": pads, "dilations": dilations, "auto_pad": "NOTSET"}
     return {"attrs": normal, "spatial": tuple(out)}
@@ -114,16 +119,15 @@ def _conv_rule(types, attrs):
             raise NbyocTypeError(f"conv({describe(types)}): takes float tensors")
     check_spatial("conv", x)
     group = attrs["group"]
-    if w.ndim != x.ndim or group < 1 or x.shape[1] % group or w.shape[0] % group:
-        raise NbyocTypeError(
-            f"conv({describe(types)}): w must be (M, C / group, kernel...) with the rank of "
-            f"x, and group must divide C and M"
-        )
-    if w.shape[1] * group != x.shape[1]:
-        raise NbyocTypeError(
-            f"conv({describe(types)}): x has {x.shape[1]} channels, w expects "
-            f"{w.shape[1]} x {group} groups"
-        )
+    wrong = (f"conv({describe(types)}): w must be (M, C / group, kernel...) with the rank of "
+             f"x, and group must divide C and M")  # fmt: skip
+    if w.ndim != x.ndim or group < 1:
+        raise NbyocTypeError(wrong)
+    require("divisible", x.shape[1], group, where="conv's channels", error=wrong)
+    require("divisible", w.shape[0], group, where="conv's filters", error=wrong)
+    require("equal", w.shape[1] * group, x.shape[1], where="conv's channels",
+            error=f"conv({describe(types)}): x has {x.shape[1]} channels, w expects "
+                  f"{w.shape[1]} x {group} groups")  # fmt: skip
     if len(types) == 3 and types[2].shape != (w.shape[0],):
         raise NbyocTypeError(f"conv: bias must have shape ({w.shape[0]},), got {types[2]!r}")
     geometry = window_geometry("conv", x, w.shape[2:], attrs)
@@ -176,7 +180,8 @@ def _pool_rule(name: str):
             )
         geometry = window_geometry(name, x, kernel, attrs)
         k = x.ndim - 2
-        if any(p >= kk for p, kk in zip(geometry["attrs"]["pads"], kernel * 2)) and k:
+        pads = geometry["attrs"]["pads"] or ()
+        if any(p >= kk for p, kk in zip(pads, kernel * 2)) and k:
             raise NbyocTypeError(f"{name}: a pad must be smaller than the kernel")
         dtype = x.dtype
         if name == "avg_pool" and not dtype_info(dtype).is_float:
@@ -251,11 +256,12 @@ def _conv_transpose_rule(types, attrs):
         if not dtype_info(t.dtype).is_float:
             raise NbyocTypeError(f"conv_transpose({describe(types)}): takes float tensors")
     k, group = x.ndim - 2, attrs["group"]
-    if k < 1 or w.ndim != x.ndim or group < 1 or w.shape[0] != x.shape[1] or x.shape[1] % group:
-        raise NbyocTypeError(
-            f"conv_transpose({describe(types)}): w must be (C, M / group, kernel...) with C "
-            f"x's channels, the rank of x, and group dividing C"
-        )
+    wrong = (f"conv_transpose({describe(types)}): w must be (C, M / group, kernel...) with "
+             f"C x's channels, the rank of x, and group dividing C")  # fmt: skip
+    if k < 1 or w.ndim != x.ndim or group < 1:
+        raise NbyocTypeError(wrong)
+    require("equal", w.shape[0], x.shape[1], where="conv_transpose's channels", error=wrong)
+    require("divisible", x.shape[1], group, where="conv_transpose's channels", error=wrong)
     m = w.shape[1] * group
     if len(types) == 3 and types[2].shape != (m,):
         raise NbyocTypeError(f"conv_transpose: bias must have shape ({m},), got {types[2]!r}")
@@ -274,8 +280,14 @@ def _conv_transpose_rule(types, attrs):
         for i, (n, s, e, d, kk) in enumerate(zip(x.shape[2:], strides, extra, dilations,
                                                  w.shape[2:]))
     )  # fmt: skip
-    if any(n < 1 for n in spatial):
-        raise NbyocTypeError(f"conv_transpose({describe(types)}): the pads leave no output")
+    for axis, n in enumerate(spatial):
+        require(
+            "at_least",
+            n,
+            1,
+            where=f"conv_transpose's output axis {axis}",
+            error=f"conv_transpose({describe(types)}): the pads leave no output",
+        )
     normal = {"strides": strides, "pads": pads, "dilations": dilations, "group": group,
               "output_padding": extra}  # fmt: skip
     return TensorType((x.shape[0], m, *spatial), promote(*(t.dtype for t in types))), normal
@@ -417,7 +429,7 @@ def _resize_reference(x, sizes, scales, mode, coordinate_transformation_mode, ne
 register_op(Op("resize", 1, _resize_rule, _resize_reference, "layout",
                "``x`` resampled to ``sizes`` (or by ``scales``), nearest or (multi)linear, "
                "with ONNX Resize's coordinate modes",
-               attrs={"sizes": Attr("ints", None), "scales": Attr("floats", None),
+               attrs={"sizes": Attr("sizes", None), "scales": Attr("floats", None),
                       "mode": Attr("str", "nearest", choices=("nearest", "linear")),
                       "coordinate_transformation_mode": Attr("str", "half_pixel",
                                                              choices=COORDINATE_MODES),

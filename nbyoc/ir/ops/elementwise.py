@@ -22,20 +22,31 @@ from ..attrs import Attr
 from ..builder import call_op
 from ..dtypes import DTYPES, dtype_info
 from ..op import Op, describe, register_op
+from ..symbols import require
 from ..types import TensorType
 
 
 def broadcast_shapes(op_name: str, types: tuple[TensorType, ...]) -> tuple[int, ...]:
     """NumPy's broadcasting of the operands' shapes, or a type error saying where it fails.
 
+    A symbolic size meeting an int ``c`` (not 1) gives ``c`` and meeting another
+    symbol gives the first operand's; either way the call then needs the other size
+    to be 1 or equal, a constraint checked when the sizes are known.
+
     >>> broadcast_shapes("add", (TensorType((4, 1)), TensorType((3,))))
     (4, 3)
+    >>> broadcast_shapes("add", (TensorType(("n", 1)), TensorType(("m", 3))))
+    (n, 3)
     """
     ndim = max(len(t.shape) for t in types)
     out = []
     for axis in range(-ndim, 0):
         dims = {t.shape[axis] for t in types if len(t.shape) >= -axis}
         sizes = dims - {1}
+        symbolic = [d for d in sizes if d.__class__ is not int]
+        if symbolic:
+            out.append(_symbolic_broadcast(op_name, types, axis, sizes))
+            continue
         if len(sizes) > 1:
             raise NbyocTypeError(
                 f"{op_name}({describe(types)}): shapes do not broadcast: sizes "
@@ -44,6 +55,23 @@ def broadcast_shapes(op_name: str, types: tuple[TensorType, ...]) -> tuple[int, 
             )
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
+
+
+def _symbolic_broadcast(op_name: str, types, axis: int, sizes: set):
+    known = sorted(d for d in sizes if d.__class__ is int)
+    if len(known) > 1:
+        raise NbyocTypeError(
+            f"{op_name}({describe(types)}): shapes do not broadcast: sizes {known} "
+            f"meet at axis {axis}; make trailing dimensions equal or 1 (e.g. with reshape)"
+        )
+    if known:
+        result = known[0]
+    else:  # the first operand's size, so that the result does not depend on set order
+        result = next(t.shape[axis] for t in types if len(t.shape) >= -axis
+                      and t.shape[axis] in sizes)  # fmt: skip
+    for d in sorted(sizes - {result}, key=str):
+        require("broadcast", d, result, where=f"{op_name} at axis {axis}")
+    return result
 
 
 @functools.cache

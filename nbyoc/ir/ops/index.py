@@ -23,11 +23,12 @@ import operator
 
 import numpy as np
 
-from ...errors import NbyocTypeError
+from ...errors import NbyocTypeError, UndecidableSizeError
 from ..attrs import Attr
 from ..builder import call_op, const
 from ..dtypes import dtype_info
 from ..op import Op, register_op
+from ..symbols import SizeExpr, maximum, minimum
 from ..types import TensorType
 from .elementwise import ELEMENTWISE_LOOPS, broadcast_shapes, register_elementwise
 from .reduce import normalize_axes
@@ -48,8 +49,16 @@ def _clamp(value: int, size: int, step: int) -> int:
     if value < 0:
         value += size
     if step > 0:
-        return builtins.min(builtins.max(value, 0), size)
-    return builtins.min(builtins.max(value, -1), size - 1)
+        return minimum(maximum(value, 0), size)
+    return minimum(maximum(value, -1), size - 1)
+
+
+def _length(start, end, step):
+    """How many elements ``range(start, end, step)`` holds, for resolved indices
+    (also symbolic ones)."""
+    if step > 0:
+        return maximum(0, (end - start + step - 1) // step)
+    return maximum(0, (start - end - step - 1) // -step)
 
 
 def _slice_rule(types, attrs):
@@ -63,7 +72,7 @@ def _slice_rule(types, attrs):
             f"(got {len(starts)}, {len(ends)}, {len(axes)}, {len(steps)})"
         )
     full_starts, full_ends, full_steps = [0] * t.ndim, list(t.shape), [1] * t.ndim
-    seen = set()
+    seen, given = set(), {}
     for axis, start, end, step in zip(axes, starts, ends, steps):
         if not -t.ndim <= axis < t.ndim or axis % t.ndim in seen:
             raise NbyocTypeError(f"slice({t!r}): axis {axis} is out of range or repeated")
@@ -75,15 +84,21 @@ def _slice_rule(types, attrs):
         full_starts[axis] = _clamp(start, size, step)
         full_ends[axis] = _clamp(end, size, step)
         full_steps[axis] = step
+        given[axis] = (start, end)
     # "Before the first element" (-1 when stepping backwards) is stored as -(size + 1),
     # which resolves to itself: the normal form must survive the rule again.
+    shape = [_length(*bounds) for bounds in zip(full_starts, full_ends, full_steps)]
     for axis in range(t.ndim):
         if full_steps[axis] < 0:
             size = t.shape[axis]
             full_starts[axis] = -(size + 1) if full_starts[axis] == -1 else full_starts[axis]
             full_ends[axis] = -(size + 1) if full_ends[axis] == -1 else full_ends[axis]
-    slices = python_slices({"starts": full_starts, "ends": full_ends, "steps": full_steps})
-    shape = [len(range(*sl.indices(d))) for sl, d in zip(slices, t.shape)]
+            # A symbolic index that may resolve to -1 ("before the first element") has no
+            # resolved form that means the same for every size: the given index is kept,
+            # and resolved again once the size is known.
+            for bounds, side in ((full_starts, 0), (full_ends, 1)):
+                if isinstance(bounds[axis], SizeExpr) and bounds[axis].bounds()[0] < 0:
+                    bounds[axis] = given[axis][side]
     normal = {"starts": tuple(full_starts), "ends": tuple(full_ends),
               "axes": tuple(range(t.ndim)), "steps": tuple(full_steps)}  # fmt: skip
     return TensorType(shape, t.dtype), normal
@@ -110,7 +125,7 @@ _register(
     "slice", 1, _slice_rule, _slice_reference,
     "Elements ``starts[i]:ends[i]:steps[i]`` along ``axes[i]`` (ONNX Slice; negative "
     "indices count from the end, out-of-range ones are clamped)",
-    attrs={"starts": Attr("ints"), "ends": Attr("ints"), "axes": Attr("ints", None),
+    attrs={"starts": Attr("sizes"), "ends": Attr("sizes"), "axes": Attr("ints", None),
            "steps": Attr("ints", None)},
 )  # fmt: skip
 
@@ -225,7 +240,7 @@ def _broadcast_reference(x, shape):
 
 register_op(Op("broadcast_to", 1, _broadcast_rule, _broadcast_reference, "elementwise",
                "``x`` repeated along broadcast axes to ``shape`` (NumPy's rules)",
-               attrs={"shape": Attr("ints")}))  # fmt: skip
+               attrs={"shape": Attr("sizes")}))  # fmt: skip
 ELEMENTWISE_LOOPS["broadcast_to"] = _identity_loop  # a copy: computes in x's dtype
 
 
@@ -243,7 +258,7 @@ _register(
                           {"shape": tuple(attrs["shape"])}),
     _expand_reference,
     "``x`` broadcast together with ``shape`` (ONNX Expand: the result may be larger than both)",
-    {"shape": Attr("ints")},
+    {"shape": Attr("sizes")},
     lambda x, shape: call_op("broadcast_to", x, shape=_expand_shape(x.type, shape)),
 )  # fmt: skip
 
@@ -375,14 +390,23 @@ def split(x, sections, axis=0) -> tuple:
     """
     (axis,) = normalize_axes("split", x.type, axis)
     size = x.type.shape[axis]
+    # (split is a builder, not an op: a condition on a symbolic size must be provable)
     if isinstance(sections, int):
-        if sections <= 0 or size % sections:
+        rest = size % sections if sections > 0 else 1
+        if isinstance(rest, SizeExpr):
+            raise UndecidableSizeError(
+                f"split: cannot tell at compile time that the axis of length {size} has "
+                f"{sections} equal parts; fix its size"
+            )
+        if rest:
             raise NbyocTypeError(f"split: an axis of length {size} has no {sections} equal parts")
         sizes = [size // sections] * sections
     else:
         sizes = [operator.index(n) for n in sections]
-        if sum(sizes) != size or any(n < 0 for n in sizes):
-            raise NbyocTypeError(f"split: sizes {sizes} do not add up to the axis length {size}")
+        if any(n < 0 for n in sizes) or sum(sizes) != size:
+            raise (UndecidableSizeError if isinstance(size, SizeExpr) else NbyocTypeError)(
+                f"split: sizes {sizes} do not add up to the axis length {size}"
+            )
     parts, start = [], 0
     for n in sizes:
         parts.append(call_op("slice", x, starts=(start,), ends=(start + n,), axes=(axis,)))
@@ -419,7 +443,18 @@ def index(x, key):
             shape.append(1)
             continue
         size = x.type.shape[axis]
-        if isinstance(k, builtins.slice):
+        if isinstance(k, builtins.slice) and isinstance(size, SizeExpr):
+            # the slice op resolves the indices against the symbolic size
+            step = 1 if k.step is None else operator.index(k.step)
+            if step == 0:
+                raise NbyocTypeError("slice step cannot be zero")
+            first, before = (0, size) if step > 0 else (-1, -(size + 1))
+            starts.append(first if k.start is None else operator.index(k.start))
+            ends.append(before if k.stop is None else operator.index(k.stop))
+            steps.append(step)
+            axes.append(axis)
+            shape.append((axis,))  # (its size is the slice's, once built)
+        elif isinstance(k, builtins.slice):
             start, stop, step = k.indices(size)
             # Python's resolved -1 means "before the first element" (stepping backwards);
             # the slice op reads -1 as the last one, and takes -(size + 1) for "before".
@@ -432,7 +467,7 @@ def index(x, key):
             k = operator.index(k)
             if not -size <= k < size:
                 raise NbyocTypeError(f"index {k} is out of range for axis {axis} of {x.type!r}")
-            k %= size
+            k = k + size if k < 0 else k
             starts.append(k)
             ends.append(k + 1)
             steps.append(1)
@@ -458,6 +493,7 @@ def index(x, key):
     if sliced:
         out = call_op("slice", out, starts=tuple(starts), ends=tuple(ends), axes=tuple(axes),
                       steps=tuple(steps))  # fmt: skip
+    shape = [out.type.shape[d[0]] if type(d) is tuple else d for d in shape]
     if tuple(shape) != out.type.shape:
         out = call_op("reshape", out, newshape=tuple(shape))
     return out

@@ -22,6 +22,7 @@ from ..attrs import Attr
 from ..builder import call_op
 from ..dtypes import promote
 from ..op import Op, describe, register_op
+from ..symbols import require
 from ..types import TensorType
 from .elementwise import broadcast_shapes
 
@@ -36,12 +37,13 @@ def _matmul_rule(types, attrs):
     # NumPy: a 1-D left operand is a row, a 1-D right operand a column; both dims go again.
     a_shape = (1, *a.shape) if a.ndim == 1 else a.shape
     b_shape = (*b.shape, 1) if b.ndim == 1 else b.shape
-    if a_shape[-1] != b_shape[-2]:
+    if a_shape[-1] != b_shape[-2] and not (a.symbols or b.symbols):
         raise NbyocTypeError(
             f"matmul({describe(types)}): inner dimensions differ ({a_shape[-1]} vs "
             f"{b_shape[-2]}); the last axis of the left operand must match the "
             f"second-to-last of the right (transpose one of them?)"
         )
+    require("equal", a_shape[-1], b_shape[-2], where="matmul's inner dimensions")
     batch = broadcast_shapes(
         "matmul", (TensorType(a_shape[:-2], a.dtype), TensorType(b_shape[:-2], b.dtype))
     )
@@ -51,28 +53,25 @@ def _matmul_rule(types, attrs):
 
 def _reshape_rule(types, attrs):
     (t,) = types
-    newshape = attrs["newshape"]
-    try:
-        dims = [operator.index(newshape)] if not hasattr(newshape, "__iter__") else list(newshape)
-        dims = [operator.index(d) for d in dims]
-    except TypeError:
-        raise NbyocTypeError(f"reshape: newshape must be ints, got {newshape!r}") from None
+    dims = list(attrs["newshape"])  # ints and symbolic sizes (the attribute's kind)
     if dims.count(-1) > 1 or any(d < -1 for d in dims):
         raise NbyocTypeError(
             f"reshape({t!r}): newshape {tuple(dims)} may hold one -1 and no other negative size"
         )
     known = math.prod(d for d in dims if d != -1)
     if -1 in dims:
-        if known == 0 or t.size % known:
+        if known == 0:
             raise NbyocTypeError(
                 f"reshape({t!r}): cannot infer the -1 in {tuple(dims)} from {t.size} elements"
             )
+        require("divisible", t.size, known, where=f"reshape to {tuple(dims)}",
+                error=f"reshape({t!r}): cannot infer the -1 in {tuple(dims)} from {t.size} "
+                      f"elements")  # fmt: skip
         dims[dims.index(-1)] = t.size // known
-    elif known != t.size:
-        raise NbyocTypeError(
-            f"reshape({t!r}): newshape {tuple(dims)} has {known} elements, the input "
-            f"{t.size}; sizes must multiply to the same total"
-        )
+    else:
+        require("equal", known, t.size, where=f"reshape to {tuple(dims)}",
+                error=f"reshape({t!r}): newshape {tuple(dims)} has {known} elements, the "
+                      f"input {t.size}; sizes must multiply to the same total")  # fmt: skip
     return TensorType(dims, t.dtype), {"newshape": tuple(dims)}
 
 
@@ -111,15 +110,14 @@ def _concatenate_rule(types, attrs):
             f"{first.ndim}-D tensors"
         )
     axis %= first.ndim
+    wrong = (f"concatenate({describe(types)}) along axis {axis}: all operands need the "
+             f"same rank and the same size on every other axis")  # fmt: skip
     for t in types[1:]:
-        same_rest = t.ndim == first.ndim and all(
-            d == e for i, (d, e) in enumerate(zip(t.shape, first.shape)) if i != axis
-        )
-        if not same_rest:
-            raise NbyocTypeError(
-                f"concatenate({describe(types)}) along axis {axis}: all operands need the "
-                f"same rank and the same size on every other axis"
-            )
+        if t.ndim != first.ndim:
+            raise NbyocTypeError(wrong)
+        for i, (d, e) in enumerate(zip(t.shape, first.shape)):
+            if i != axis:
+                require("equal", d, e, where=f"concatenate on axis {i}", error=wrong)
     shape = list(first.shape)
     shape[axis] = sum(t.shape[axis] for t in types)
     return TensorType(shape, promote(*(t.dtype for t in types))), {"axis": axis}
@@ -155,7 +153,7 @@ register_op(
         _reshape_reference,
         "layout",
         "The same elements in a new shape (C order)",
-        attrs={"newshape": Attr("ints")},
+        attrs={"newshape": Attr("sizes")},
     )
 )
 register_op(
