@@ -19,7 +19,9 @@ from .codegen.registry import HOST, check_backend
 from .errors import NbyocError
 from .ir.nodes import Function, IRModule
 from .ir.verify import verify
+from .ir.specialize import specialize
 from .runtime.executable import Executable
+from .runtime.sizes import is_symbolic, register_specializer
 from .transform.partition import plain
 from .transform.pipeline import MAX_REGION_CALLS, partition
 
@@ -65,8 +67,31 @@ def compile(
         raise NbyocError(
             f"compile() takes an nbyoc Function or IRModule, got {type(func).__name__}"
         )
-    runtime_modules = build(module, check_options(options, backends, module))
-    return Executable(module, runtime_modules, backend if isinstance(backend, str) else backends)
+    options = check_options(options, backends, module)
+    backend = backend if isinstance(backend, str) else backends
+    if is_symbolic(module):
+        # Built for each binding of the sizes at its first call (SymbolicSizes): the
+        # kernels are per structure, so a later size reuses what the first compiled.
+        return Executable(module, {}, backend, options)
+    return Executable(module, build(module, options), backend, options)
+
+
+def _specialized(module: IRModule, binding, backend, options) -> Executable:
+    """``module`` (partitioned, symbolic) built for one binding of its sizes: a backend
+    that can make its code size-generic is asked to (``SIZE_GENERIC``)."""
+    concrete = specialize(module, binding)
+    used = {f.attrs.get("Compiler") for f in module.functions.values()}
+    generic = {name: {**SIZE_GENERIC[name], **options.get(name, {})}
+               for name in SIZE_GENERIC if name in used}  # fmt: skip
+    return Executable(concrete, build(concrete, {**options, **generic}), backend, options)
+
+
+#: Codegen options that make a backend's code serve every binding of a function's
+#: symbolic sizes: the kernels of one binding are then those of every other.
+SIZE_GENERIC = {"llvm": {"size_generic": True}}
+
+
+register_specializer(_specialized)
 
 
 def check_options(options, backends: list[str], module: IRModule) -> dict:

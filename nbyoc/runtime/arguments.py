@@ -84,7 +84,7 @@ class ArgumentSpec:
                     f"{self._which(i)} should be {self.types[i]!r}, got dtype {a.dtype}; "
                     f"convert it with .astype(np.{dtype.name}) (nbyoc never casts silently)"
                 )
-            if a.shape != shape:
+            if a.shape != shape and not _fits(a.shape, shape):
                 raise ShapeMismatchError(
                     f"{self._which(i)} should be {self.types[i]!r}, got shape {a.shape} {a.dtype}"
                 )
@@ -113,6 +113,13 @@ class ArgumentSpec:
             f"({self.signature()}); got keyword argument(s) {', '.join(map(repr, named))}. "
             f"Call it as fn({', '.join(self.names)})"
         )
+
+
+def _fits(actual: tuple[int, ...], shape: tuple) -> bool:
+    """Same rank, and equal on every fixed dimension (symbolic ones are bound later)."""
+    return len(actual) == len(shape) and all(
+        d == e for d, e in zip(actual, shape) if e.__class__ is int
+    )
 
 
 def readable_inputs(arrays, writeable: bool = False) -> list[np.ndarray]:

@@ -29,6 +29,7 @@ from pathlib import Path
 from .. import cache
 from .._version import __version__
 from ..errors import CompileError
+from .compiles import count
 from ..progress import progress
 
 DEFAULT_CFLAGS = ("-O3",)
@@ -149,6 +150,7 @@ def build_shared_library(source: str, name: str, native: bool = False) -> Path:
                 f"the C compiler failed on {source_path} "
                 f"({' '.join(command + flags)}):\n{result.stderr.strip()}"
             )
+        count("c libraries")
         digest = cache.file_digest(Path(tmp))
         os.replace(tmp, library)
         cache.record(library, digest)

@@ -28,6 +28,7 @@ from ..ir.types import TupleType, tensor_types
 from .arguments import ArgumentSpec
 from .host import HostFunction
 from .outputs import allocate_result, allocators, is_pooled
+from .sizes import SymbolicSizes, is_symbolic, module_constraints
 
 
 class Executable:
@@ -40,12 +41,19 @@ class Executable:
     global symbol of each external function to the runtime module running it.
     """
 
-    def __init__(self, module: IRModule, runtime_modules=None, backend="host"):
+    def __init__(self, module: IRModule, runtime_modules=None, backend="host", options=None):
         self.module = module
         self.runtime_modules = dict(runtime_modules or {})
         self.backend = backend
+        self.options = dict(options or {})
         main = module["main"]
         self._spec = ArgumentSpec.of([(p.name_hint, p.type) for p in main.params], "main")
+        if is_symbolic(module):
+            self._sizes = SymbolicSizes(self, module_constraints(module))
+            self._direct = None
+            self._call = self._sizes.call
+            return
+        self._sizes = None
         callees: dict = {}
         for name in _callees_first(module):
             if name in self.runtime_modules:
@@ -74,6 +82,12 @@ class Executable:
             return direct(*self._spec.check(args))
         arrays = self._spec.check(args)
         return _fresh(self._main(*arrays), {id(a) for a in arrays}, set())
+
+    @property
+    def specializations(self) -> dict:
+        """For a function with symbolic sizes: the executables made so far, by binding
+        (``{"n": 4}`` as a tuple of pairs); empty for a function of fixed shapes."""
+        return {} if self._sizes is None else self._sizes.made()
 
     @property
     def signature(self) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 
+from ...errors import NbyocError
 from ...ir.nodes import Call, Function
 from ...runtime.module import builtin_module_class
 from ..registry import register_codegen, register_op_support
@@ -40,12 +41,26 @@ PARALLEL_THRESHOLD = 1 << 15
 
 
 @register_codegen(BACKEND)
-def llvm_codegen(func: Function, fuse: bool = True, parallel_threshold: int | None = None):
+def llvm_codegen(
+    func: Function,
+    fuse: bool = True,
+    parallel_threshold: int | None = None,
+    size_generic: bool = False,
+):
     """The llvm codegen: a fused Numba kernel, compiled (or loaded from the cache). A
     region of a module being built is weighed against the module's other llvm regions
-    (``lower.MODEL_PROGRAM_MIN_WORK``)."""
+    (``lower.MODEL_PROGRAM_MIN_WORK``). ``size_generic``: the function is one binding of
+    a function with symbolic sizes, built again for each other binding; it is lowered as
+    a program (``lower``) whatever its work, so that every binding runs the same stage
+    functions and the same executor, and a new size compiles nothing."""
+    if not isinstance(size_generic, bool):
+        raise NbyocError(f"llvm option size_generic must be True or False, got {size_generic!r}")
     options = {} if parallel_threshold is None else {"parallel_threshold": parallel_threshold}
     work = model_work()
+    if size_generic:
+        from .lower import MODEL_PROGRAM_MIN_WORK
+
+        work = max(work, MODEL_PROGRAM_MIN_WORK)
     _lower_model_ahead(
         fuse, PARALLEL_THRESHOLD if parallel_threshold is None else parallel_threshold, work
     )

@@ -213,11 +213,16 @@ def tile_product(
     tile_rows, cols = tile_shape(dtype)
     tile = tile_name(dtype, tile_rows, cols, accumulate)
     imports = {tile}
-    # (the tail's rows, in its name: a size read at run time keeps its remainder)
-    rest = value(m) % tile_rows
-    tail = tile_name(dtype, rest, cols, accumulate) if rest else None
-    if tail:
-        imports.add(tail)
+    # The tail's rows: a row count in the code picks its one tile; one read at run time
+    # (a batch, a sequence) takes them in tiles of 4, 2 and 1 rows, so that the stage is
+    # the same for every count (a new batch size compiles nothing) and the B panel is
+    # read at most three times more for the last rows.
+    fixed_rows = isinstance(m, int)
+    if fixed_rows:
+        tails = [tile_name(dtype, m % tile_rows, cols, accumulate)] if m % tile_rows else []
+    else:
+        tails = [tile_name(dtype, rows, cols, accumulate) for rows in _tail_rows(tile_rows)]
+    imports.update(tails)
 
     def panel(valid: str) -> list[str]:
         lines, source, column, target = [], b, "n0", c
@@ -235,9 +240,12 @@ def tile_product(
             f"    {tile}({a}, r, {source}, {column}, {k}, {target}, r, {valid})",
             f"    r += {tile_rows}",
         ]
-        if tail:
-            call = f"{tail}({a}, r, {source}, {column}, {k}, {target}, r, {valid})"
+        if fixed_rows and tails:
+            call = f"{tails[0]}({a}, r, {source}, {column}, {k}, {target}, r, {valid})"
             lines += [f"if r < {r1}:", f"    {call}"]
+        for tail, rows in zip(() if fixed_rows else tails, _tail_rows(tile_rows)):
+            call = f"{tail}({a}, r, {source}, {column}, {k}, {target}, r, {valid})"
+            lines += [f"if r + {rows} <= {r1}:", f"    {call}", f"    r += {rows}"]
         return lines
 
     if isinstance(n, str):  # (a count the code computes: only known at run time)
@@ -263,6 +271,20 @@ def tile_product(
     if rest:
         lines += [f"n0 = {full * cols}", *panel(str(rest))]
     return lines, imports
+
+
+def _tail_rows(tile_rows: int) -> list[int]:
+    """The row counts of the tiles that take the last rows of a product whose row count
+    is read at run time: powers of two below the full tile's, largest first.
+
+    >>> _tail_rows(6), _tail_rows(4)
+    ([4, 2, 1], [2, 1])
+    """
+    rows, found = 1, []
+    while rows < tile_rows:
+        found.insert(0, rows)
+        rows *= 2
+    return found
 
 
 def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:

@@ -49,6 +49,7 @@ import types
 
 from ... import cache
 from ..._version import __version__
+from ..compiles import count
 from . import entry_code, machine_code
 from .linking import KERNEL_MODULE_PREFIX
 from .linking import install as keep_kernels_self_contained
@@ -134,6 +135,8 @@ def load_kernel_modules(
     with _LOCK:
         keys = [source_key(source) for source in sources]
         missing = {k: s for k, s in zip(keys, sources) if k not in _KERNELS and k not in _MACHINE}
+        if missing:
+            count("llvm modules", len(missing))
         stages = set(keys[:-1]) if addressed else set()
         if executor:
             stages.add(keys[-1])

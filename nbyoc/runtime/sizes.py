@@ -1,0 +1,204 @@
+"""Binding symbolic sizes from a call's arrays, and checking what the types assumed.
+
+A function with symbolic dimensions (``nbyoc.var("x", ("n", 3))``) learns its sizes
+from its arguments: each dimension that is a symbol takes the array's size there,
+a dimension written ``2*n + 1`` is solved for ``n`` when ``n`` appears nowhere
+plainer, and every other use must agree. Then each constraint the type rules could
+not prove (``ir.symbols.Constraint``) is checked; an error names the symbols and
+their values.
+
+>>> from nbyoc.ir.types import TensorType
+>>> binder = SizeBinder([("x", TensorType(("n", 3))), ("y", TensorType(("2*n + 1",)))], [], "f")
+>>> binder.bind([(4, 3), (9,)])
+{'n': 4}
+>>> binder.bind([(4, 3), (8,)])
+Traceback (most recent call last):
+    ...
+nbyoc.errors.ShapeMismatchError: f: argument 1 (y) has size 8 on axis 0, where its type ...
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+
+from ..errors import NbyocError, NbyocTypeError, ShapeMismatchError
+from ..ir.nodes import Call, IRModule
+from ..ir.symbols import SYMBOL_MIN, Constraint, SizeExpr, substitute
+from ..ir.traversal import post_order
+from ..ir.types import TensorType
+
+
+class SizeBinder:
+    """Finds each symbol's value from the arguments' shapes (``bind``)."""
+
+    def __init__(self, params: Sequence[tuple[str, TensorType]], constraints, where: str):
+        self.where = where
+        self.names = [name for name, _ in params]
+        self.shapes = [t.shape for _, t in params]
+        self.constraints = list(constraints)
+        self.symbols = sorted(set().union(*(t.symbols for _, t in params)))
+        # Where each symbol is read plainly (parameter, axis), first use first: the rest
+        # of the dimensions are checked, or solved for a symbol no plain one gives.
+        self.plain: dict[str, tuple[int, int]] = {}
+        self.derived: list[tuple[int, int, SizeExpr]] = []
+        for i, shape in enumerate(self.shapes):
+            for axis, d in enumerate(shape):
+                if isinstance(d, SizeExpr):
+                    name = _plain_symbol(d)
+                    if name is not None and name not in self.plain:
+                        self.plain[name] = (i, axis)
+                    else:
+                        self.derived.append((i, axis, d))
+        given = set(self.plain)
+        for _, _, d in self.derived:
+            unknown = d.symbols - given
+            if len(unknown) > 1 or (unknown and _linear_in(d, next(iter(unknown))) is None):
+                raise NbyocTypeError(
+                    f"{where}: the sizes {', '.join(sorted(unknown))} of {d} cannot be found "
+                    f"from the arguments' shapes; give one of them a dimension of its own"
+                )
+            given |= unknown
+
+    def bind(self, shapes: Sequence[tuple[int, ...]]) -> dict[str, int]:
+        """Each symbol's value for arguments of ``shapes`` (already checked for rank and
+        for their fixed dimensions), or a ``ShapeMismatchError`` saying which disagree."""
+        binding = {name: shapes[i][axis] for name, (i, axis) in self.plain.items()}
+        for i, axis, d in self.derived:
+            size = shapes[i][axis]
+            unknown = d.symbols - set(binding)
+            if unknown:
+                (name,) = unknown
+                scale, offset = _linear_in(substitute(d, binding), name)
+                value, rest = divmod(size - offset, scale)
+                if rest == 0 and value >= SYMBOL_MIN:
+                    binding[name] = value
+                    continue
+            elif substitute(d, binding) == size:
+                continue
+            raise self._disagrees(i, axis, d, size, binding)
+        for name, value in binding.items():
+            if value < SYMBOL_MIN:
+                i, axis = self.plain[name]
+                raise ShapeMismatchError(
+                    f"{self._which(i)} has size {value} on axis {axis}, the size {name}; "
+                    f"a symbolic size is at least {SYMBOL_MIN} (use a function with that "
+                    f"dimension fixed for empty arrays)"
+                )
+        for constraint in self.constraints:
+            if not constraint.holds(binding):
+                raise ShapeMismatchError(f"{self.where}: {constraint.explain(binding)}")
+        return binding
+
+    def _which(self, i: int) -> str:
+        return f"{self.where}: argument {i} ({self.names[i]})"
+
+    def _disagrees(self, i: int, axis: int, d, size: int, binding: dict) -> ShapeMismatchError:
+        given = ", ".join(f"{n} = {binding[n]}" for n in sorted(d.symbols) if n in binding)
+        origin = "; ".join(
+            f"{n} from argument {self.plain[n][0]} ({self.names[self.plain[n][0]]}) axis "
+            f"{self.plain[n][1]}" for n in sorted(d.symbols) if n in self.plain
+        )  # fmt: skip
+        return ShapeMismatchError(
+            f"{self._which(i)} has size {size} on axis {axis}, where its type says {d}"
+            + (f" = {substitute(d, binding)} ({given}; {origin})" if given else "")
+        )
+
+
+def _plain_symbol(d: SizeExpr) -> str | None:
+    """The name of ``d`` if it is just a symbol."""
+    if len(d.terms) == 1:
+        (monomial, coeff), = d.terms
+        if coeff == 1 and len(monomial) == 1 and isinstance(monomial[0], str):
+            return monomial[0]
+    return None
+
+
+def _linear_in(d, name: str) -> tuple[int, int] | None:
+    """(a, b) when ``d`` is ``a * name + b`` with ints a > 0 and b, else None."""
+    if not isinstance(d, SizeExpr):
+        return None
+    scale, offset = 0, 0
+    for monomial, coeff in d.terms:
+        if monomial == ():
+            offset = coeff
+        elif monomial == (name,):
+            scale = coeff
+        else:
+            return None
+    return (scale, offset) if scale > 0 else None
+
+
+def module_constraints(module: IRModule) -> list[Constraint]:
+    """Every constraint the calls of ``module``'s functions assumed, each once, in order."""
+    found: dict[Constraint, None] = {}
+    for func in module.functions.values():
+        for node in post_order([func.body]):
+            if isinstance(node, Call):
+                found.update(dict.fromkeys(node.assumes))
+    return list(found)
+
+
+def is_symbolic(module: IRModule) -> bool:
+    """True when ``main`` has a parameter with a symbolic dimension."""
+    return any(p.type.symbols for p in module["main"].params)
+
+
+#: How many executables (one per binding of the sizes) a symbolic one keeps; the least
+#: recently used goes first. Their kernels are shared, so one costs its plan and buffers.
+MAX_KEPT = 64
+
+#: ``(module, binding, backend, options) -> Executable``: builds the module for one
+#: binding of its sizes. Set by ``nbyoc.compiler`` (the runtime imports no codegen).
+_SPECIALIZER: list[Callable] = []
+
+
+def register_specializer(make: Callable) -> None:
+    """Set the function that builds a module for concrete sizes (``nbyoc.compiler``)."""
+    _SPECIALIZER[:] = [make]
+
+
+class SymbolicSizes:
+    """The calls of an executable whose ``main`` has symbolic sizes: bind the sizes from
+    the arguments, check the constraints, and run the executable made for that binding
+    (made once, kept for the ``MAX_KEPT`` most recent; the kernels they use are compiled
+    once per structure and shared, so a new size compiles nothing new)."""
+
+    def __init__(self, executable, constraints):
+        self.executable = executable
+        main = executable.module["main"]
+        self.spec = executable._spec
+        self.binder = SizeBinder([(p.name_hint, p.type) for p in main.params], constraints, "main")
+        self._made: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def call(self, *args, **named):
+        if named:
+            raise self.spec.keywords_refused(named)
+        arrays = self.spec.check(args)
+        binding = self.binder.bind([a.shape for a in arrays])
+        key = tuple(binding[name] for name in self.binder.symbols)
+        made = self._made.get(key)
+        if made is None:
+            made = self._make(key, binding)
+        return made._call(*arrays)
+
+    def made(self) -> dict:
+        names = self.binder.symbols
+        return {tuple(zip(names, key)): made for key, made in list(self._made.items())}
+
+    def _make(self, key: tuple, binding: dict):
+        with self._lock:
+            made = self._made.get(key)
+            if made is None:
+                if not _SPECIALIZER:
+                    raise NbyocError("import nbyoc to run functions with symbolic sizes")
+                ex = self.executable
+                made = _SPECIALIZER[0](ex.module, binding, ex.backend, ex.options)
+                self._made[key] = made
+                while len(self._made) > MAX_KEPT:
+                    self._made.popitem(last=False)
+            else:
+                self._made.move_to_end(key)
+            return made
