@@ -18,8 +18,8 @@ from .codegen.build import build
 from .codegen.registry import HOST, check_backend
 from .errors import NbyocError
 from .ir.nodes import Function, IRModule
-from .ir.verify import verify
 from .ir.specialize import specialize
+from .ir.verify import verify
 from .runtime.executable import Executable
 from .runtime.sizes import is_symbolic, register_specializer
 from .transform.partition import plain

@@ -29,8 +29,8 @@ from pathlib import Path
 from .. import cache
 from .._version import __version__
 from ..errors import CompileError
-from .compiles import count
 from ..progress import progress
+from .compiles import count
 
 DEFAULT_CFLAGS = ("-O3",)
 REQUIRED_FLAGS = (

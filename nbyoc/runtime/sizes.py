@@ -109,7 +109,7 @@ class SizeBinder:
 def _plain_symbol(d: SizeExpr) -> str | None:
     """The name of ``d`` if it is just a symbol."""
     if len(d.terms) == 1:
-        (monomial, coeff), = d.terms
+        ((monomial, coeff),) = d.terms
         if coeff == 1 and len(monomial) == 1 and isinstance(monomial[0], str):
             return monomial[0]
     return None
