@@ -15,13 +15,15 @@ import difflib
 from collections.abc import Mapping, Sequence
 
 from .codegen.build import build
-from .codegen.registry import HOST, check_backend
+from .codegen.registry import HOST, check_backend, supports
 from .errors import NbyocError
-from .ir.nodes import Function, IRModule
+from .ir.nodes import Call, Function, IRModule
 from .ir.specialize import specialize
+from .ir.traversal import post_order
 from .ir.verify import verify
 from .runtime.executable import Executable
 from .runtime.sizes import is_symbolic, register_specializer
+from .transform.inline import inline_externals
 from .transform.partition import plain
 from .transform.pipeline import MAX_REGION_CALLS, partition
 
@@ -78,12 +80,27 @@ def compile(
 
 def _specialized(module: IRModule, binding, backend, options) -> Executable:
     """``module`` (partitioned, symbolic) built for one binding of its sizes: a backend
-    that can make its code size-generic is asked to (``SIZE_GENERIC``)."""
+    that can make its code size-generic is asked to (``SIZE_GENERIC``). When the sizes
+    change what a backend takes (a call the binding empties), the binding is partitioned
+    for its own sizes instead (``inline_externals``)."""
     concrete = specialize(module, binding)
+    if not _still_supported(concrete):
+        return compile(inline_externals(concrete), backend, options=options)
     used = {f.attrs.get("Compiler") for f in module.functions.values()}
     generic = {name: {**SIZE_GENERIC[name], **options.get(name, {})}
                for name in SIZE_GENERIC if name in used}  # fmt: skip
     return Executable(concrete, build(concrete, {**options, **generic}), backend, options)
+
+
+def _still_supported(module: IRModule) -> bool:
+    """Whether every call of every external function is one its backend takes."""
+    for func in module.functions.values():
+        backend = func.attrs.get("Compiler")
+        if backend is not None:
+            for node in post_order([func.body]):
+                if isinstance(node, Call) and not supports(backend, node):
+                    return False
+    return True
 
 
 #: Codegen options that make a backend's code serve every binding of a function's

@@ -17,7 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..errors import DuplicateRegistrationError, IRError, NbyocError, UnknownBackendError
+from ..errors import (
+    DuplicateRegistrationError,
+    IRError,
+    NbyocError,
+    UndecidableSizeError,
+    UnknownBackendError,
+)
 from ..ir.names import check_backend_name, check_symbol
 from ..ir.nodes import Call, Function
 from ..ir.op import Op, get_op
@@ -139,6 +145,10 @@ def supports(compiler: str, call: Call) -> bool:
         return True
     try:
         return bool(predicate(call))
+    except UndecidableSizeError:
+        # A condition on sizes only the call's binding settles: the host takes the op (a
+        # binding the backend would take is built from the concrete function instead).
+        return False
     except Exception as e:
         raise NbyocError(
             f"the op-support predicate of {compiler}/{call.op.name} failed on {call!r}: {e}"

@@ -31,6 +31,7 @@ nbyoc.errors.UndecidableSizeError: cannot tell at compile time whether n > 3 ...
 from __future__ import annotations
 
 import contextvars
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -184,7 +185,7 @@ class SizeExpr:
 
 @dataclass(frozen=True)
 class _Apply:
-    """An atom that is not a symbol: ``a // c``, ``min(a, b)`` or ``max(a, b)``."""
+    """An atom that is not a symbol: ``a // c``, ``min(a, b, ...)`` or ``max(a, b, ...)``."""
 
     kind: str
     args: tuple
@@ -195,7 +196,7 @@ class _Apply:
 
     def __repr__(self) -> str:
         # (function syntax, as TVM prints it: "//" would start a comment in the text form)
-        return f"{_FUNCTION_NAMES[self.kind]}({self.args[0]!r}, {self.args[1]!r})"
+        return f"{_FUNCTION_NAMES[self.kind]}({', '.join(map(repr, self.args))})"
 
 
 _FUNCTION_NAMES = {"//": "floordiv", "min": "min", "max": "max"}
@@ -352,13 +353,34 @@ def maximum(a, b):
 
 
 def _extreme(kind: str, a, b):
-    difference = add(a, multiply(b, -1))
-    low, high = difference.bounds() if isinstance(difference, SizeExpr) else (difference,) * 2
-    if low >= 0:
-        return b if kind == "min" else a
-    if high <= 0:
-        return a if kind == "min" else b
-    return _apply(kind, *sorted((a, b), key=lambda x: (isinstance(x, int), repr(x))))
+    # min(min(n, 9), n) is min(n, 9): the operands of nested minima are pooled, and one
+    # another provably bounds is dropped, so that applying a clamp twice changes nothing
+    kept: list = []
+    for x in [*_operands(kind, a), *_operands(kind, b)]:
+        if any(_bounds_out(kind, y, x) for y in kept):
+            continue
+        kept = [y for y in kept if not _bounds_out(kind, x, y)]
+        kept.append(x)
+    if len(kept) == 1:
+        return kept[0]
+    return _apply(kind, *sorted(kept, key=lambda x: (isinstance(x, int), repr(x))))
+
+
+def _operands(kind: str, x) -> tuple:
+    """The operands of ``x`` if it is a minimum (``kind``), else ``x`` alone."""
+    if isinstance(x, SizeExpr) and len(x.terms) == 1:
+        ((monomial, coeff),) = x.terms
+        atom = monomial[0] if coeff == 1 and len(monomial) == 1 else None
+        if isinstance(atom, _Apply) and atom.kind == kind:
+            return atom.args
+    return (x,)
+
+
+def _bounds_out(kind: str, y, x) -> bool:
+    """Whether ``y`` makes ``x`` redundant in a ``kind`` (y <= x for min, y >= x for max)."""
+    difference = add(x, multiply(y, -1)) if kind == "min" else add(y, multiply(x, -1))
+    low = difference.bounds()[0] if isinstance(difference, SizeExpr) else difference
+    return low >= 0
 
 
 def _apply(kind: str, *args) -> SizeExpr:
@@ -375,10 +397,10 @@ def _atom_bounds(atom) -> tuple[int, int]:
             corners = [x // d for x in (lo, hi) for d in (d_lo, d_hi)]
             return min(corners), max(corners)
         return -SYMBOL_MAX * SYMBOL_MAX, SYMBOL_MAX * SYMBOL_MAX
-    (a_lo, a_hi), (b_lo, b_hi) = bounds
+    lows, highs = [b[0] for b in bounds], [b[1] for b in bounds]
     if atom.kind == "min":
-        return min(a_lo, b_lo), min(a_hi, b_hi)
-    return max(a_lo, b_lo), max(a_hi, b_hi)
+        return min(lows), min(highs)
+    return max(lows), max(highs)
 
 
 _RELATIONS = {
@@ -431,7 +453,8 @@ def substitute(value, binding: Mapping[str, object]):
                 if atom.kind == "//":
                     term = multiply(term, floordiv(*args))
                 else:
-                    term = multiply(term, _extreme(atom.kind, *args))
+                    term = multiply(term, functools.reduce(functools.partial(_extreme, atom.kind),
+                                                           args))  # fmt: skip
         result = add(result, term)
     return result
 
@@ -542,11 +565,14 @@ class _SizeReader:
             return value
         if token in _FUNCTIONS:
             self.take("(")
-            a = self.sum()
-            self.take(",")
-            b = self.sum()
+            args = [self.sum()]
+            while self.peek() == "," and (token != "floordiv" or len(args) < 2):
+                self.take(",")
+                args.append(self.sum())
             self.take(")")
-            return _FUNCTIONS[token](a, b)
+            if len(args) < 2:
+                raise ParseError(f"cannot read size {self.text!r}: {token} takes two sizes")
+            return functools.reduce(_FUNCTIONS[token], args)
         if _NAME.match(token):
             return symbol(token)
         raise ParseError(f"cannot read size {self.text!r}: unexpected {token!r}")

@@ -178,8 +178,11 @@ def nonempty(call: Call) -> bool:
     (1, 0) -> (0,), and by ONNX's empty-set reduction cases, whose elementwise nests
     over (2, 0, 4) bind empty scratch views), and an empty result has nothing to
     compute, so such calls run elsewhere. A call with an empty operand and a result
-    (a sum over an axis of length 0) stays: its kernel only loops zero times."""
-    return call.type.size > 0
+    (a sum over an axis of length 0) stays: its kernel only loops zero times. A symbolic
+    size is taken to be positive (a binding that empties the call is built from its
+    concrete function)."""
+    size = call.type.size
+    return size > 0 if isinstance(size, int) else True
 
 
 #: Ops llvm lowers but takes only under a further condition.

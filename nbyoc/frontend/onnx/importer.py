@@ -27,13 +27,16 @@ from ... import limits
 from ...errors import LimitError, ModelImportError, NbyocError, NeedsConstantError
 from ...ir.builder import function, var
 from ...ir.nodes import Call, Expr, Function
+from ...ir.symbols import symbol as size_symbol
 from ...ir.traversal import post_order
 from ...ir.types import tensor_types
 from ...runtime.host import HostFunction
+from . import size_values
 from .checks import check_single_assignment, check_text
 from .converters import CONVERTERS, converter_for
 from .dtypes import onnx_dtype
 from .node import Node, Value, as_expr, where_of
+from .size_values import is_size_array
 from .tensors import tensor_array
 
 #: The default-domain opsets the converters cover: 7 to 28 (onnx 1.23's). Versions 22 to
@@ -147,32 +150,55 @@ def _attributes(proto, base_dir: str | None, where: str) -> dict:
     return values
 
 
-def _input_shape(value_info, shapes: dict) -> tuple[int, ...]:
+def _input_shape(value_info, ident: str, shapes: dict, symbols: dict) -> tuple:
+    """The shape of a graph input: its numbers, and a symbolic size for each dynamic
+    dimension (one symbol per ``dim_param`` name, shared by every input naming it; one
+    of its own, ``<input>_<axis>``, for an unnamed one), unless ``shapes`` fixes it
+    (``None`` in ``shapes`` keeps a dimension symbolic)."""
     name = value_info.name
     tensor = value_info.type.tensor_type
+    if not tensor.HasField("shape"):
+        if name in shapes and all(d is not None for d in shapes[name]):
+            return tuple(int(n) for n in shapes[name])
+        raise ModelImportError(
+            f"input {name!r} has no shape in the model: pass shapes={{{name!r}: (...)}}"
+        )
     dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else
             (d.dim_param or "?") for d in tensor.shape.dim]  # fmt: skip
     shown = "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
     if name in shapes:
-        given = tuple(int(n) for n in shapes[name])
+        given = tuple(None if n is None else int(n) for n in shapes[name])
         if len(given) != len(dims) or any(
-            isinstance(d, int) and d != g for d, g in zip(dims, given)
+            isinstance(d, int) and g is not None and d != g for d, g in zip(dims, given)
         ):
             raise ModelImportError(
                 f"shapes[{name!r}] = {given} does not fit the model's input {name!r} of "
                 f"shape {shown} (named dims are free, numbers fixed)"
             )
-        return given
-    if not tensor.HasField("shape"):
-        raise ModelImportError(
-            f"input {name!r} has no shape in the model: pass shapes={{{name!r}: (...)}}"
-        )
-    if any(not isinstance(d, int) for d in dims):
-        raise ModelImportError(
-            f"input {name!r} has dynamic dims {shown}: pass shapes={{{name!r}: (...)}} with "
-            f"a size for each (nbyoc shapes are static)"
-        )
-    return tuple(dims)
+        dims = [d if g is None else g for d, g in zip(dims, given)]
+    return tuple(
+        d if isinstance(d, int) else _symbol(d, f"{ident}_{axis}", symbols)
+        for axis, d in enumerate(dims)
+    )
+
+
+def _symbol(dim_param: str, fallback: str, symbols: dict):
+    """The symbolic size of a dynamic dimension named ``dim_param`` ("?" when unnamed):
+    the same ONNX name gives the same symbol, made an identifier (``batch size`` ->
+    ``batch_size``) distinct from every other name's."""
+    key = dim_param if dim_param != "?" else f"?{fallback}"
+    if key not in symbols:
+        taken = set(symbols.values())
+        base = fallback if dim_param == "?" else dim_param
+        candidate = identifiers([base])[0]
+        if candidate in ("min", "max", "floordiv", "fn", "Tensor"):
+            candidate += "_"
+        k = 0
+        while candidate in taken:
+            k += 1
+            candidate = f"{identifiers([base])[0]}_{k}"
+        symbols[key] = candidate
+    return size_symbol(symbols[key])
 
 
 def import_model(model, shapes: dict, constants: dict, base_dir=None) -> Function:
@@ -193,7 +219,7 @@ def import_model(model, shapes: dict, constants: dict, base_dir=None) -> Functio
     values: dict[str, Value] = {}
     for tensor in graph.initializer:
         values[tensor.name] = tensor_array(tensor, base_dir, f"initializer {tensor.name!r}")
-    params = []
+    params, symbols = [], {}
     inputs = [i for i in graph.input if i.name not in values]
     for info, ident in zip(inputs, identifiers([i.name for i in inputs])):
         if info.name in constants:
@@ -202,7 +228,7 @@ def import_model(model, shapes: dict, constants: dict, base_dir=None) -> Functio
         if not info.type.HasField("tensor_type"):
             raise ModelImportError(f"input {info.name!r} is not a tensor")
         dtype = onnx_dtype(info.type.tensor_type.elem_type, f"input {info.name!r}")
-        p = var(ident, _input_shape(info, shapes), dtype)
+        p = var(ident, _input_shape(info, ident, shapes, symbols), dtype)
         params.append(p)
         values[info.name] = p
     for proto_node in graph.node:
@@ -229,9 +255,12 @@ def _convert(proto_node, values: dict, opset: int, base_dir: str | None) -> None
         _attributes(proto_node, base_dir, where), opset, len(proto_node.output),
     )  # fmt: skip
     try:
-        produced = converter_for(node.op_type, opset)(node)
-        produced = list(produced) if isinstance(produced, (list, tuple)) else [produced]
         known = [v for v in node.inputs if v is not None]
+        if any(is_size_array(v) for v in known) and all(isinstance(v, np.ndarray) for v in known):
+            produced = size_values.fold(node)  # shape arithmetic on symbolic sizes
+        else:
+            produced = converter_for(node.op_type, opset)(node)
+            produced = list(produced) if isinstance(produced, (list, tuple)) else [produced]
         if known and all(isinstance(v, np.ndarray) for v in known):
             produced = _fold(produced)  # every input known: so is every output
     except (ModelImportError, NeedsConstantError):

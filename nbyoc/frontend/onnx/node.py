@@ -73,9 +73,23 @@ class Node:
 
     def ints(self, index: int, what: str) -> tuple[int, ...]:
         values = self.known(index, what)
+        if values.dtype == object:  # (a size array: ``size_values``)
+            from .size_values import needs_values
+
+            raise needs_values(self.where, values, f"input {index} ({what}) must be known")
         if not np.issubdtype(values.dtype, np.integer):
             raise self.fail(f"input {index} ({what}) must hold integers, got {values.dtype}")
         return tuple(int(v) for v in values.reshape(-1))
+
+    def sizes(self, index: int, what: str) -> tuple:
+        """Input ``index`` as sizes: ints, and symbolic sizes where the model computed
+        them from a dynamic dimension (a reshape's target, slice bounds)."""
+        values = self.known(index, what)
+        if values.dtype != object:
+            return self.ints(index, what)
+        from .size_values import known_ints
+
+        return known_ints(values)
 
     def axis(self, axis: int, ndim: int, what: str = "axis") -> int:
         """``axis`` (negative counts from the end) as an index into ``ndim`` axes."""

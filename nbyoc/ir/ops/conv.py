@@ -17,6 +17,7 @@ lowers these ops yet, so they run on the host (NumPy's BLAS for conv).
 
 from __future__ import annotations
 
+import fractions
 import math
 
 import numpy as np
@@ -375,13 +376,38 @@ def _resize_rule(types, attrs):
     # Normal form holds both: the sizes (from scales, rounded down, if not given) and the
     # scales the coordinates use (ONNX: the given ones, else output / input).
     if sizes is None:
-        sizes = tuple(math.floor(n * v) for n, v in zip(x.shape, scales))
+        sizes = tuple(_scaled(n, v) for n, v in zip(x.shape, scales))
     if scales is None:
-        scales = tuple(out / n if n else 1.0 for out, n in zip(sizes, x.shape))
+        scales = [_ratio(out, n) for out, n in zip(sizes, x.shape)]
+        # (a ratio of symbolic sizes that is no number is taken again once they are known)
+        scales = None if None in scales else scales
     if attrs["mode"] == "linear" and not dtype_info(x.dtype).is_float:
         raise NbyocTypeError(f"resize({x!r}): linear mode takes float tensors")
-    normal = {**attrs, "sizes": tuple(sizes), "scales": tuple(float(s) for s in scales)}
+    normal = {**attrs, "sizes": tuple(sizes),
+              "scales": None if scales is None else tuple(float(s) for s in scales)}  # fmt: skip
     return TensorType(tuple(sizes), x.dtype), normal
+
+
+def _scaled(n, scale: float):
+    """``floor(n * scale)``; for a symbolic ``n``, exactly, with the float's fraction."""
+    if isinstance(n, int):
+        return math.floor(n * scale)
+    ratio = fractions.Fraction(scale)
+    return (n * ratio.numerator) // ratio.denominator
+
+
+def _ratio(out, n) -> float | None:
+    """``out / n`` as ONNX's scale (1.0 for an empty axis); None when symbolic sizes
+    leave it no number."""
+    if isinstance(out, int) and isinstance(n, int):
+        return out / n if n else 1.0
+    quotient = out // n
+    if isinstance(quotient, int) and quotient * n == out:
+        return float(quotient)
+    inverse = n // out
+    if isinstance(inverse, int) and inverse * out == n:
+        return 1.0 / inverse
+    return None
 
 
 def _source_coordinates(out_size, in_size, scale, mode) -> np.ndarray:

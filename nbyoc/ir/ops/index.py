@@ -28,7 +28,7 @@ from ..attrs import Attr
 from ..builder import call_op, const
 from ..dtypes import dtype_info
 from ..op import Op, register_op
-from ..symbols import SizeExpr, maximum, minimum
+from ..symbols import SizeExpr, collecting, maximum, minimum, require
 from ..types import TensorType
 from .elementwise import ELEMENTWISE_LOOPS, broadcast_shapes, register_elementwise
 from .reduce import normalize_axes
@@ -162,11 +162,18 @@ _register("gather", 2, _gather_rule, _gather_reference,
 
 def _squeeze_shape(t: TensorType, axes) -> tuple[int, ...]:
     if axes is None:
+        if t.symbols:  # (which axes go would depend on the sizes)
+            raise UndecidableSizeError(
+                f"squeeze({t!r}) without axes: whether a symbolic size is 1 is known only "
+                f"at call time; name the axes to squeeze"
+            )
         return tuple(d for d in t.shape if d != 1)
     axes = normalize_axes("squeeze", t, axes)
-    bad = [a for a in axes if t.shape[a] != 1]
+    bad = [a for a in axes if isinstance(t.shape[a], int) and t.shape[a] != 1]
     if bad:
         raise NbyocTypeError(f"squeeze({t!r}): axes {bad} do not have length 1")
+    for a in axes:  # a symbolic size squeezed must be 1 when called
+        require("equal", t.shape[a], 1, where=f"squeeze of axis {a}")
     return tuple(d for i, d in enumerate(t.shape) if i not in axes)
 
 
@@ -206,7 +213,11 @@ def _reshape_op(name, shape_of):
         return np.reshape(x, shape_of(TensorType(x.shape, x.dtype.name), *attrs.values()))
 
     def decompose(x, **attrs):
-        return call_op("reshape", x, newshape=shape_of(x.type, *attrs.values()))
+        # (what the shape needs of symbolic sizes, the reshape's rule needs again: its
+        # sizes multiply to the same total exactly when the squeezed ones are 1)
+        with collecting():
+            newshape = shape_of(x.type, *attrs.values())
+        return call_op("reshape", x, newshape=newshape)
 
     return rule, reference, decompose
 

@@ -22,7 +22,7 @@ from ..attrs import Attr
 from ..builder import call_op
 from ..dtypes import promote
 from ..op import Op, describe, register_op
-from ..symbols import require
+from ..symbols import SizeExpr, require
 from ..types import TensorType
 from .elementwise import broadcast_shapes
 
@@ -54,7 +54,10 @@ def _matmul_rule(types, attrs):
 def _reshape_rule(types, attrs):
     (t,) = types
     dims = list(attrs["newshape"])  # ints and symbolic sizes (the attribute's kind)
-    if dims.count(-1) > 1 or any(d < -1 for d in dims):
+    for d in dims:
+        if isinstance(d, SizeExpr):
+            require("at_least", d, 0, where=f"reshape to {tuple(dims)}")
+    if dims.count(-1) > 1 or any(isinstance(d, int) and d < -1 for d in dims):
         raise NbyocTypeError(
             f"reshape({t!r}): newshape {tuple(dims)} may hold one -1 and no other negative size"
         )

@@ -291,7 +291,7 @@ def resize_10(node: Node):
 @converter("Resize", since=11)
 def resize(node: Node):
     scales = node.known(2, "scales").reshape(-1) if node.has(2) else np.zeros(0)
-    sizes = node.ints(3, "sizes") if node.has(3) else None
+    sizes = node.sizes(3, "sizes") if node.has(3) else None
     coordinates = node.attr("coordinate_transformation_mode", "half_pixel")
     chosen = None if sizes is not None or scales.size == 0 else tuple(map(float, scales))
     return _resize(node, node.expr(0), chosen, sizes, coordinates)

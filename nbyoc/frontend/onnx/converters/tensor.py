@@ -14,9 +14,11 @@ import math
 
 import numpy as np
 
-from ....ir.builder import call_op
+from ....ir.builder import call_op, const
 from ....ir.ops.index import split as split_builder
+from ....ir.symbols import SizeExpr
 from ..node import Node
+from ..size_values import size_array
 from . import converter
 
 
@@ -32,7 +34,7 @@ def _copy_zeros(node: Node, x, shape) -> tuple[int, ...]:
 @converter("Reshape", since=5)
 def reshape(node: Node):
     x = node.expr(0)
-    shape = node.ints(1, "shape")
+    shape = node.sizes(1, "shape")
     if not node.attr("allowzero", 0):  # 0 copies the input's dim at that position
         shape = _copy_zeros(node, x, shape)
     return call_op("reshape", x, newshape=tuple(shape))
@@ -69,7 +71,7 @@ def slice_inputs(node: Node):
     axes = node.ints(3, "axes") if node.has(3) else None
     steps = node.ints(4, "steps") if node.has(4) else None
     return call_op(
-        "slice", node.expr(0), starts=node.ints(1, "starts"), ends=node.ints(2, "ends"),
+        "slice", node.expr(0), starts=node.sizes(1, "starts"), ends=node.sizes(2, "ends"),
         axes=axes, steps=steps,
     )  # fmt: skip
 
@@ -108,7 +110,7 @@ def flatten(node: Node):
 
 @converter("Expand", since=8)
 def expand(node: Node):
-    return call_op("expand", node.expr(0), shape=node.ints(1, "shape"))
+    return call_op("expand", node.expr(0), shape=node.sizes(1, "shape"))
 
 
 @converter("Tile", since=6)
@@ -177,12 +179,12 @@ def split(node: Node):
 def shape(node: Node):
     dims = node.expr(0).type.shape
     start, end = node.attr("start", 0), node.attr("end", None)
-    return np.array(dims[slice(start, end)], np.int64)
+    return size_array(list(dims[slice(start, end)]))  # (symbolic sizes stay symbols)
 
 
 @converter("Size")
 def size(node: Node):
-    return np.array(math.prod(node.expr(0).type.shape), np.int64)
+    return size_array(math.prod(node.expr(0).type.shape))
 
 
 @converter("ConstantOfShape", since=9)
@@ -191,7 +193,9 @@ def constant_of_shape(node: Node):
     fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
     if fill.size != 1:
         raise node.fail(f"value must hold one element, holds {fill.size}")
-    shape = node.ints(0, "shape")
+    shape = node.sizes(0, "shape")
+    if any(isinstance(d, SizeExpr) for d in shape):  # computed when the sizes are known
+        return call_op("broadcast_to", const(fill.reshape(())), shape=shape)
     node.computing(shape, fill.dtype)
     return np.full(shape, fill[0], fill.dtype)
 
