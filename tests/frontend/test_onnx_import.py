@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nbyoc
-from nbyoc.errors import ModelImportError, NeedsConstantError
+from nbyoc.errors import ModelImportError, NeedsConstantError, ShapeMismatchError
 from nbyoc.frontend.onnx import Backend
 
 from ..helpers import run_fresh
@@ -56,11 +56,16 @@ def test_initializers_and_constants_are_constants_and_several_outputs_a_tuple():
     np.testing.assert_array_equal(b, np.arange(4) + 2)
 
 
-def test_dynamic_dims_need_shapes_and_the_error_names_them():
-    with pytest.raises(
-        ModelImportError, match=r"input 'input.1' has dynamic dims \(N, 4\): pass shapes"
-    ):
-        nbyoc.from_onnx(relu_model())
+def test_dynamic_dims_are_symbolic_and_shapes_fixes_them():
+    f = nbyoc.from_onnx(relu_model())
+    assert str(f.params[0].type) == "Tensor[(N, 4), float32]"
+    fn = nbyoc.compile(f, backend="host")
+    for n in (1, 3):
+        x = np.linspace(-1, 1, 4 * n, dtype=np.float32).reshape(n, 4)
+        np.testing.assert_array_equal(fn(x), np.maximum(x, 0))
+    with pytest.raises(ShapeMismatchError, match=r"argument 0 \(input_1\) should be"):
+        fn(np.zeros((3, 5), np.float32))
+    assert nbyoc.from_onnx(relu_model(), shapes={"input.1": (None, 4)}).type == f.type
     with pytest.raises(
         ModelImportError, match=r"does not fit the model's input 'input.1' of shape \(N, 4\)"
     ):
