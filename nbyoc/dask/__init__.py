@@ -35,6 +35,7 @@ from ..frontend.numpy import _role as jit_role
 from ..ir.builder import call_op
 from ..ir.nodes import Call, Constant, Tuple
 from ..ir.serialize import to_json
+from ..ir.symbols import symbol
 from ..ir.traversal import post_order
 from . import tasks
 from .axes import TREE_COMBINE, analyse
@@ -256,12 +257,13 @@ class _Builder:
         source_labels = [self._source_labels(s) for s in sources]
         cut = sorted({c for own in source_labels for c in own if c in self.plan.chunks})
         lengths = [sorted(set(self.plan.chunks[c])) for c in cut]
-        functions = {}
-        for combo in _product(lengths):
+        functions = self._generic_block(outputs, cut, lengths)
+        for combo in _product(lengths) if functions is None else ():
             sizes = dict(zip(cut, combo))
             block, _ = self.graph.build(outputs, sizes)
             key = tuple(p.type.shape for p in block.params)
             arrays: list = []
+            functions = functions or {}
             functions[key] = (to_json(block, arrays), arrays)
         payload = tasks.make_payload(functions, self.backend, self.options)
         # Compiled here first: errors show now, not on a worker, and the disk cache is warm.
@@ -285,6 +287,21 @@ class _Builder:
             adjust_chunks={_indices([c])[0]: 1 for c in out_labels if c in shrink} or None,
             meta=np.empty((0,) * len(out_labels), dtype),
         )  # fmt: skip
+
+    def _generic_block(self, outputs, cut: list[int], lengths: list[list[int]]):
+        """One block function for blocks of every length (a short last block included):
+        each cut axis's length a symbolic size (``nbyoc.ir.symbols``), so that every task
+        runs one compiled function. None when the blocks are all of one shape, or when
+        the function needs its lengths' values (then one function per shape)."""
+        if all(len(options) == 1 for options in lengths):
+            return None
+        sizes = {c: symbol(f"block{i}") for i, c in enumerate(cut)}
+        try:
+            block, _ = self.graph.build(outputs, sizes)
+        except NbyocTypeError:  # (UndecidableSizeError among them)
+            return None
+        arrays: list = []
+        return {tasks.GENERIC: (to_json(block, arrays), arrays)}
 
     def _source_labels(self, source) -> list[int]:
         kind, k = source

@@ -70,6 +70,10 @@ def make_payload(functions: dict, backend, options: dict) -> dict:
     }
 
 
+#: The key of a payload's size-generic block function, which takes blocks of any length.
+GENERIC = "generic"
+
+
 def run_block(payload: dict, *blocks):
     """Run the payload's block function for these blocks' shapes on them."""
     arrays = [np.asarray(b) for b in blocks]
@@ -82,6 +86,8 @@ def compiled(payload: dict, key: tuple):
     this process's cache, or loaded and compiled now)."""
     if not isinstance(payload, dict) or payload.get("format") != _FORMAT:
         raise LoadError("not an nbyoc.dask block payload")
+    if GENERIC in payload["functions"]:
+        key = GENERIC  # (one function with symbolic sizes takes every block)
     entry = (payload["digest"], key)
     found = _cached(entry)
     if found is not None:

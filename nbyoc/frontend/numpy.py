@@ -30,7 +30,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..errors import ArgumentError, NbyocError, NbyocTypeError, ValueOutOfRangeError
+from ..errors import (
+    ArgumentError,
+    NbyocError,
+    NbyocTypeError,
+    UndecidableSizeError,
+    ValueOutOfRangeError,
+)
 from ..ir.builder import const, function, var, weak_scalar
 from ..ir.nodes import Expr, Function
 from ..ir.numpy_protocol import elementwise_equality
@@ -44,7 +50,7 @@ _NUMPY = os.path.dirname(os.path.abspath(np.__file__))
 
 
 def jit(fn: Callable | None = None, *, backend="llvm", static_argnames: Sequence[str] = (),
-        **compile_options):  # fmt: skip
+        dynamic: bool | None = None, **compile_options):  # fmt: skip
     """Compile a NumPy function with nbyoc, per signature of its arguments.
 
     ``nbyoc.jit(fn)`` or ``@nbyoc.jit(backend="csource", ...)``: ``backend`` and the
@@ -53,6 +59,15 @@ def jit(fn: Callable | None = None, *, backend="llvm", static_argnames: Sequence
     array or a Python number: an axis tuple, a string, None) are compile-time values:
     the function is traced with the value itself, and each value compiles anew.
 
+    ``dynamic`` says which sizes the compiled code is for. ``None`` (the default): the
+    first call compiles for its shapes; a later call that differs only in sizes compiles
+    one version in which the sizes that changed are symbolic (``nbyoc.ir.symbols``), and
+    every later size runs on it without compiling (as torch.compile's automatic dynamic
+    shapes). ``True``: size-generic from the first call (every size above 1 a symbol;
+    equal sizes share one, as torch's "duck sizing"). ``False``: each shape compiles
+    its own. A function whose tracing needs a size's value (``range(len(x))``) is
+    compiled per shape whatever ``dynamic`` says. ``signatures`` shows the symbols.
+
     >>> import numpy as np, nbyoc
     >>> @nbyoc.jit(static_argnames=["axis"])
     ... def normalise(x, axis, eps=1e-6):
@@ -60,15 +75,17 @@ def jit(fn: Callable | None = None, *, backend="llvm", static_argnames: Sequence
     >>> normalise(np.ones((2, 4), np.float32), 1, eps=0.0).tolist()
     [[0.25, 0.25, 0.25, 0.25], [0.25, 0.25, 0.25, 0.25]]
     """
+    if dynamic not in (None, True, False):
+        raise NbyocTypeError(f"nbyoc.jit: dynamic must be None, True or False, got {dynamic!r}")
     if fn is None:
-        return lambda f: JitFunction(f, backend, static_argnames, compile_options)
-    return JitFunction(fn, backend, static_argnames, compile_options)
+        return lambda f: JitFunction(f, backend, static_argnames, compile_options, dynamic)
+    return JitFunction(fn, backend, static_argnames, compile_options, dynamic)
 
 
 class JitFunction:
     """A NumPy function compiled by nbyoc per signature (see ``jit``)."""
 
-    def __init__(self, fn: Callable, backend, static_argnames, compile_options):
+    def __init__(self, fn: Callable, backend, static_argnames, compile_options, dynamic=None):
         if not callable(fn):
             raise NbyocTypeError(f"nbyoc.jit takes a function, got {fn!r}")
         functools.update_wrapper(self, fn)
@@ -94,6 +111,11 @@ class JitFunction:
         self._compiled: dict[tuple, tuple] = {}
         #: the runner of the last signature called, when it checks its own arguments
         self._last: Callable | None = None
+        self._dynamic = dynamic
+        #: structure key (ranks, dtypes, kinds, static values) -> the shapes of its first
+        #: call, and its size-generic runner once it has one (``dynamic``)
+        self._first_shapes: dict[tuple, tuple] = {}
+        self._generic: dict[tuple, tuple[Callable, tuple]] = {}
 
     def __call__(self, *args, **kwargs):
         # The common call, kept to one Python call: the signature of the last call again.
@@ -117,7 +139,7 @@ class JitFunction:
             args = self._bind(args, kwargs)
         try:
             key = tuple([_key(a) for a in args])
-            run = self._runners.get(key) or self._compile(args, key)
+            run = self._runners.get(key) or self._choose(args, key)
             self._last = run if plain and all(type(k) is not _Static for k in key) else None
         except TypeError as error:  # an unhashable static value
             if "unhashable" not in str(error):
@@ -165,10 +187,41 @@ class JitFunction:
             for name in self._names
         )
 
-    def _compile(self, args, key) -> Callable:
+    def _choose(self, args, key) -> Callable:
+        """The runner for a signature not seen before: the size-generic one of its
+        structure when ``dynamic`` asks for it (made, or widened, as needed), else one
+        compiled for its shapes."""
+        structure = _structure_key(key)
+        shapes = _shapes(args)
+        if self._dynamic is False or not any(shapes):
+            return self._compile(args, key)
+        first = self._first_shapes.setdefault(structure, shapes)
+        if self._dynamic is None and first == shapes:
+            return self._compile(args, key)  # (the first shapes of this structure)
+        generic = self._generic.get(structure)
+        if generic is not None and generic[0] is not None and _fits(generic[1], shapes):
+            if _binds(generic[2], shapes):
+                return generic[0]
+            return self._compile(args, key)  # (sizes one symbol stood for now differ)
+        symbolic = _symbolic_dims(first, shapes, self._dynamic, generic)
+        if symbolic is None:  # (tracing needed a size's value: per shape)
+            return self._compile(args, key)
+        generic_key = (structure, "generic", symbolic)
+        try:
+            run = self._compile(args, generic_key, symbolic)
+        except (UndecidableSizeError, NbyocTypeError):
+            self._generic[structure] = (None, None, None)
+            return self._compile(args, key)
+        executable = self._compiled[generic_key][2]
+        self._generic[structure] = (run, symbolic, executable)
+        if not _binds(executable, shapes):  # (a constraint the sizes break: NumPy's rules)
+            return self._compile(args, key)
+        return run
+
+    def _compile(self, args, key, symbolic=None) -> Callable:
         from ..compiler import compile as nbyoc_compile
 
-        func, structure, text = self._trace(args)
+        func, structure, text = self._trace(args, symbolic)
         executable = nbyoc_compile(func, self._backend, **self._options)
         check = range_checker(func, [p.name_hint for p in func.params])
         run = _runner(executable, args, structure, func.ret_type, check)
@@ -176,15 +229,18 @@ class JitFunction:
         self._runners[key] = run
         return run
 
-    def _trace(self, args) -> tuple[Function, object, str]:
+    def _trace(self, args, symbolic=None) -> tuple[Function, object, str]:
+        """Trace the function on graph values for ``args``; ``symbolic``: per argument,
+        the dimension of each axis (an int, or a symbol's name)."""
         traced, params, described = [], [], []
-        for name, value in zip(self._names, args):
+        for k, (name, value) in enumerate(zip(self._names, args)):
             role = _role(value)
             if role in ("array", "scalar"):
                 array = np.asarray(value)
-                node = var(name, array.shape, array.dtype)
+                shape = symbolic[k] if symbolic is not None else array.shape
+                node = var(name, shape, array.dtype)
                 params.append(node)
-                described.append(f"{name}: {array.dtype}[{', '.join(map(str, array.shape))}]")
+                described.append(f"{name}: {array.dtype}[{', '.join(map(str, shape))}]")
             elif role == "weak":
                 node = weak_scalar(name, type(value))
                 params.append(node)
@@ -201,6 +257,60 @@ class JitFunction:
         outputs, structure = _outputs(result, self.__name__)
         func = function(params, outputs[0] if structure == "one" else outputs)
         return func, structure, f"({', '.join(described)})"
+
+
+def _shapes(args) -> tuple:
+    """Each argument's shape (None for one that is not an array)."""
+    return tuple(np.shape(a) if _role(a) in ("array", "scalar") else None for a in args)
+
+
+def _structure_key(key: tuple) -> tuple:
+    """A signature without its sizes: ranks and dtypes, kinds, static values."""
+    return tuple((len(k[0]), k[1]) if type(k) is tuple else k for k in key)
+
+
+def _fits(symbolic: tuple, shapes: tuple) -> bool:
+    """Whether arrays of ``shapes`` agree with the generic version's fixed sizes (its
+    symbols are bound, and their constraints checked, by its executable)."""
+    return all(
+        shape is None or all(not isinstance(d, int) or d == n for d, n in zip(dims, shape))
+        for dims, shape in zip(symbolic, shapes)
+    )
+
+
+def _binds(executable, shapes: tuple) -> bool:
+    """Whether the size-generic ``executable`` takes arrays of ``shapes``: its symbols
+    bind consistently and its constraints hold."""
+    try:
+        executable.bind_sizes([shape for shape in shapes if shape is not None])
+    except ArgumentError:
+        return False
+    return True
+
+
+def _symbolic_dims(first: tuple, shapes: tuple, dynamic: bool | None, generic):
+    """Per argument, the dimensions of a size-generic version: a symbol for each size
+    that changed since the first call (``dynamic=None``; also those a previous generic
+    version made symbolic) or each size above 1 (``True``); equal sizes of this call
+    share one symbol. None when a generic version was tried and could not be traced."""
+    if generic is not None and generic[0] is None:
+        return None  # (a generic version could not be traced)
+    before = generic[1] if generic is not None else first
+    names: dict[int, str] = {}
+    out = []
+    for k, (old, new) in enumerate(zip(before, shapes)):
+        if new is None:
+            out.append(None)
+            continue
+        dims = []
+        for axis, (o, n) in enumerate(zip(old, new)):
+            varying = not isinstance(o, int) or o != n if dynamic is None else n > 1
+            if varying and n > 1:  # (a 1 broadcasts: it stays one, as in torch)
+                dims.append(names.setdefault(n, f"s{len(names)}"))
+            else:
+                dims.append(n)
+        out.append(tuple(dims))
+    return tuple(out)
 
 
 class _Static:

@@ -21,7 +21,7 @@ import operator
 
 import numpy as np
 
-from ..errors import NbyocError
+from ..errors import NbyocError, ShapeMismatchError
 from ..ir.nodes import Call, GlobalVar, IRModule
 from ..ir.traversal import post_order
 from ..ir.types import TupleType, tensor_types
@@ -82,6 +82,26 @@ class Executable:
             return direct(*self._spec.check(args))
         arrays = self._spec.check(args)
         return _fresh(self._main(*arrays), {id(a) for a in arrays}, set())
+
+    def bind_sizes(self, shapes) -> dict[str, int]:
+        """The value of each symbolic size for arguments of ``shapes`` (a
+        ``ShapeMismatchError`` says which disagree or which constraint fails); ``{}``
+        for a function of fixed shapes that they fit.
+
+        >>> import nbyoc
+        >>> x = nbyoc.var("x", ("n", 3))
+        >>> nbyoc.compile(nbyoc.function([x], x * 2.0), backend="host").bind_sizes([(5, 3)])
+        {'n': 5}
+        """
+        if self._sizes is None:
+            for i, (shape, want) in enumerate(zip(shapes, self._spec.shapes)):
+                if tuple(shape) != want:
+                    raise ShapeMismatchError(
+                        f"main: argument {i} ({self._spec.names[i]}) has shape {tuple(shape)}, "
+                        f"not {want}"
+                    )
+            return {}
+        return self._sizes.bind(shapes)
 
     @property
     def specializations(self) -> dict:

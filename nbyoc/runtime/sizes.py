@@ -184,6 +184,23 @@ class SymbolicSizes:
             made = self._make(key, binding)
         return made._call(*arrays)
 
+    def bind(self, shapes) -> dict[str, int]:
+        """The binding for arguments of ``shapes`` (ranks and fixed sizes checked too)."""
+        shapes = [tuple(shape) for shape in shapes]
+        if len(shapes) != len(self.spec.shapes):
+            raise ShapeMismatchError(
+                f"main takes {len(self.spec.shapes)} arrays, got {len(shapes)}"
+            )
+        for i, (shape, want) in enumerate(zip(shapes, self.spec.shapes)):
+            if len(shape) != len(want) or any(
+                isinstance(d, int) and d != n for d, n in zip(want, shape)
+            ):
+                raise ShapeMismatchError(
+                    f"main: argument {i} ({self.spec.names[i]}) has shape {shape}, not one of "
+                    f"{self.spec.types[i]!r}"
+                )
+        return self.binder.bind(shapes)
+
     def made(self) -> dict:
         names = self.binder.symbols
         return {tuple(zip(names, key)): made for key, made in list(self._made.items())}

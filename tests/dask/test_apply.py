@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import nbyoc
 from nbyoc.dask import BlockError, tasks
+from nbyoc.runtime.compiles import compile_counts
 
 from ..frontend.numpy_corpus import CASES, STATIC
 from ..helpers import examples, run_fresh
@@ -243,13 +244,18 @@ def test_the_payload_is_data_and_loads_only_through_nbyoc():
         tasks.run_block(payload, np.ones((3, 4), np.float32))
 
 
-def test_each_block_signature_compiles_once_per_process():
+def test_blocks_of_every_length_share_one_compiled_function():
     x = da.from_array(np.ones((100, 8), np.float32), chunks=(30, 8))  # 30, 30, 30 and 10
-    before = dict(tasks.compiles)
+    before, modules = dict(tasks.compiles), compile_counts().get("llvm modules", 0)
     fn = lambda x: np.tanh(x) * 3.0  # noqa: E731
     for _ in range(2):
         assert_equal_to_numpy(compute(nbyoc.dask.apply(fn, x)), np.tanh(np.ones((100, 8))).astype(np.float32) * 3, "tanh")  # fmt: skip
-    assert tasks.compiles["block"] - before["block"] == 2  # (30, 8) and (10, 8), once
+    # one block function, its first dimension symbolic, for (30, 8) and (10, 8), once
+    assert tasks.compiles["block"] - before["block"] == 1
+    made = compile_counts().get("llvm modules", 0) - modules
+    rechunked = da.from_array(np.ones((100, 8), np.float32), chunks=(7, 8))  # 7s and a 2
+    compute(nbyoc.dask.apply(fn, rechunked))
+    assert compile_counts().get("llvm modules", 0) - modules == made  # no new kernel
 
 
 def test_import_nbyoc_works_without_dask_and_apply_says_what_to_install(tmp_path):

@@ -172,7 +172,7 @@ class OpEmission:
         rule = STAGE_RULES[node.op.name]
         if not rule.row_epilogue or len(shape) != 2 or not uses_tiles(node):
             return None
-        rows, n = shape
+        _, n = shape
         if n > FLAT_EPILOGUE_MAX:
             return None
         block_rows = max(1, BLOCK_ELEMENTS // n)
@@ -180,7 +180,8 @@ class OpEmission:
         for a, param in names.items():
             if a.type.shape == shape and self.arrays[a].contiguous:
                 views[a] = f"{param}_block"
-                setup.append(f"{param}_flat = {param}.reshape({rows * n})")
+                # (its size read at run time: the row count is a batch, the stage per structure)
+                setup.append(f"{param}_flat = {param}.reshape({param}.size)")
             elif (1,) * (2 - a.type.ndim) + tuple(a.type.shape) == (1, n):
                 views[a] = f"{param}_tiled"
                 element = f"{param}[{element_index((block_rows, n), a.type.shape)}]"  # (as stored)
