@@ -298,12 +298,12 @@ def _symbolic_dims(first: tuple, shapes: tuple, dynamic: bool | None, generic):
     before = generic[1] if generic is not None else first
     names: dict[int, str] = {}
     out = []
-    for k, (old, new) in enumerate(zip(before, shapes)):
+    for old, new in zip(before, shapes):
         if new is None:
             out.append(None)
             continue
         dims = []
-        for axis, (o, n) in enumerate(zip(old, new)):
+        for o, n in zip(old, new):
             varying = not isinstance(o, int) or o != n if dynamic is None else n > 1
             if varying and n > 1:  # (a 1 broadcasts: it stays one, as in torch)
                 dims.append(names.setdefault(n, f"s{len(names)}"))
