@@ -47,6 +47,7 @@ from ..ir.names import BACKEND_NAME
 from ..ir.nodes import IRModule
 from ..ir.serialize import from_json, to_json
 from .module import get_loader, unsavable_message
+from .sizes import is_symbolic
 
 FORMAT = "nbyoc-archive"
 VERSION = 1
@@ -73,11 +74,21 @@ def save_executable(executable, path) -> None:
     constants: list[np.ndarray] = []
     module_json = to_json(executable.module, constants=constants)
     backend = executable.backend
+    options = executable.options if executable.runtime_modules == {} else {}
+    try:
+        json.dumps(options, allow_nan=False)
+    except (TypeError, ValueError):
+        raise NbyocError(
+            f"cannot save this executable: its codegen options {options!r} are not plain "
+            f"JSON values, and a function with symbolic sizes is built again from them "
+            f"when loaded"
+        ) from None
     manifest = {
         "format": FORMAT,
         "version": VERSION,
         "nbyoc_version": __version__,
         "backend": backend if isinstance(backend, str) else list(backend),
+        "options": options,
         "constants": [f"constants/{k}.npy" for k in range(len(constants))],
         "runtime_modules": [
             {
@@ -137,6 +148,9 @@ def load_executable(path):
             f"{path} is not a readable nbyoc archive: {type(e).__name__}: {e}"
         ) from None
     external = {f for f in module.functions if "Compiler" in module[f].attrs}
+    if is_symbolic(module) and not runtime:
+        # (built for each binding of its sizes at its first call, as when compiled)
+        external = set()
     missing, extra = sorted(external - set(runtime)), sorted(set(runtime) - external)
     if missing:
         raise LoadError(f"{path}: no runtime module for {', '.join(missing)}")
@@ -146,8 +160,12 @@ def load_executable(path):
             f"does not call as external functions"
         )
     backend = manifest["backend"]
+    options = manifest.get("options", {})
+    if not isinstance(options, dict) or not all(isinstance(v, dict) for v in options.values()):
+        raise LoadError(f"{path}: manifest.json: options must map backends to keyword arguments")
     try:
-        return Executable(module, runtime, backend if isinstance(backend, str) else list(backend))
+        return Executable(module, runtime, backend if isinstance(backend, str) else list(backend),
+                          options)  # fmt: skip
     except NbyocError as e:  # e.g. a runtime module that does not provide its symbol
         raise LoadError(f"{path}: {e}") from e
 

@@ -2,11 +2,13 @@
 test runner, and code written for ONNX backends, can run models through nbyoc.
 
 ``Backend.prepare(model, device="CPU", backend="llvm", **compile_options)`` returns a
-rep whose ``run(inputs)`` returns a tuple of arrays. nbyoc shapes are static, so the
-rep imports and compiles the model per input signature (each input's shape and
-dtype) and keeps each compiled executable. Inputs that an op needs the value of (a
-reshape's target shape, pads, scales) are bound to their values at the first run
-that meets them; the rep then keys its executables by those values too.
+rep whose ``run(inputs)`` returns a tuple of arrays. The rep imports the model with
+its dynamic dimensions symbolic (``nbyoc.ir.symbols``) and compiles it once: every
+size of those dimensions runs on that one executable. A model whose import needs the
+sizes' values (shape arithmetic on them that does not fold) is imported and compiled
+per input signature (each input's shape and dtype) instead. Inputs that an op needs
+the value of (a reshape's target shape, pads, scales) are bound to their values at the
+first run that meets them; the rep then keys its executables by those values too.
 
 >>> import numpy as np
 >>> from onnx import helper, TensorProto
@@ -31,7 +33,7 @@ from onnx.backend.base import Backend as OnnxBackend
 from onnx.backend.base import BackendRep
 
 from ...compiler import compile as nbyoc_compile
-from ...errors import ArgumentCountError, NeedsConstantError
+from ...errors import ArgumentCountError, ArgumentError, ModelImportError, NeedsConstantError
 from .importer import import_model, load_model
 
 
@@ -46,7 +48,11 @@ class NbyocRep(BackendRep):
         self.input_names = [i.name for i in model.graph.input if i.name not in initializers]
         #: Graph inputs bound to their values (found when an op needed them).
         self.bound: tuple[str, ...] = ()
+        #: The executables compiled per input signature (shapes and bound values).
         self.executables: dict[tuple, object] = {}
+        #: The executables of the model with its dynamic dims symbolic, by bound values;
+        #: None once its import has needed the sizes' values.
+        self.symbolic: dict[tuple, object] | None = {}
 
     def run(self, inputs, **kwargs) -> tuple:
         """The model's outputs for ``inputs`` (a list in graph-input order, a dict by
@@ -54,7 +60,7 @@ class NbyocRep(BackendRep):
         arrays = self._by_name(inputs)
         while True:
             key = self._key(arrays)
-            executable = self.executables.get(key)
+            executable = self.executables.get(key) or self._size_generic(arrays)
             if executable is not None:
                 break
             try:
@@ -73,6 +79,36 @@ class NbyocRep(BackendRep):
             self.executables[key] = executable
         result = executable(*(arrays[n] for n in self.input_names if n not in self.bound))
         return result if isinstance(result, tuple) else (result,)
+
+    def _size_generic(self, arrays: dict):
+        """The executable of the model with its dynamic dims symbolic (compiled at the
+        first run), if it takes these arrays; else None (then one per signature)."""
+        if self.symbolic is None:
+            return None
+        values = self._key(arrays)[1]
+        executable = self.symbolic.get(values)
+        if executable is None:
+            try:
+                func = import_model(self.model, shapes={},
+                                    constants={n: arrays[n] for n in self.bound})  # fmt: skip
+            except NeedsConstantError as e:
+                new = [n for n in e.inputs if n in arrays and n not in self.bound]
+                if new:  # (an input an op needs the value of: bound, and tried again)
+                    self.bound = (*self.bound, *new)
+                    return self._size_generic(arrays)
+                self.symbolic = None  # (the sizes' values are needed: per signature)
+                return None
+            except ModelImportError:  # (an input without a shape in the model)
+                self.symbolic = None
+                return None
+            executable = nbyoc_compile(func, backend=self.backend, **self.options)
+            self.symbolic[values] = executable
+        shapes = [arrays[n].shape for n in self.input_names if n not in self.bound]
+        try:
+            executable.bind_sizes(shapes)
+        except ArgumentError:
+            return None  # (shapes that do not fit: the per-signature import says why)
+        return executable
 
     def _by_name(self, inputs) -> dict[str, np.ndarray]:
         if isinstance(inputs, dict):
