@@ -86,10 +86,28 @@ def _specialized(module: IRModule, binding, backend, options) -> Executable:
     concrete = specialize(module, binding)
     if not _still_supported(concrete):
         return compile(inline_externals(concrete), backend, options=options)
+    concrete = _mark_symbolic_shapes(module, concrete)
     used = {f.attrs.get("Compiler") for f in module.functions.values()}
     generic = {name: {**SIZE_GENERIC[name], **options.get(name, {})}
                for name in SIZE_GENERIC if name in used}  # fmt: skip
     return Executable(concrete, build(concrete, {**options, **generic}), backend, options)
+
+
+def _mark_symbolic_shapes(symbolic: IRModule, concrete: IRModule) -> IRModule:
+    """``concrete`` with each llvm region carrying its parameters' symbolic shapes (the
+    attribute ``symbolic_shapes``) and registered with its symbolic function, so that
+    its stages read those sizes at run time (``codegen.llvm.generic``)."""
+    from .codegen.llvm.generic import ATTR, register, shapes_text
+
+    functions = dict(concrete.functions)
+    for name, func in symbolic.functions.items():
+        if func.attrs.get("Compiler") == "llvm" and any(p.type.symbols for p in func.params):
+            functions[name] = functions[name].with_attrs(**{ATTR: shapes_text(func)})
+            register(functions[name], func)
+    if functions == dict(concrete.functions):
+        return concrete
+    main = concrete["main"]  # (its calls' GlobalVars name the same functions)
+    return IRModule({**functions, "main": main})
 
 
 def _still_supported(module: IRModule) -> bool:

@@ -80,19 +80,27 @@ def cnn():
     return g.model(["N", 3, 16, 16], ["N", 5], 17)
 
 
-def transformer(tokens: int = 8, width: int = 16, heads: int = 2):
+def transformer(tokens: int = 8, width: int = 16, heads: int = 2, dynamic_tokens=False):
     """x (N, T, D): pre-norm attention with a residual, then a pre-norm GELU MLP with
-    a residual; the head split by Reshape/Transpose with shapes computed from Shape."""
+    a residual; the head split by Reshape/Transpose with shapes computed from Shape.
+    ``dynamic_tokens``: the token count is a dynamic dimension too ("T"), read from
+    Shape as exported models do."""
     g = Graph(3)
     dh = width // heads
     n = g.node("LayerNormalization", ["x", g.weight("ln1_g", (width,), 0.1, 1.0),
                                       g.weight("ln1_b", (width,), 0.1)], "ln1", axis=-1)  # fmt: skip
     # The batch size as exported models compute it: Shape -> Gather -> Concat.
-    batch = g.node("Gather", [g.node("Shape", ["x"], "x_shape"), g.ints("zero", 0)], "batch")
+    shape = g.node("Shape", ["x"], "x_shape")
+    batch = g.node("Gather", [shape, g.ints("zero", 0)], "batch")
     batch = g.node("Unsqueeze", [batch, g.ints("axis0", [0])], "batch_1d")
-    split = g.node(
-        "Concat", [batch, g.ints("split_dims", [tokens, heads, dh])], "split_shape", axis=0
-    )
+    if dynamic_tokens:
+        count = g.node("Slice", [shape, g.ints("one", [1]), g.ints("two", [2])], "tokens_1d")
+        split = g.node("Concat", [batch, count, g.ints("split_dims", [heads, dh])],
+                       "split_shape", axis=0)  # fmt: skip
+    else:
+        split = g.node(
+            "Concat", [batch, g.ints("split_dims", [tokens, heads, dh])], "split_shape", axis=0
+        )
 
     def heads_of(name: str) -> str:
         proj = g.node("MatMul", [n, g.weight(f"w{name}", (width, width))], f"{name}_proj")
@@ -108,7 +116,8 @@ def transformer(tokens: int = 8, width: int = 16, heads: int = 2):
     scores = g.node("Div", [scores, scale], "scaled")
     attn = g.node("MatMul", [g.node("Softmax", [scores], "probs", axis=-1), v], "attn")
     attn = g.node("Transpose", [attn], "attn_t", perm=[0, 2, 1, 3])
-    merged = g.node("Reshape", [attn, g.ints("merge", [0, tokens, width])], "merged")
+    merged = g.node("Reshape", [attn, g.ints("merge", [0, 0 if dynamic_tokens else tokens,
+                                                      width])], "merged")  # fmt: skip
     out = g.node("MatMul", [merged, g.weight("wo", (width, width))], "attn_out")
     h = g.node("Add", ["x", out], "res1")
     n2 = g.node("LayerNormalization", [h, g.weight("ln2_g", (width,), 0.1, 1.0),
@@ -118,7 +127,8 @@ def transformer(tokens: int = 8, width: int = 16, heads: int = 2):
     act = g.node("Gelu", [up], "gelu")
     down = g.node("MatMul", [act, g.weight("w_down", (4 * width, width))], "down")
     g.node("Add", [h, down], "y")
-    return g.model(["N", tokens, width], ["N", tokens, width], 20)
+    t = "T" if dynamic_tokens else tokens
+    return g.model(["N", t, width], ["N", t, width], 20)
 
 
 MODELS = {

@@ -10,6 +10,7 @@ from ...ir.nodes import Call
 from . import rules
 from .epilogue import Epilogue, FlatPlanes, FlatRows
 from .gemm import uses_tiles
+from .generic import symbolic_size
 from .kernel_arrays import element_index
 from .ops import STAGE_RULES
 from .reduce import concatenate_part
@@ -173,7 +174,7 @@ class OpEmission:
         if not rule.row_epilogue or len(shape) != 2 or not uses_tiles(node):
             return None
         _, n = shape
-        if n > FLAT_EPILOGUE_MAX:
+        if n > FLAT_EPILOGUE_MAX or symbolic_size(node, -1):  # (its blocks are per width)
             return None
         block_rows = max(1, BLOCK_ELEMENTS // n)
         views, setup = {}, []

@@ -29,6 +29,7 @@ from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call, Constant
 from ...runtime.llvm.target import tile_name, tile_shape, tiles_supported, worker_threads
 from . import rules
+from .generic import symbolic_size
 from .loops import loop_nest, outer, subscript
 from .sizes import Sizes, ceil_div, value
 from .stages import Lead, StageBody
@@ -314,11 +315,13 @@ def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
     a2 = f"{a_name}[{subscript(a_batch)}]" if a_batch else a_name
     b2 = f"{b_name}[{subscript(b_batch)}]" if b_batch else b_name
     c2 = f"{dest}[{subscript(names)}]" if names else dest
+    # (a column count that is a symbol: its panels counted at run time)
+    columns = str(n) if b.type.ndim >= 2 and symbolic_size(b, -1) else n
     if not deep:
-        lines, imports = tile_product(dtype, (a2, b2, c2), (m, k, n), "r0", "r1", pack)
+        lines, imports = tile_product(dtype, (a2, b2, c2), (m, k, columns), "r0", "r1", pack)
         body += lines
     else:
-        lines, imports = _deep_product(dtype, (a2, b2, c2), (m, k, n), depth, pack)
+        lines, imports = _deep_product(dtype, (a2, b2, c2), (m, k, columns), depth, pack)
         body += lines
     setup = [f"b_panel = np.empty(({depth}, {cols}), np.{dtype})"] if pack else []
     if epilogue is not None and names:

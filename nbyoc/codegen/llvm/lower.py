@@ -66,6 +66,7 @@ from ...errors import CompileError
 from ...ir.nodes import Call, Constant, Function, Var
 from ...ir.op import Op
 from ...ir.traversal import post_order
+from . import generic
 from .assemble import Lowered, assemble
 from .emit import KernelEmitter
 from .ops import call_work
@@ -115,10 +116,11 @@ def lower(
             or (isinstance(node, Call) and isinstance(node.op, Op))
         ):
             raise CompileError(f"the llvm backend cannot compile {node!r} in @{symbol}")
-    plan = schedule(func, fuse, parallel_threshold)
-    as_program = function_pointers and is_program(_work(nodes), model_work)
-    emitter = KernelEmitter(func, plan, fuse, parallel_threshold, function_pointers, as_program)
-    return assemble(func, emitter.emit(), fuse, plan)
+    with generic.lowering(func):  # (which sizes are symbolic, for a size-generic region)
+        plan = schedule(func, fuse, parallel_threshold)
+        as_program = function_pointers and is_program(_work(nodes), model_work)
+        emitter = KernelEmitter(func, plan, fuse, parallel_threshold, function_pointers, as_program)
+        return assemble(func, emitter.emit(), fuse, plan)
 
 
 def region_work(func: Function) -> int:

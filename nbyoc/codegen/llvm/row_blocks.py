@@ -24,6 +24,7 @@ from __future__ import annotations
 from ...ir.nodes import Call, Expr
 from ...ir.ops.elementwise import loop_dtypes
 from . import rules
+from .generic import symbolic_size
 from .reductions import reduction_code
 from .rows import Bindings, RowFunction, RowGroup, last_reads, row_parameter_types
 from .sizes import Sizes
@@ -46,6 +47,12 @@ def row_block_function(
     columns = domain.columns
     block = max(1, BLOCK_ELEMENTS // columns)
     size = block * columns
+    sizes = Sizes() if addressed else None
+    if addressed and _symbolic_rows(group):
+        # (rows whose length is a symbol: read at run time, the buffers the most a block
+        # of any length holds, so that the function is the same for every length)
+        columns = sizes.dim(columns)
+        block, size = BLOCK_ELEMENTS, BLOCK_ELEMENTS
     reductions = set(group.reductions)
     computed, ready = group.passes()
     params, roles, scalars = bound.params, bound.roles, bound.scalars
@@ -77,7 +84,13 @@ def row_block_function(
                 if row_valued and a not in spread:
                     spread[a] = f"spread{len(spread)}"
 
-    body = [f"C = np.uint64({columns})", f"B = np.uint64({block})"]
+    if isinstance(columns, int):
+        body = [f"C = np.uint64({columns})", f"B = np.uint64({block})"]
+    else:
+        body = [
+            f"C = np.uint64({columns})",
+            f"B = np.uint64(max(1, {BLOCK_ELEMENTS} // {columns}))",
+        ]
     for n, name in buffers.items():
         body.append(f"{name} = np.empty({size}, {np_type(n)})")
     for n, name in row_arrays.items():
@@ -178,4 +191,9 @@ def row_block_function(
     body.append("    b0 += B")
     parameters = [*params.values(), *scalars.values()]
     types = row_parameter_types(bound, flat=True)
-    return RowFunction(parameters, types, body, Sizes() if addressed else None, helpers)
+    return RowFunction(parameters, types, body, sizes, helpers)
+
+
+def _symbolic_rows(group: RowGroup) -> bool:
+    """Whether the group's row length is a symbolic size of the region being lowered."""
+    return any(symbolic_size(n, -1) for n in group.nodes if n in group.full and n.type.ndim)
