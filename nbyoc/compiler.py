@@ -78,19 +78,36 @@ def compile(
     return Executable(module, build(module, options), backend, options)
 
 
-def _specialized(module: IRModule, binding, backend, options) -> Executable:
-    """``module`` (partitioned, symbolic) built for one binding of its sizes: a backend
-    that can make its code size-generic is asked to (``SIZE_GENERIC``). When the sizes
-    change what a backend takes (a call the binding empties), the binding is partitioned
-    for its own sizes instead (``inline_externals``)."""
+def _specialized(module: IRModule, binding, backend, options, generic: bool) -> Executable:
+    """``module`` (partitioned, symbolic) built for one binding of its sizes. ``generic``:
+    a backend that can make its code size-generic is asked to (``SIZE_GENERIC``), and
+    the executable's ``fixed_pays`` says whether a build for the binding's fixed shapes
+    would run faster (a region small enough to be a compiled kernel rather than a
+    program: ``runtime.sizes.STABLE_CALLS``). When the sizes change what a backend takes
+    (a call the binding empties), the binding is partitioned for its own sizes instead
+    (``inline_externals``)."""
     concrete = specialize(module, binding)
     if not _still_supported(concrete):
         return compile(inline_externals(concrete), backend, options=options)
+    if not generic:
+        return Executable(concrete, build(concrete, options), backend, options)
     concrete = _mark_symbolic_shapes(module, concrete)
     used = {f.attrs.get("Compiler") for f in module.functions.values()}
-    generic = {name: {**SIZE_GENERIC[name], **options.get(name, {})}
-               for name in SIZE_GENERIC if name in used}  # fmt: skip
-    return Executable(concrete, build(concrete, {**options, **generic}), backend, options)
+    generic_options = {name: {**SIZE_GENERIC[name], **options.get(name, {})}
+                       for name in SIZE_GENERIC if name in used}  # fmt: skip
+    made = Executable(concrete, build(concrete, {**options, **generic_options}), backend, options)
+    made.fixed_pays = _fixed_pays(concrete)
+    return made
+
+
+def _fixed_pays(module: IRModule) -> bool:
+    """Whether some llvm region of ``module`` would be a compiled kernel, not a program,
+    when built for its fixed shapes (``codegen.llvm.lower.is_program``)."""
+    from .codegen.llvm.lower import is_program, region_work
+
+    regions = [f for f in module.functions.values() if f.attrs.get("Compiler") == "llvm"]
+    work = [region_work(f) for f in regions]
+    return any(not is_program(w, sum(work)) for w in work)
 
 
 def _mark_symbolic_shapes(symbolic: IRModule, concrete: IRModule) -> IRModule:

@@ -46,6 +46,9 @@ class Executable:
         self.runtime_modules = dict(runtime_modules or {})
         self.backend = backend
         self.options = dict(options or {})
+        #: Whether a build for fixed shapes would run faster (one binding of a function
+        #: with symbolic sizes, built size-generic: ``runtime.sizes.STABLE_CALLS``).
+        self.fixed_pays = False
         main = module["main"]
         self._spec = ArgumentSpec.of([(p.name_hint, p.type) for p in main.params], "main")
         if is_symbolic(module):

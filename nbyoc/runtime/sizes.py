@@ -23,7 +23,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
-from ..errors import NbyocError, NbyocTypeError, ShapeMismatchError
+from ..errors import ArgumentError, NbyocError, NbyocTypeError, ShapeMismatchError
 from ..ir.nodes import Call, IRModule
 from ..ir.symbols import SYMBOL_MIN, Constraint, SizeExpr, substitute
 from ..ir.traversal import post_order
@@ -149,9 +149,17 @@ def is_symbolic(module: IRModule) -> bool:
 #: recently used goes first. Their kernels are shared, so one costs its plan and buffers.
 MAX_KEPT = 64
 
-#: ``(module, binding, backend, options) -> Executable``: builds the module for one
-#: binding of its sizes. Set by ``nbyoc.compiler`` (the runtime imports no codegen).
+#: ``(module, binding, backend, options, generic) -> Executable``: builds the module for
+#: one binding of its sizes, size-generic or not. Set by ``nbyoc.compiler`` (the runtime
+#: imports no codegen). The executable's ``fixed_pays`` says whether a build for fixed
+#: shapes would run faster (``STABLE_CALLS``).
 _SPECIALIZER: list[Callable] = []
+#: A binding called this many times is *stable*: when its size-generic build is one a
+#: build for its fixed shapes beats (``fixed_pays``: a region too small for a program's
+#: dearer call, 5 to 30 us, not to show), it is built again for its shapes and runs that.
+#: Measured (bench/size_generic.py): the bench graphs at 256x256 ran 1.3x to 4x slower
+#: size-generic, from 1024x1024 within 8%.
+STABLE_CALLS = 16
 
 
 def register_specializer(make: Callable) -> None:
@@ -171,9 +179,35 @@ class SymbolicSizes:
         self.spec = executable._spec
         self.binder = SizeBinder([(p.name_hint, p.type) for p in main.params], constraints, "main")
         self._made: OrderedDict = OrderedDict()
+        self._calls: dict[tuple, int] = {}  # (until a binding is stable)
+        self.stable_calls = STABLE_CALLS  # (read when compiled; 0: never rebuilt)
         self._lock = threading.Lock()
+        plain = self.binder.plain
+        #: where each symbol is read, when every one is read plainly: a call's binding is
+        #: then its arrays' sizes there, and the build made for it checks the rest.
+        self._positions = (
+            [plain[name] for name in self.binder.symbols]
+            if all(name in plain for name in self.binder.symbols) else None
+        )  # fmt: skip
 
     def call(self, *args, **named):
+        positions = self._positions
+        if positions is not None and not named:
+            try:
+                key = tuple([args[i].shape[axis] for i, axis in positions])
+            except (AttributeError, IndexError, TypeError):
+                key = None
+            made = self._made.get(key)
+            if made is not None:
+                if key in self._calls:
+                    made = self._count(key, made)
+                try:
+                    return made._call(*args)  # (it checks every shape: they are its own)
+                except ArgumentError:
+                    pass  # (the check below says what is wrong, in the symbols' terms)
+        return self._call_checked(args, named)
+
+    def _call_checked(self, args, named):
         if named:
             raise self.spec.keywords_refused(named)
         arrays = self.spec.check(args)
@@ -183,6 +217,23 @@ class SymbolicSizes:
         if made is None:
             made = self._make(key, binding)
         return made._call(*arrays)
+
+    def _count(self, key: tuple, made):
+        """Count a call of binding ``key``; at its ``STABLE_CALLS``-th, the build for its
+        fixed shapes when that one is faster (``fixed_pays``)."""
+        calls = self._calls[key] = self._calls[key] + 1
+        if calls < self.stable_calls:
+            return made
+        del self._calls[key]
+        if not getattr(made, "fixed_pays", False):
+            return made
+        ex = self.executable
+        binding = dict(zip(self.binder.symbols, key))
+        fixed = _SPECIALIZER[0](ex.module, binding, ex.backend, ex.options, generic=False)
+        with self._lock:
+            if self._made.get(key) is made:
+                self._made[key] = fixed
+        return fixed
 
     def bind(self, shapes) -> dict[str, int]:
         """The binding for arguments of ``shapes`` (ranks and fixed sizes checked too)."""
@@ -212,8 +263,10 @@ class SymbolicSizes:
                 if not _SPECIALIZER:
                     raise NbyocError("import nbyoc to run functions with symbolic sizes")
                 ex = self.executable
-                made = _SPECIALIZER[0](ex.module, binding, ex.backend, ex.options)
+                made = _SPECIALIZER[0](ex.module, binding, ex.backend, ex.options, generic=True)
                 self._made[key] = made
+                if self.stable_calls and getattr(made, "fixed_pays", False):
+                    self._calls[key] = 0
                 while len(self._made) > MAX_KEPT:
                     self._made.popitem(last=False)
             else:
