@@ -97,3 +97,59 @@ def test_the_set_is_pinned_and_varied():
     families = {m.family.split(":")[0] for m in MODELS.values()}
     assert {"vision", "detection", "ocr", "audio", "layout", "dense"} <= families
     assert len({m.path for m in MODELS.values()}) == len(MODELS)  # no two share a cache file
+
+
+def symbolic_import(name: str) -> nbyoc.ir.Function:
+    """``name`` with its dynamic dims symbolic; where its import needs their values, with
+    all but the batch fixed as the record fixes them."""
+    model = MODELS[name]
+    data = model_bytes(name)
+    try:
+        return nbyoc.from_onnx(data, constants=model.constants)
+    except nbyoc.errors.NeedsConstantError:
+        shapes = {k: (None, *v[1:]) for k, v in model.shapes.items()}
+        return nbyoc.from_onnx(data, shapes=shapes, constants=model.constants)
+
+
+def symbolic_cases() -> list:
+    params = []
+    for name, model in MODELS.items():
+        if model.refused:
+            continue
+        for backend in ("host", "llvm"):
+            marks = [pytest.mark.slow] if backend != "host" else []
+            if backend in model.failures:
+                marks.append(pytest.mark.xfail(strict=True, reason=model.failures[backend]))
+            params.append(pytest.param(name, backend, marks=marks, id=f"{name}-{backend}"))
+    return params
+
+
+@pytest.mark.parametrize(("name", "backend"), symbolic_cases())
+def test_one_executable_runs_two_batch_sizes_and_matches_onnx_runtime(name, backend):
+    """The model compiled once with its dynamic dims symbolic runs the record's inputs
+    and a batch of three of them (each sample is independent, so the truth is the
+    record's, three times), both as accurate as ``accuracy`` asks."""
+    from ..real_models import ort_session
+
+    f = symbolic_import(name)
+    ref = reference(name)
+    fn = nbyoc.compile(f, backend=backend)
+    batched = [not isinstance(p.type.shape[0], int) for p in f.params]
+    if not any(batched):
+        pytest.skip(f"{name} has a fixed batch: {f.params[0].type!r}")
+    session = ort_session(model_bytes(name))
+    names = [i.name for i in session.get_inputs() if i.name not in MODELS[name].constants]
+    for copies in (1, 3):
+        inputs = [np.concatenate([a] * copies) if b else a for a, b in zip(ref.inputs, batched)]
+        got = as_list(fn(*inputs))
+        ort = session.run(None, {**dict(zip(names, inputs)), **MODELS[name].constants})
+        for i, (out, o, host, truth) in enumerate(zip(got, ort, ref.host, ref.truth)):
+            what = f"{name} on {backend} at {copies}x the batch, output {i}"
+            assert (out.dtype, out.shape) == (o.dtype, o.shape), what
+            if out.dtype.kind != "f":
+                np.testing.assert_array_equal(out, o, err_msg=what)
+                continue
+            tile = (copies,) + (1,) * (truth.ndim - 1)
+            acc = accuracy(out, o, np.tile(host, tile), np.tile(truth, tile))
+            assert acc.ok, f"{what}: {acc}"
+    assert len(fn.specializations) == 2

@@ -144,6 +144,8 @@ class KernelEmitter(NestEmission, OpEmission, CopyEmission, RowEmission):
         self.tables: dict[str, list[tuple[int, int]]] = {}
         #: The scratch arenas of contiguous copies (``contiguous_copy``), after the plan's.
         self.copy_arenas: list[tuple[str, int]] = []
+        #: A program's contiguous copy of each array, made once (``contiguous_copy``).
+        self.contiguous_copies: dict = {}
 
     def emit(self) -> Emitted:
         """The kernel's body: every stage in order, then the outputs' copies."""

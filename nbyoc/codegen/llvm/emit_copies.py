@@ -94,6 +94,13 @@ class CopyEmission:
         name = self.scope.derived(self.read_array(node), "c")
         if not self.as_program:
             return [f"{name} = np.ascontiguousarray({self.read_array(node)})"], name
+        if node in self.contiguous_copies:
+            # The copy made for an earlier reader: its arena is its own for the whole
+            # program. (A second copy bound the same name to a new, unfilled arena while
+            # a queued group of stages read the name only when flushed: basic-pitch at a
+            # batch of 3 read the unfilled one, wrong numbers.)
+            return [], self.contiguous_copies[node]
+        self.contiguous_copies[node] = name
         dtype = storage_dtype(node.type.dtype)
         arena = len(self.buffer_plan.arenas) + len(self.copy_arenas)
         self.copy_arenas.append((dtype, max(node.type.size, 1)))
