@@ -21,7 +21,7 @@ from .ir.nodes import Call, Function, IRModule
 from .ir.specialize import specialize
 from .ir.traversal import post_order
 from .ir.verify import verify
-from .runtime.executable import Executable
+from .runtime.executable import _GENERIC_BACKENDS, Executable
 from .runtime.sizes import is_symbolic, register_specializer
 from .transform.inline import inline_externals
 from .transform.partition import plain
@@ -141,6 +141,7 @@ def _still_supported(module: IRModule) -> bool:
 #: Codegen options that make a backend's code serve every binding of a function's
 #: symbolic sizes: the kernels of one binding are then those of every other.
 SIZE_GENERIC = {"llvm": {"size_generic": True}}
+_GENERIC_BACKENDS.update(dict.fromkeys(SIZE_GENERIC, True))
 
 
 register_specializer(_specialized)

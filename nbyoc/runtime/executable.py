@@ -107,6 +107,25 @@ class Executable:
         return self._sizes.bind(shapes)
 
     @property
+    def size_generic(self) -> bool:
+        """True when this executable has symbolic sizes and every backend it uses builds
+        size-generic code (``nbyoc.compiler.SIZE_GENERIC``: llvm), so that a new size
+        compiles nothing; False for fixed shapes, or when a backend builds each binding
+        for its shapes (csource, examplejson: a new size compiles there).
+
+        >>> import nbyoc
+        >>> f = nbyoc.function([x := nbyoc.var("x", ("n",))], x * 2.0)
+        >>> nbyoc.compile(f).size_generic, nbyoc.compile(f, "csource").size_generic
+        (True, False)
+        """
+        if self._sizes is None:
+            return False
+        used = {
+            f.attrs["Compiler"] for f in self.module.functions.values() if "Compiler" in f.attrs
+        }
+        return all(_GENERIC_BACKENDS.get(name, False) for name in used)
+
+    @property
     def specializations(self) -> dict:
         """For a function with symbolic sizes: the executables made so far, by binding
         (``{"n": 4}`` as a tuple of pairs); empty for a function of fixed shapes."""
@@ -179,6 +198,11 @@ class Executable:
 
     def __repr__(self) -> str:
         return f"<nbyoc.Executable backend={self.backend!r} main{self.signature}>"
+
+
+#: Backends whose build for one binding of symbolic sizes runs every binding's kernels
+#: (set by ``nbyoc.compiler`` from its ``SIZE_GENERIC`` table).
+_GENERIC_BACKENDS: dict[str, bool] = {}
 
 
 def _direct_call(module: IRModule, runtime_modules: dict, spec: ArgumentSpec):

@@ -163,3 +163,70 @@ def test_import_nbyoc_works_without_onnx_and_from_onnx_says_what_to_install(tmp_
         "except nbyoc.errors.MissingDependencyError as e:\n    print(json.dumps(str(e)))\n"
     )
     assert "pip install 'nbyoc[onnx]'" in run_fresh(code, tmp_path)
+
+
+def _ints(name, values):
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+def test_shape_arithmetic_folds_on_symbolic_sizes():
+    """Shape -> Gather -> Mul -> Concat -> Reshape, Slice bounds from Shape, Resize sizes
+    from Shape times 2: the model's dynamic dims stay symbols through all of it, and one
+    executable runs every size as ONNX Runtime does."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "i1"], ["h"], axis=0),  # h
+        helper.make_node("Gather", ["s", "i2"], ["w"], axis=0),  # w
+        helper.make_node("Mul", ["h", "w"], ["hw"]),
+        helper.make_node("Unsqueeze", ["hw", "axis0"], ["hw1"]),
+        helper.make_node("Concat", ["minus1", "hw1"], ["flat_shape"], axis=0),
+        helper.make_node("Reshape", ["x", "flat_shape"], ["flat"]),  # (-1, h*w)
+        helper.make_node("Slice", ["s", "one", "three"], ["hw_pair"]),  # [h, w]
+        helper.make_node("Sub", ["hw_pair", "one"], ["hw_less"]),  # [h - 1, w - 1]
+        helper.make_node("Slice", ["x", "zero2", "hw_less", "axes12"], ["cropped"]),
+        helper.make_node("Mul", ["s", "scale"], ["big"]),  # [n, 2h, 2w]
+        helper.make_node("Resize", ["x", "", "", "big"], ["up"], mode="nearest"),
+    ]  # fmt: skip
+    inits = [_ints("i1", 1), _ints("i2", 2), _ints("axis0", [0]), _ints("minus1", [-1]),
+             _ints("one", [1]), _ints("three", [3]), _ints("zero2", [0, 0]),
+             _ints("axes12", [1, 2]), _ints("scale", [1, 2, 2])]  # fmt: skip
+    model = make(nodes, [tensor("x", ["n", "h", "w"])],
+                 [tensor("flat", None), tensor("cropped", None), tensor("up", None)],
+                 inits, opset=18)  # fmt: skip
+    f = nbyoc.from_onnx(model)
+    assert [str(t) for t in f.ret_type.fields] == [
+        "Tensor[(n, h*w), float32]", "Tensor[(n, h - 1, w - 1), float32]",
+        "Tensor[(n, 2*h, 2*w), float32]",
+    ]  # fmt: skip
+    ort = pytest.importorskip("onnxruntime")
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    fn = nbyoc.compile(f)
+    for shape in ((2, 3, 5), (1, 7, 4)):
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        for got, expected in zip(fn(x), session.run(None, {"x": x})):
+            np.testing.assert_array_equal(got, expected)
+
+
+def test_a_step_needing_a_symbolic_sizes_value_names_the_symbols():
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "i0"], ["n"], axis=0),
+             helper.make_node("Cast", ["n"], ["nf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["x", "nf"], ["y"])]  # fmt: skip
+    model = make(nodes, [tensor("x", ["batch", 3])], [tensor("y", None)], [_ints("i0", 0)])
+    with pytest.raises(NeedsConstantError, match=r"Cast node: .* symbolic size\(s\) batch .*"
+                                                 r"shapes="):  # fmt: skip
+        nbyoc.from_onnx(model)
+    fixed = nbyoc.from_onnx(model, shapes={"x": (2, 3)})  # shapes= fixes it
+    assert fixed.ret_type == nbyoc.ir.types.TensorType((2, 3))
+
+
+def test_the_same_dim_param_is_one_symbol_and_unnamed_dims_get_their_own():
+    model = make([helper.make_node("Add", ["a", "b"], ["y"])],
+                 [tensor("a", ["batch size", 0]), tensor("b", ["batch size", 0])],
+                 [tensor("y", None)])  # fmt: skip
+    f = nbyoc.from_onnx(model)
+    assert [str(p.type) for p in f.params] == ["Tensor[(batch_size, a_1), float32]",
+                                               "Tensor[(batch_size, b_1), float32]"]  # fmt: skip
+    assert [str(c) for c in f.body.assumes] == [
+        "Constraint(kind='broadcast', args=(b_1, a_1), where='add at axis -1')"
+    ]
