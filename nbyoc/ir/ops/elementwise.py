@@ -35,7 +35,7 @@ def broadcast_shapes(op_name: str, types: tuple[TensorType, ...]) -> tuple[int, 
 
     >>> broadcast_shapes("add", (TensorType((4, 1)), TensorType((3,))))
     (4, 3)
-    >>> broadcast_shapes("add", (TensorType(("n", 1)), TensorType(("m", 3))))
+    >>> broadcast_shapes("add", (TensorType(("n", 1)), TensorType((3,))))
     (n, 3)
     """
     ndim = max(len(t.shape) for t in types)
