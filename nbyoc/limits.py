@@ -79,7 +79,12 @@ LIMITS: dict[str, Limit] = {
         # must stay above what the printer, serialiser and compiler use per level.
         Limit("nesting", 100, "nested {} levels deep",
               "the nesting of tuples in a type, of brackets in the text form, and of "
-              "types in JSON"),
+              "types in JSON, and of floordiv, min and max in a symbolic size"),
+        # A symbolic size is a polynomial: products of sums expand, so a model's shape
+        # arithmetic could ask for a size of millions of terms. The real models' largest
+        # have a few; 256 leaves room and keeps every step on one in microseconds.
+        Limit("size_terms", 256, "{:,} terms",
+              "the terms of one symbolic size once expanded (nbyoc.ir.symbols)"),
     )
 }  # fmt: skip
 

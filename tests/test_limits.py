@@ -12,7 +12,8 @@ from nbyoc.errors import LimitError, NbyocError
 
 
 def test_every_limit_has_a_default_an_environment_variable_and_a_meaning():
-    assert set(limits.LIMITS) == {"folded_bytes", "member_bytes", "compression_ratio", "nesting"}
+    assert set(limits.LIMITS) == {"folded_bytes", "member_bytes", "compression_ratio", "nesting",
+                                  "size_terms"}  # fmt: skip
     for name, limit in limits.LIMITS.items():
         assert limits.get(name) == limit.default > 0
         assert limit.env == "NBYOC_LIMIT_" + name.upper()

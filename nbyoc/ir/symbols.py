@@ -35,8 +35,9 @@ import functools
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from .. import limits
 from ..errors import NbyocTypeError, ParseError, UndecidableSizeError
 
 #: Sizes of a symbol: at least 1, and below nbyoc's limit on any axis.
@@ -189,6 +190,16 @@ class _Apply:
 
     kind: str
     args: tuple
+    #: How deeply floordiv, min and max nest in it (bounded by the limit ``nesting``,
+    #: so that printing and substituting, which recurse per level, never run out).
+    depth: int = field(default=1, compare=False, repr=False)
+
+    def __post_init__(self):
+        inner = [t.depth for a in self.args if isinstance(a, SizeExpr) for m, _ in a.terms
+                 for t in m if isinstance(t, _Apply)]  # fmt: skip
+        object.__setattr__(self, "depth", 1 + max(inner, default=0))
+        if self.depth > 8:  # (a cheap test first)
+            limits.check("nesting", self.depth, "a symbolic size's floordiv, min and max")
 
     @property
     def symbols(self) -> frozenset[str]:
@@ -228,6 +239,8 @@ def _canonical(terms: dict):
         return 0
     if set(terms) == {()}:
         return terms[()]
+    if len(terms) > 16:  # (a cheap test first: sizes have a few terms)
+        limits.check("size_terms", len(terms), "a symbolic size")
     ordered = sorted(terms.items(), key=lambda item: _order(item[0]) if item[0] else (1,))
     return SizeExpr(tuple(ordered))
 

@@ -202,3 +202,21 @@ def test_every_onnx_node_case_types_with_every_dimension_symbolic():
         except (NbyocTypeError, AssertionError) as e:
             failures.append(f"{case.name}: {e}")
     assert checked > 500 and not failures, failures
+
+
+def test_sizes_that_grow_without_bound_are_refused_by_limits():
+    """A model's or a text's shape arithmetic cannot build a size of a million terms, or
+    floordivs nested past what printing can recurse through: each is a LimitError."""
+    from nbyoc.errors import LimitError
+
+    nested = N
+    with pytest.raises(LimitError, match="nesting"):
+        for _ in range(150):
+            nested = (nested + 1) // 2
+    symbols = [size(f"s{k}") for k in range(20)]
+    product = 1
+    with pytest.raises(LimitError, match="size_terms"):
+        for k in range(0, 20, 2):
+            product = product * (symbols[k] + symbols[k + 1])  # 2**10 terms
+    with pytest.raises(LimitError, match="nesting"):
+        parse_size("floordiv(" * 120 + "n" + " + 1, 2)" * 120)
