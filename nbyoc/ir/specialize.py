@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from ..errors import NbyocTypeError
 from .nodes import Call, Function, GlobalVar, IRModule, Var
 from .symbols import SizeExpr, substitute
-from .traversal import operands, post_order, with_operands
+from .traversal import callees_first, operands, post_order, with_operands
 from .types import TensorType, TupleType
 
 
@@ -100,28 +100,9 @@ def _rebuild(func: Function, retype, binding, new_types: dict, globals_=None) ->
 def _specialize_module(module: IRModule, binding) -> IRModule:
     functions: dict = {}
     globals_: dict = {}
-    for name in _callees_first(module):
+    for name in callees_first(module):
         func = _rebuild(module[name], lambda t: substitute_type(t, binding), binding, {},
                         globals_)  # fmt: skip
         functions[name] = func
         globals_[name] = GlobalVar(name, func.type)
     return IRModule(functions)
-
-
-def _callees_first(module: IRModule) -> list[str]:
-    """Function names ordered so that each comes after every function it calls."""
-    order: list[str] = []
-    visiting: set[str] = set()
-
-    def visit(name: str) -> None:
-        if name in order or name in visiting:
-            return
-        visiting.add(name)
-        for node in post_order([module[name].body]):
-            if isinstance(node, Call) and isinstance(node.op, GlobalVar):
-                visit(node.op.name_hint)
-        order.append(name)
-
-    for name in module.functions:
-        visit(name)
-    return order

@@ -97,3 +97,32 @@ def last_reads(schedule: list[Expr]) -> dict[Expr, int]:
         for operand in operands(node):
             last[operand] = position
     return last
+
+
+def callees_first(module) -> list[str]:
+    """The names of ``module``'s functions ordered so that each comes after every
+    function it calls (``GlobalVar`` calls).
+
+    >>> from nbyoc.ir.nodes import Function, IRModule, Var
+    >>> from nbyoc.ir.types import TensorType
+    >>> x = Var("x", TensorType((2,)))
+    >>> callees_first(IRModule({"main": Function([x], -x)}))
+    ['main']
+    """
+    from .nodes import GlobalVar
+
+    order: list[str] = []
+    visiting: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in order or name in visiting:
+            return
+        visiting.add(name)
+        for node in post_order([module[name].body]):
+            if isinstance(node, Call) and isinstance(node.op, GlobalVar):
+                visit(node.op.name_hint)
+        order.append(name)
+
+    for name in module.functions:
+        visit(name)
+    return order

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import NbyocError, ShapeMismatchError
 from ..ir.nodes import Call, GlobalVar, IRModule
-from ..ir.traversal import post_order
+from ..ir.traversal import callees_first
 from ..ir.types import TupleType, tensor_types
 from .arguments import ArgumentSpec
 from .host import HostFunction
@@ -58,7 +58,7 @@ class Executable:
             return
         self._sizes = None
         callees: dict = {}
-        for name in _callees_first(module):
+        for name in callees_first(module):
             if name in self.runtime_modules:
                 run = self.runtime_modules[name].get_function(name)
                 callees[name] = _allocating(run, module[name].ret_type)
@@ -268,23 +268,6 @@ def _nest(t, outputs):
     if isinstance(t, TupleType):
         return tuple(_nest(f, outputs) for f in t.fields)
     return next(outputs)
-
-
-def _callees_first(module: IRModule) -> list[str]:
-    """Function names ordered so that each comes after every function it calls."""
-    order: list[str] = []
-
-    def visit(name: str) -> None:
-        if name in order:
-            return
-        for node in post_order([module[name].body]):
-            if isinstance(node, Call) and isinstance(node.op, GlobalVar):
-                visit(node.op.name_hint)
-        order.append(name)
-
-    for name in module.functions:
-        visit(name)
-    return order
 
 
 def _fresh(value, inputs: set[int], seen: set[int]):

@@ -20,44 +20,28 @@ from ..ir.traversal import operands, post_order, with_operands
 
 def inline_externals(module: IRModule) -> Function:
     """``module['main']`` with the module's other functions inlined, recursively."""
-    return _inline(module, "main")
+    main = module["main"]
+    body = _inlined(module, main.body, {p: p for p in main.params})
+    attrs = {k: v for k, v in main.attrs.items() if k not in ("Compiler", "global_symbol")}
+    return Function(main.params, body, attrs)
 
 
-def _inline(module: IRModule, name: str) -> Function:
-    func = module[name]
-    rebuilt: dict = {p: p for p in func.params}
-    for node in post_order([func.body], leaves=set(func.params)):
+def _inlined(module: IRModule, body, mapping: dict):
+    """``body`` rebuilt on ``mapping`` (its parameters' values), each call of a module
+    function replaced by that function's body on the call's arguments; a field of a
+    tuple so made is the field itself."""
+    rebuilt = dict(mapping)
+    for node in post_order([body], leaves=set(mapping)):
         if node in rebuilt:
             continue
         args = [rebuilt[a] for a in operands(node)]
         if isinstance(node, Call) and isinstance(node.op, GlobalVar):
-            callee = _inline(module, node.op.name_hint)
-            rebuilt[node] = _substitute(callee, args)
+            callee = module[node.op.name_hint]
+            rebuilt[node] = _inlined(module, callee.body, dict(zip(callee.params, args)))
         elif isinstance(node, TupleGetItem) and isinstance(args[0], Tuple):
             rebuilt[node] = args[0].fields[node.index]
         elif all(a is b for a, b in zip(args, operands(node))):
             rebuilt[node] = node
         else:
             rebuilt[node] = with_operands(node, args)
-    return Function(
-        func.params,
-        rebuilt[func.body],
-        {k: v for k, v in func.attrs.items() if k not in ("Compiler", "global_symbol")},
-    )
-
-
-def _substitute(func: Function, args):
-    """``func``'s body with its parameters replaced by ``args``; a tuple result is kept
-    as a ``Tuple`` (``TupleGetItem`` of it is folded when rebuilt)."""
-    mapping: dict = dict(zip(func.params, args))
-    for node in post_order([func.body], leaves=set(func.params)):
-        if node in mapping:
-            continue
-        new = [mapping[a] for a in operands(node)]
-        if isinstance(node, TupleGetItem) and isinstance(new[0], Tuple):
-            mapping[node] = new[0].fields[node.index]
-        elif all(a is b for a, b in zip(new, operands(node))):
-            mapping[node] = node
-        else:
-            mapping[node] = with_operands(node, new)
-    return mapping[func.body]
+    return rebuilt[body]
