@@ -113,9 +113,10 @@ class JitFunction:
         self._last: Callable | None = None
         self._dynamic = dynamic
         #: structure key (ranks, dtypes, kinds, static values) -> the shapes of its first
-        #: call, and its size-generic runner once it has one (``dynamic``)
+        #: call; and its size-generic version once it has one (``dynamic``): the runner,
+        #: each argument's dimensions, the executable (all None: it could not be traced)
         self._first_shapes: dict[tuple, tuple] = {}
-        self._generic: dict[tuple, tuple[Callable, tuple]] = {}
+        self._generic: dict[tuple, tuple] = {}
 
     def __call__(self, *args, **kwargs):
         # The common call, kept to one Python call: the signature of the last call again.
@@ -224,7 +225,7 @@ class JitFunction:
         func, structure, text = self._trace(args, symbolic)
         executable = nbyoc_compile(func, self._backend, **self._options)
         check = range_checker(func, [p.name_hint for p in func.params])
-        run = _runner(executable, args, structure, func.ret_type, check)
+        run = _runner(executable, args, structure, func.ret_type, check, symbolic is not None)
         self._compiled[key] = (func, text, executable)
         self._runners[key] = run
         return run
@@ -393,7 +394,7 @@ def _outputs(result, name: str) -> tuple[list[Expr], object]:
     return outputs, (type(result) if many else "one")
 
 
-def _runner(executable, args, structure, ret_type, check=None) -> Callable:
+def _runner(executable, args, structure, ret_type, check=None, generic=False) -> Callable:
     """The function calling ``executable`` with a call's arguments: static ones left out,
     Python numbers as 0-d arrays (after checking they are still of the kind traced: an
     ArgumentError otherwise, as the Executable raises for arrays of another shape or
@@ -433,7 +434,7 @@ def _runner(executable, args, structure, ret_type, check=None) -> Callable:
             except ValueOutOfRangeError:
                 # Only for this signature's arrays: others go to their own (the fast
                 # path in JitFunction.__call__ takes an ArgumentError to mean that).
-                if any(_key(args[k]) != key for k, key in arrays):
+                if not generic and any(_key(args[k]) != key for k, key in arrays):
                     raise ArgumentError("the arrays are of another signature") from None
                 raise
         values = [np.asarray(args[k]) if type(args[k]) in WEAK_KINDS else args[k] for k in inputs]
