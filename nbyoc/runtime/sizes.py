@@ -145,8 +145,8 @@ def is_symbolic(module: IRModule) -> bool:
     return any(p.type.symbols for p in module["main"].params)
 
 
-#: How many executables (one per binding of the sizes) a symbolic one keeps; the least
-#: recently used goes first. Their kernels are shared, so one costs its plan and buffers.
+#: How many executables (one per binding of the sizes) a symbolic one keeps; the one
+#: made first goes first. Their kernels are shared, so one costs its plan and buffers.
 MAX_KEPT = 64
 
 #: ``(module, binding, backend, options, generic) -> Executable``: builds the module for
@@ -170,7 +170,7 @@ def register_specializer(make: Callable) -> None:
 class SymbolicSizes:
     """The calls of an executable whose ``main`` has symbolic sizes: bind the sizes from
     the arguments, check the constraints, and run the executable made for that binding
-    (made once, kept for the ``MAX_KEPT`` most recent; the kernels they use are compiled
+    (made once, the ``MAX_KEPT`` made last kept; the kernels they use are compiled
     once per structure and shared, so a new size compiles nothing new)."""
 
     def __init__(self, executable, constraints):
