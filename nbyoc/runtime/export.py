@@ -31,6 +31,12 @@ def export_library(executable, path) -> Path:
     """Export ``executable``'s external functions to ``path`` (see the module docstring).
     Each backend's module class does its part (``export_modules(modules, path)``, a static method
     importing that backend's codegen), so the runtime imports no codegen."""
+    if getattr(executable, "_sizes", None) is not None:  # (a function of symbolic sizes)
+        raise CompileError(
+            f"cannot export {executable.signature}: its sizes are symbolic, and an exported "
+            f"library is built for fixed shapes; export nbyoc.compile(specialize(f, "
+            f"{{'n': ...}})) (nbyoc.ir.specialize) for each size it must take"
+        )
     kinds = {m.type_key for m in executable.runtime_modules.values()}
     if not kinds:
         raise CompileError("nothing to export: this executable runs everything on the host")

@@ -161,6 +161,12 @@ def test_sizes_that_break_an_assumption_are_named_with_their_values():
         fn(np.ones(8, np.float32))
 
 
+def test_exporting_symbolic_sizes_says_to_fix_them(tmp_path):
+    fn = nbyoc.compile(_mlp_function(), "csource")
+    with pytest.raises(nbyoc.errors.CompileError, match="sizes are symbolic.*specialize"):
+        fn.export_library(tmp_path / "lib.so")
+
+
 def test_a_symbol_no_argument_gives_is_refused_at_compile():
     x = nbyoc.var("x", ("n*m",))
     with pytest.raises(nbyoc.errors.NbyocTypeError, match="cannot be found from the arguments"):
