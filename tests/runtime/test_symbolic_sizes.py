@@ -163,7 +163,7 @@ def test_sizes_that_break_an_assumption_are_named_with_their_values():
 
 def test_exporting_symbolic_sizes_says_to_fix_them(tmp_path):
     fn = nbyoc.compile(_mlp_function(), "csource")
-    with pytest.raises(nbyoc.errors.CompileError, match="sizes are symbolic.*specialize"):
+    with pytest.raises(nbyoc.errors.CompileError, match=r"sizes are symbolic.*specialize"):
         fn.export_library(tmp_path / "lib.so")
 
 
