@@ -12,11 +12,12 @@ array([[4., 4.],
 from __future__ import annotations
 
 import difflib
+import warnings
 from collections.abc import Mapping, Sequence
 
 from .codegen.build import build
 from .codegen.registry import HOST, check_backend, supports
-from .errors import NbyocError
+from .errors import NbyocError, PerShapeWarning
 from .ir.nodes import Call, Function, IRModule
 from .ir.specialize import specialize
 from .ir.traversal import post_order
@@ -74,8 +75,25 @@ def compile(
     if is_symbolic(module):
         # Built for each binding of the sizes at its first call (SymbolicSizes): the
         # kernels are per structure, so a later size reuses what the first compiled.
-        return Executable(module, {}, backend, options)
+        executable = Executable(module, {}, backend, options)
+        if not executable.size_generic:
+            _say_per_shape(module)
+        return executable
     return Executable(module, build(module, options), backend, options)
+
+
+def _say_per_shape(module: IRModule) -> None:
+    """Warn that a backend of ``module`` builds each binding of its sizes for its shapes."""
+    per_shape = sorted({f.attrs["Compiler"] for f in module.functions.values()
+                        if f.attrs.get("Compiler") not in (None, *SIZE_GENERIC)})  # fmt: skip
+    names = sorted(set().union(*(p.type.symbols for p in module["main"].params)))
+    warnings.warn(
+        f"{', '.join(per_shape)} builds code for fixed shapes: each new binding of the "
+        f"symbolic size(s) {', '.join(names)} compiles there (llvm runs every size on the "
+        f"kernels of its first; fn.size_generic says which)",
+        PerShapeWarning,
+        stacklevel=3,
+    )
 
 
 def _specialized(module: IRModule, binding, backend, options, generic: bool) -> Executable:

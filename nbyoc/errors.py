@@ -205,3 +205,8 @@ class NeedsConstantError(ModelImportError):
     def __init__(self, message: str, inputs: tuple[str, ...]):
         super().__init__(message)
         self.inputs = inputs
+
+
+class PerShapeWarning(UserWarning):
+    """A function with symbolic sizes compiled for a backend that builds each binding of
+    them for its shapes (csource, examplejson): every new size compiles there."""
