@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -441,11 +440,6 @@ def _decide(a, b, relation: str) -> bool:
     return answer
 
 
-def is_known(value) -> bool:
-    """True for an int: a size with a value at compile time."""
-    return not isinstance(value, SizeExpr)
-
-
 def substitute(value, binding: Mapping[str, object]):
     """``value`` with each symbol in ``binding`` replaced (by an int or a size).
 
@@ -698,8 +692,3 @@ class collecting:
 def shape_symbols(shape) -> frozenset[str]:
     """The symbols a shape's dimensions depend on."""
     return frozenset().union(*(d.symbols for d in shape if isinstance(d, SizeExpr)))
-
-
-def product(dims):
-    """The product of sizes (``math.prod`` keeps the canonical form)."""
-    return math.prod(dims)
