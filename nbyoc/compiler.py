@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import difflib
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from .codegen.build import build
 from .codegen.registry import HOST, check_backend, supports
@@ -84,8 +85,7 @@ def compile(
 
 def _say_per_shape(module: IRModule) -> None:
     """Warn that a backend of ``module`` builds each binding of its sizes for its shapes."""
-    per_shape = sorted({f.attrs["Compiler"] for f in module.functions.values()
-                        if f.attrs.get("Compiler") not in (None, *SIZE_GENERIC)})  # fmt: skip
+    per_shape = sorted(_backends_of(module) - set(SIZE_GENERIC))
     names = sorted(set().union(*(p.type.symbols for p in module["main"].params)))
     warnings.warn(
         f"{', '.join(per_shape)} builds code for fixed shapes: each new binding of the "
@@ -109,40 +109,19 @@ def _specialized(module: IRModule, binding, backend, options, generic: bool) -> 
         return compile(inline_externals(concrete), backend, options=options)
     if not generic:
         return Executable(concrete, build(concrete, options), backend, options)
-    concrete = _mark_symbolic_shapes(module, concrete)
-    used = {f.attrs.get("Compiler") for f in module.functions.values()}
-    generic_options = {name: {**SIZE_GENERIC[name], **options.get(name, {})}
-                       for name in SIZE_GENERIC if name in used}  # fmt: skip
-    made = Executable(concrete, build(concrete, {**options, **generic_options}), backend, options)
-    made.fixed_pays = _fixed_pays(concrete)
+    used = [SIZE_GENERIC[name] for name in _backends_of(module) if name in SIZE_GENERIC]
+    generic_options = dict(options)
+    for generic_build in used:
+        concrete = generic_build.prepare(module, concrete)
+        name = generic_build.backend
+        generic_options[name] = {**generic_build.options, **options.get(name, {})}
+    made = Executable(concrete, build(concrete, generic_options), backend, options)
+    made.fixed_pays = any(generic_build.fixed_pays(concrete) for generic_build in used)
     return made
 
 
-def _fixed_pays(module: IRModule) -> bool:
-    """Whether some llvm region of ``module`` would be a compiled kernel, not a program,
-    when built for its fixed shapes (``codegen.llvm.lower.is_program``)."""
-    from .codegen.llvm.lower import is_program, region_work
-
-    regions = [f for f in module.functions.values() if f.attrs.get("Compiler") == "llvm"]
-    work = [region_work(f) for f in regions]
-    return any(not is_program(w, sum(work)) for w in work)
-
-
-def _mark_symbolic_shapes(symbolic: IRModule, concrete: IRModule) -> IRModule:
-    """``concrete`` with each llvm region carrying its parameters' symbolic shapes (the
-    attribute ``symbolic_shapes``) and registered with its symbolic function, so that
-    its stages read those sizes at run time (``codegen.llvm.generic``)."""
-    from .codegen.llvm.generic import ATTR, register, shapes_text
-
-    functions = dict(concrete.functions)
-    for name, func in symbolic.functions.items():
-        if func.attrs.get("Compiler") == "llvm" and any(p.type.symbols for p in func.params):
-            functions[name] = functions[name].with_attrs(**{ATTR: shapes_text(func)})
-            register(functions[name], func)
-    if functions == dict(concrete.functions):
-        return concrete
-    main = concrete["main"]  # (its calls' GlobalVars name the same functions)
-    return IRModule({**functions, "main": main})
+def _backends_of(module: IRModule) -> set[str]:
+    return {f.attrs["Compiler"] for f in module.functions.values() if "Compiler" in f.attrs}
 
 
 def _still_supported(module: IRModule) -> bool:
@@ -156,9 +135,29 @@ def _still_supported(module: IRModule) -> bool:
     return True
 
 
-#: Codegen options that make a backend's code serve every binding of a function's
-#: symbolic sizes: the kernels of one binding are then those of every other.
-SIZE_GENERIC = {"llvm": {"size_generic": True}}
+@dataclass(frozen=True)
+class GenericBuild:
+    """How a backend builds code that serves every binding of a function's symbolic
+    sizes: its codegen ``options``; ``prepare(symbolic, concrete)``, the specialised
+    module as its codegen wants it; ``fixed_pays(concrete)``, whether a build for the
+    binding's fixed shapes would run faster (``runtime.sizes.STABLE_CALLS``)."""
+
+    backend: str
+    options: dict
+    prepare: Callable
+    fixed_pays: Callable
+
+
+def _llvm_generic_build() -> GenericBuild:
+    from .codegen.llvm import generic
+
+    return GenericBuild("llvm", {"size_generic": True}, generic.mark_symbolic,
+                        generic.fixed_build_faster)  # fmt: skip
+
+
+#: The backends whose code serves every binding of a function's symbolic sizes (the
+#: kernels of one binding are then those of every other), by name.
+SIZE_GENERIC = {"llvm": _llvm_generic_build()}
 _GENERIC_BACKENDS.update(dict.fromkeys(SIZE_GENERIC, True))
 
 

@@ -79,3 +79,30 @@ def _symbolic_types(func: Function) -> dict | None:
     if len(concrete_nodes) != len(symbolic_nodes):
         return None
     return {c: s.type for c, s in zip(concrete_nodes, symbolic_nodes)}
+
+
+def mark_symbolic(symbolic, concrete):
+    """``concrete`` (a module ``symbolic`` specialised) with each llvm region carrying
+    its parameters' symbolic shapes (the attribute ``symbolic_shapes``, part of its
+    kernel's cache key) and registered with its symbolic function (``register``)."""
+    from ...ir.nodes import IRModule
+
+    functions = dict(concrete.functions)
+    for name, func in symbolic.functions.items():
+        if func.attrs.get("Compiler") == "llvm" and any(p.type.symbols for p in func.params):
+            functions[name] = functions[name].with_attrs(**{ATTR: shapes_text(func)})
+            register(functions[name], func)
+    if functions == dict(concrete.functions):
+        return concrete
+    return IRModule(functions)  # (main's calls name the same functions, of the same types)
+
+
+def fixed_build_faster(module) -> bool:
+    """Whether some llvm region of ``module`` would be a compiled kernel, not a program,
+    when built for its fixed shapes (``lower.is_program``): a size-generic build of it
+    pays a program's dearer call."""
+    from .lower import is_program, region_work
+
+    regions = [f for f in module.functions.values() if f.attrs.get("Compiler") == "llvm"]
+    work = [region_work(f) for f in regions]
+    return any(not is_program(w, sum(work)) for w in work)
