@@ -258,13 +258,15 @@ class _Builder:
         cut = sorted({c for own in source_labels for c in own if c in self.plan.chunks})
         lengths = [sorted(set(self.plan.chunks[c])) for c in cut]
         functions = self._generic_block(outputs, cut, lengths)
-        for combo in _product(lengths) if functions is None else ():
-            sizes = dict(zip(cut, combo))
-            block, _ = self.graph.build(outputs, sizes)
-            key = tuple(p.type.shape for p in block.params)
-            arrays: list = []
-            functions = functions or {}
-            functions[key] = (to_json(block, arrays), arrays)
+        if functions is None:  # (one block function per shape of blocks)
+            functions = {}
+            for combo in _product(lengths):
+                block, _ = self.graph.build(outputs, dict(zip(cut, combo)))
+                arrays: list = []
+                functions[tuple(p.type.shape for p in block.params)] = (
+                    to_json(block, arrays),
+                    arrays,
+                )
         payload = tasks.make_payload(functions, self.backend, self.options)
         # Compiled here first: errors show now, not on a worker, and the disk cache is warm.
         tasks.compiled(payload, tuple(p.type.shape for p in first.params))

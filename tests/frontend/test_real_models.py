@@ -47,10 +47,14 @@ def import_model(name: str) -> nbyoc.ir.Function:
         raise
 
 
-def cases() -> list:
+def cases(backends=BACKENDS, refused: bool = True) -> list:
+    """One case per model and backend (``refused``: with the models nbyoc refuses, as
+    strict xfails)."""
     params = []
     for name, model in MODELS.items():
-        for backend in BACKENDS:
+        if model.refused and not refused:
+            continue
+        for backend in backends:
             marks = []
             if backend != "host" and not (backend == "csource" and name in CHEAP):
                 marks.append(pytest.mark.slow)
@@ -111,20 +115,7 @@ def symbolic_import(name: str) -> nbyoc.ir.Function:
         return nbyoc.from_onnx(data, shapes=shapes, constants=model.constants)
 
 
-def symbolic_cases() -> list:
-    params = []
-    for name, model in MODELS.items():
-        if model.refused:
-            continue
-        for backend in ("host", "llvm"):
-            marks = [pytest.mark.slow] if backend != "host" else []
-            if backend in model.failures:
-                marks.append(pytest.mark.xfail(strict=True, reason=model.failures[backend]))
-            params.append(pytest.param(name, backend, marks=marks, id=f"{name}-{backend}"))
-    return params
-
-
-@pytest.mark.parametrize(("name", "backend"), symbolic_cases())
+@pytest.mark.parametrize(("name", "backend"), cases(("host", "llvm"), refused=False))
 def test_one_executable_runs_two_batch_sizes_and_matches_onnx_runtime(name, backend):
     """The model compiled once with its dynamic dims symbolic runs the record's inputs
     and a batch of three of them (each sample is independent, so the truth is the
