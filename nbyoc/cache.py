@@ -254,7 +254,8 @@ def kernels_kept() -> int:
 def release() -> int:
     """Let go of the compiled kernels this process holds but no executable (or other live
     object) uses any more; return how many. Executables keep working, and a kernel
-    needed again is loaded back from the disk cache.
+    needed again is loaded back from the disk cache. Every thread's scratch pool
+    (``nbyoc.runtime.scratch``) goes too; the next call allocates again.
 
     What this frees is nbyoc's and Numba's Python-side objects of each kernel (about a
     fifth of its memory); the machine code itself stays mapped until the process ends,

@@ -34,6 +34,7 @@ from ...errors import ExecutionError, LoadError, NbyocError
 from ...ir.nodes import Call, Constant, Expr, Function, Tuple, Var
 from ...ir.traversal import last_reads, post_order
 from ...progress import progress
+from ...runtime import scratch
 from ...runtime.module import Module, destination_passing, register_loader
 from ..llvm import PARALLEL_THRESHOLD, compiled_kernel
 from .parse import parse_examplejson
@@ -47,7 +48,7 @@ def op_kernel(call: Call, parallel_threshold: int = PARALLEL_THRESHOLD):
     reads it (``distinct_operands``: a concatenate of one tensor 600 times takes one
     array, not 600), and the ``CompiledKernel`` to hold while using it. An op whose
     kernel takes more (a matmul's packing scratch, the addresses of the stage functions
-    it calls) gets them bound here, the scratch one set per thread."""
+    it calls) gets them bound here, the scratch from the thread's pool (``runtime.scratch``)."""
     single = single_op_function(call)
     compiled = compiled_kernel(single, True, parallel_threshold)
     lowered, kernel, trailing = compiled.lowered, compiled.kernel, compiled.trailing
@@ -55,13 +56,10 @@ def op_kernel(call: Call, parallel_threshold: int = PARALLEL_THRESHOLD):
         raise NbyocError(f"internal: the {call.op.name} kernel reads constants")
     if not lowered.scratch and not trailing:
         return kernel, compiled
-    local = threading.local()
+    layout = tuple(lowered.scratch)
 
     def with_extras(*arrays):
-        scratch = getattr(local, "scratch", None)
-        if scratch is None:
-            scratch = local.scratch = tuple(np.empty(n, t) for t, n in lowered.scratch)
-        return kernel(*arrays, *scratch, *trailing)
+        return kernel(*arrays, *scratch.arenas(layout), *trailing)
 
     return with_extras, compiled
 

@@ -8,7 +8,8 @@ a new one), and the kernel checks every shape before its first read. Anything
 refused there is retried on a careful path that raises nbyoc's own clear
 errors, or copies strided, misaligned and read-only inputs to contiguous ones
 (and has a misaligned output written through an aligned temporary) and runs
-again. Scratch buffers are allocated once per thread and kept.
+again. Scratch arenas come from the thread's pool, shared by every kernel it runs
+(``nbyoc.runtime.scratch``).
 
 Compiled kernels are cached in memory (by the function's structural digest
 and the options: a second identical compile does not touch Numba) while
@@ -32,6 +33,7 @@ from ...errors import ArgumentError, ExecutionError, LoadError, NbyocError
 from ...ir.nodes import Function
 from ...ir.structural import structural_digest
 from ...ir.types import tensor_types
+from ...runtime import scratch
 from ...runtime.arguments import (
     ArgumentSpec,
     aligned_destinations,
@@ -211,7 +213,9 @@ def program_kernel(lowered: Lowered, executor: int):
     count = n_user + has_constants + len(lowered.scratch) + bool(lowered.addressed)
     ndarray, ffi = np.ndarray, _FFI
     fixed_of: dict[tuple, tuple] = {}  # (id, id) of the fixed arguments -> them, their bases
-    arenas: dict[int, tuple] = {}  # id of a scratch arena -> it, its address
+    # (each scratch arena's last array and its address: a thread's pool cuts the same
+    # arrays call after call, and holding only the last lets a grown pool's old go)
+    arenas: list[tuple | None] = [None] * len(lowered.scratch)
 
     def address(array, shape, dtype, writable: bool) -> int:
         if type(array) is not ndarray or array.dtype != dtype:
@@ -233,9 +237,9 @@ def program_kernel(lowered: Lowered, executor: int):
             if k < n_user:
                 dynamic.append(address(array, *spec, k >= n_in))
                 continue
-            known = arenas.get(id(array))
+            known = arenas[k - n_user]
             if known is None or known[0] is not array:
-                known = arenas[id(array)] = (array, address(array, *spec, True))
+                known = arenas[k - n_user] = (array, address(array, *spec, True))
             dynamic.append(known[1])
         fixed = [args[n_in]] if has_constants else []
         fixed += [args[-1]] if lowered.addressed else []
@@ -365,16 +369,11 @@ class LLVMModule(Module):
         self._signature = ArgumentSpec.of(
             [*params, *((f"out{k}", t) for k, t in enumerate(outs))], self.symbol
         )
-        self._scratch: dict[int, tuple] = {}
+        self._scratch_layout = tuple((dtype, n) for dtype, n in self.lowered.scratch)
 
     def _scratch_buffers(self) -> tuple:
-        """This thread's scratch buffers (allocated on its first call, then kept)."""
-        ident = threading.get_ident()
-        buffers = self._scratch.get(ident)
-        if buffers is None:
-            buffers = tuple(np.empty(n, dtype) for dtype, n in self.lowered.scratch)
-            self._scratch[ident] = buffers
-        return buffers
+        """This thread's scratch arenas, cut from its pool (``runtime.scratch``)."""
+        return scratch.arenas(self._scratch_layout)
 
     def _run_carefully(self, inputs, outputs, spec: ArgumentSpec | None = None) -> None:
         """Check everything with clear errors (only real arrays get through), copy inputs
