@@ -44,18 +44,16 @@ Layout = tuple[tuple[str, int], ...]  # (storage dtype, elements) of each arena,
 
 
 class _Pool:
-    """One thread's pool: its buffer, and the arenas already cut from it, by layout."""
+    """One thread's pool: its buffer, and the arenas already cut from it, by the id of
+    their layout (with the layout, held: a call finds its arenas without hashing it)."""
 
     __slots__ = ("__weakref__", "buffer", "cut")
 
     def __init__(self):
         self.buffer = np.empty(0, np.uint8)
-        self.cut: dict[Layout, tuple[np.ndarray, ...]] = {}
+        self.cut: dict[int, tuple[Layout, tuple[np.ndarray, ...]]] = {}
 
     def arenas(self, layout: Layout) -> tuple[np.ndarray, ...]:
-        made = self.cut.get(layout)
-        if made is not None:
-            return made
         offsets, end = _offsets(layout)
         if end + ALIGN_BYTES > self.buffer.size:
             size = max(end + ALIGN_BYTES, int(self.buffer.size * GROWTH))
@@ -65,7 +63,7 @@ class _Pool:
             self.buffer[start + at : start + at + n * np.dtype(dtype).itemsize].view(dtype)
             for (dtype, n), at in zip(layout, offsets)
         )
-        self.cut[layout] = made
+        self.cut[id(layout)] = (layout, made)
         return made
 
 
@@ -79,12 +77,16 @@ def arenas(layout: Layout) -> tuple[np.ndarray, ...]:
     """This thread's scratch arenas for ``layout``: one C-contiguous array of
     ``elements`` values of ``dtype`` for each (dtype, elements), each at a multiple of
     ``ALIGN_BYTES``, all in this thread's pool. What a kernel wrote there is the next
-    kernel's to overwrite."""
+    kernel's to overwrite. (Called on every kernel call: pass the same layout object
+    each time, and the arenas are found by its id.)"""
     pool = getattr(_LOCAL, "pool", None)
     if pool is None:
         pool = _LOCAL.pool = _Pool()
         with _LOCK:
             _POOLS.add(pool)
+    made = pool.cut.get(id(layout))
+    if made is not None and made[0] is layout:
+        return made[1]
     return pool.arenas(layout)
 
 

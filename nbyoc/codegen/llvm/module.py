@@ -22,6 +22,7 @@ the graph.
 from __future__ import annotations
 
 import collections
+import functools
 import threading
 import weakref
 
@@ -455,7 +456,8 @@ class LLVMModule(Module):
 
         namespace = {
             "kernel": self.kernel, "constants": self._constants, "trailing": self._trailing,
-            "kinds": kinds, "scratch": self._scratch_buffers, "careful": careful,
+            "kinds": kinds, "careful": careful,
+            "scratch": functools.partial(scratch.arenas, self._scratch_layout),
         }  # fmt: skip
         simple = len(kinds) == 1 and not (self._constants or self.lowered.scratch or self._trailing)
         if simple:
