@@ -15,17 +15,18 @@ from __future__ import annotations
 import onnx
 
 from ...errors import ModelImportError, shown
+from .control_flow import nested_graphs, nested_nodes
 
 
 def check_text(model: onnx.ModelProto) -> None:
     """Refuse a model whose names are not UTF-8 text (protobuf hands such a string field
     over as bytes, which no later step expects)."""
-    graph = model.graph
     named = [("opset domain", o.domain) for o in model.opset_import]
-    named += [("graph input", i.name) for i in graph.input]
-    named += [("graph output", o.name) for o in graph.output]
-    named += [("initializer", t.name) for t in graph.initializer]
-    for node in graph.node:
+    for graph in nested_graphs(model.graph):
+        named += [("graph input", i.name) for i in graph.input]
+        named += [("graph output", o.name) for o in graph.output]
+        named += [("initializer", t.name) for t in graph.initializer]
+    for node, _ in nested_nodes(model.graph.node):
         named += [("node name", node.name), ("op type", node.op_type), ("domain", node.domain)]
         named += [("node input", n) for n in node.input]
         named += [("node output", n) for n in node.output]
@@ -38,7 +39,13 @@ def check_text(model: onnx.ModelProto) -> None:
 def check_single_assignment(graph: onnx.GraphProto) -> None:
     """Refuse a graph that defines one name twice (ONNX graphs are in SSA form: a value
     is a graph input, an initializer or a node's output, once). An initializer may also
-    be listed as a graph input (its default value, before IR version 4)."""
+    be listed as a graph input (its default value, before IR version 4). Each subgraph
+    is checked the same way (a name it defines is its own, seen by nothing outside)."""
+    for each in nested_graphs(graph):
+        _check_one_graph(each)
+
+
+def _check_one_graph(graph: onnx.GraphProto) -> None:
     defined: dict[str, str] = {}
 
     def define(name: str, by: str) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import keyword
 import os
 import re
-from collections import Counter
+from collections import ChainMap, Counter
 
 import numpy as np
 import onnx
@@ -33,6 +33,7 @@ from ...ir.types import tensor_types
 from ...runtime.host import HostFunction
 from . import size_values
 from .checks import check_single_assignment, check_text
+from .control_flow import nested_nodes, take_if
 from .converters import CONVERTERS, converter_for
 from .dtypes import onnx_dtype
 from .node import Node, Value, as_expr, where_of
@@ -45,6 +46,9 @@ from .tensors import tensor_array
 #: which the converters follow.
 MIN_OPSET, MAX_OPSET = 7, 28
 DEFAULT_DOMAINS = ("", "ai.onnx")
+#: Default-domain ops the importer takes itself, not through a converter: an ``If`` is
+#: replaced by the branch its condition (known while importing) takes (``control_flow``).
+_IMPORTER_OPS = ("If",)
 
 
 def load_model(model) -> onnx.ModelProto:
@@ -81,12 +85,16 @@ def default_opset(model: onnx.ModelProto) -> int:
 
 
 def check_ops(graph: onnx.GraphProto, opset: int) -> None:
-    """Raise one error listing every op type without a converter, with counts."""
-    missing = Counter()
-    for n in graph.node:
+    """Raise one error listing every op type without a converter, with counts, the nodes
+    inside subgraphs (an ``If``'s branches, a ``Loop``'s body) included."""
+    missing, nested = Counter(), 0
+    for n, depth in nested_nodes(graph.node):
         domain = n.domain or "ai.onnx"
-        if n.domain not in DEFAULT_DOMAINS or converter_for(n.op_type, opset) is None:
+        if n.domain not in DEFAULT_DOMAINS or (
+            n.op_type not in _IMPORTER_OPS and converter_for(n.op_type, opset) is None
+        ):
             missing[(n.op_type, domain)] += 1
+            nested += depth > 0
     if missing:
         listed = ", ".join(
             f"{op} x{count} ({domain})" for (op, domain), count in sorted(missing.items())
@@ -96,9 +104,10 @@ def check_ops(graph: onnx.GraphProto, opset: int) -> None:
             if not any(op in CONVERTERS for op, _ in missing)
             else (f" (some exist from a later opset than this model's {opset})")
         )
+        inside = f", {nested} of them inside subgraphs" if nested else ""
         raise ModelImportError(
             f"the model uses {sum(missing.values())} node(s) of op types nbyoc does not "
-            f"import{where}: {listed}"
+            f"import{where}{inside}: {listed}"
         )
 
 
@@ -255,14 +264,10 @@ def _convert(proto_node, values: dict, opset: int, base_dir: str | None) -> None
         _attributes(proto_node, base_dir, where), opset, len(proto_node.output),
     )  # fmt: skip
     try:
-        known = [v for v in node.inputs if v is not None]
-        if any(is_size_array(v) for v in known) and all(isinstance(v, np.ndarray) for v in known):
-            produced = size_values.fold(node)  # shape arithmetic on symbolic sizes
+        if node.op_type == "If" and proto_node.domain in DEFAULT_DOMAINS:
+            produced = take_if(node, lambda graph: _convert_branch(graph, values, opset, base_dir))
         else:
-            produced = converter_for(node.op_type, opset)(node)
-            produced = list(produced) if isinstance(produced, (list, tuple)) else [produced]
-        if known and all(isinstance(v, np.ndarray) for v in known):
-            produced = _fold(produced)  # every input known: so is every output
+            produced = _produce(node)
     except (ModelImportError, NeedsConstantError):
         raise
     except LimitError as e:
@@ -272,6 +277,35 @@ def _convert(proto_node, values: dict, opset: int, base_dir: str | None) -> None
     for name, value in zip(proto_node.output, produced):
         if name:
             values[name] = value
+
+
+def _produce(node: Node) -> list[Value]:
+    """The values of ``node``'s outputs: converted, or folded when every input is known."""
+    known = [v for v in node.inputs if v is not None]
+    if any(is_size_array(v) for v in known) and all(isinstance(v, np.ndarray) for v in known):
+        produced = size_values.fold(node)  # shape arithmetic on symbolic sizes
+    else:
+        produced = converter_for(node.op_type, node.opset)(node)
+        produced = list(produced) if isinstance(produced, (list, tuple)) else [produced]
+    if known and all(isinstance(v, np.ndarray) for v in known):
+        produced = _fold(produced)  # every input known: so is every output
+    return produced
+
+
+def _convert_branch(graph: onnx.GraphProto, values: dict, opset: int, base_dir) -> list[Value]:
+    """The outputs of subgraph ``graph`` (an ``If``'s branch), its nodes converted in a
+    scope of their own over ``values`` (a subgraph reads the values around it by name)."""
+    scope = ChainMap({}, values)
+    for tensor in graph.initializer:
+        scope[tensor.name] = tensor_array(tensor, base_dir, f"initializer {tensor.name!r}")
+    for proto_node in graph.node:
+        _convert(proto_node, scope, opset, base_dir)
+    missing = [o.name for o in graph.output if o.name not in scope]
+    if missing:
+        raise ModelImportError(
+            f"subgraph {graph.name!r}: its output(s) {missing} are computed by no node"
+        )
+    return [scope[o.name] for o in graph.output]
 
 
 def _fold(produced: list[Value]) -> list[Value]:
