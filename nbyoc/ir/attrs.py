@@ -7,7 +7,7 @@ they print and parse by kind, and a value read back is normalised the same way.
 
 Kinds (``KINDS``): ``int``, ``float``, ``bool``, ``str`` (optionally one of
 ``choices``), ``dtype``, ``ints``, ``sizes`` (ints or symbolic sizes, see
-``ir.symbols``) and ``floats`` (tuples); any kind may be
+``ir.symbols``), ``floats`` and ``strs`` (tuples); any kind may be
 ``optional`` (``None`` allowed). An ``ints`` attribute also takes a single
 int, meaning a tuple of one (``axis=1`` is ``axis=(1,)``).
 
@@ -103,6 +103,15 @@ def _many(one):
     return normalise
 
 
+def _words(value) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError("a sequence of words, not one")
+    words = tuple(_str(v) for v in value)
+    if "none" in words:  # (ExampleJSON's token for no value: ("none",) would read as None)
+        raise TypeError("'none' is not a word here")
+    return words
+
+
 def _float_token(value: float) -> str:
     return "nan" if math.isnan(value) else repr(float(value))
 
@@ -156,6 +165,7 @@ KINDS: dict[str, Kind] = {
     "floats": Kind(
         _many(_float), "a number or a sequence of numbers", _float_token, _parse_float, many=True
     ),
+    "strs": Kind(_words, "a sequence of words", str, _str, many=True),
 }
 
 

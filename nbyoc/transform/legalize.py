@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..codegen.registry import HOST, supports
-from ..errors import NbyocError
+from ..errors import NbyocError, UndecidableSizeError
 from ..ir.nodes import Call, Expr, Function, Tuple, TupleGetItem
 from ..ir.op import Op
 from ..ir.traversal import post_order
@@ -88,7 +88,12 @@ class _Rewriter:
                 f"the decomposition of {op.name} nests more than {MAX_DEPTH} levels deep; "
                 f"does it use {op.name} itself?"
             )
-        expanded = op.decompose(*call.args, **call.attrs)
+        try:
+            expanded = op.decompose(*call.args, **call.attrs)
+        except UndecidableSizeError:
+            # (a decomposition choosing by a size the symbols leave open: the op stays
+            # whole, and runs on the host)
+            return call
         if not isinstance(expanded, Expr) or expanded.type != call.type:
             got = expanded.type if isinstance(expanded, Expr) else expanded
             raise NbyocError(

@@ -713,3 +713,15 @@ def test_only_kernels_with_work_enough_release_the_gil(side, releases):
     fn = nbyoc.compile(reference_graph((side, side)), backend="llvm")
     (module,) = fn.runtime_modules.values()
     assert f"nogil={releases}" in module.lowered.source
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 5), (8, 256, 256)])  # (the second in a prange)
+def test_a_gather_by_a_0d_constant_index_reads_it_once(shape):
+    # A scalar constant is a literal in loops; a gather reads it as an array, which
+    # the kernel views at its address (0-d: one element, reshaped) and reads before
+    # its loops (a prange cannot index a 0-d array).
+    x = nbyoc.var("x", shape)
+    index = nbyoc.const(np.array(-2, np.int64))
+    y = nbyoc.exp(nbyoc.call_op("gather", x, index, axis=0)) * 2.0 + nbyoc.const(np.float32(1.5))
+    f = external([x], [y], "llvm_0", "llvm")
+    check_against_numpy(f, [values(shape, "float32", seed=3)])

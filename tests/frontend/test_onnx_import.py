@@ -76,7 +76,7 @@ def test_dynamic_dims_are_symbolic_and_shapes_fixes_them():
 
 
 def test_every_unsupported_op_is_listed_at_once_with_counts_and_domains():
-    nodes = [helper.make_node("LSTM", ["x"], ["a"]), helper.make_node("LSTM", ["a"], ["b"]),
+    nodes = [helper.make_node("Scan", ["x"], ["a"]), helper.make_node("Scan", ["a"], ["b"]),
              helper.make_node("FusedConv", ["b"], ["c"], domain="com.microsoft"),
              helper.make_node("Relu", ["c"], ["y"])]  # fmt: skip
     model = make(nodes, [tensor("x", [2])], [tensor("y", [2])])
@@ -85,7 +85,7 @@ def test_every_unsupported_op_is_listed_at_once_with_counts_and_domains():
         nbyoc.from_onnx(model)
     message = str(caught.value)
     assert "3 node(s)" in message and "FusedConv x1 (com.microsoft)" in message
-    assert "LSTM x2 (ai.onnx)" in message and "Relu" not in message
+    assert "Scan x2 (ai.onnx)" in message and "Relu" not in message
 
 
 @pytest.mark.parametrize(

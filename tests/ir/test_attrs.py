@@ -28,6 +28,7 @@ SPECS = {
     "scales": Attr("floats", None),
     "limit": Attr("int", None),
     "extent": Attr("sizes", ()),
+    "names": Attr("strs", None),
 }
 #: Sizes as a model's shape arithmetic computes them (symbols, sums, products, floors).
 SIZES = [0, 7, -1, "n", "2*n + 1", "(n + 1) // 2", "min(n, 4)", "max(m, n - 1)", "n*m - 3"]
@@ -88,6 +89,8 @@ finite_or_not = st.floats(allow_nan=True, allow_infinity=True, width=64)
     extent=st.lists(st.sampled_from(SIZES), max_size=4).map(
         lambda sizes: tuple(nbyoc.ir.symbols.size(s) for s in sizes)
     ),
+    names=st.none()
+    | st.lists(st.sampled_from(["Sigmoid", "None", "a_b.c-d", "x1"]), max_size=4).map(tuple),
 )
 def test_every_kind_round_trips_through_every_format(attrs_op, **attrs):
     forms = _round_trips(attrs)
@@ -118,6 +121,9 @@ def test_values_are_normalised_by_kind(attrs_op):
         ({"pads": None}, "pads must be an int or a sequence of ints, got None"),
         ({"limit": 2.0}, "limit must be an int or None"),
         ({"extent": [1.5]}, "extent must be a sequence of ints or symbolic sizes"),
+        ({"names": "Tanh"}, "names must be a sequence of words or None"),
+        ({"names": ["two words"]}, "names must be a sequence of words or None"),
+        ({"names": ["Tanh", "none"]}, "names must be a sequence of words or None"),
     ],
 )
 def test_a_wrong_value_is_a_type_error_naming_the_attribute(attrs_op, attrs, message):

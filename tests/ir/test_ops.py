@@ -238,6 +238,11 @@ def test_every_registered_op_has_a_builder_and_a_test():
                "tile", "pad", "identity"}  # tests/ir/test_index.py  # fmt: skip
     tested |= {"conv", "conv_transpose", "resize", "max_pool", "avg_pool", "batch_norm", "layer_norm", "gemm",
                "global_avg_pool", "global_max_pool"}  # tests/ir/test_conv.py  # fmt: skip
+    tested |= {
+        "lstm",
+        "gru",
+        "rnn",
+    }  # tests/ir/test_recurrent.py, tests/frontend/test_onnx_recurrent.py
     assert set(nbyoc.ir.list_ops()) == tested
     for name in nbyoc.ir.list_ops():
         assert callable(getattr(nbyoc, name)), name

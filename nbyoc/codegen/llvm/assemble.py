@@ -163,7 +163,10 @@ def assemble(func: Function, emitted: Emitted, fuse: bool, plan: Schedule) -> Lo
         add("constants", "int64", (len(emitted.constants),), readonly=True, user=False)
         for k, c in enumerate(emitted.constants):
             pointer = f"pointer_at(constants[{k}], {_np_type(c.dtype)})"
-            views.append(f"{scope.argument('c', k)} = carray({pointer}, {shape_literal(c.shape)})")
+            view = f"carray({pointer}, {shape_literal(c.shape)})"
+            if not c.shape:  # (carray makes no 0-d array: one element, reshaped)
+                view = f"carray({pointer}, (1,)).reshape(())"
+            views.append(f"{scope.argument('c', k)} = {view}")
     for k, t in enumerate(outputs):
         add(scope.argument("out", k), t.dtype, t.shape)
     for k, (dtype, n) in enumerate(scratch):

@@ -118,15 +118,22 @@ class KernelEmitter(NestEmission, OpEmission, CopyEmission, RowEmission):
         self.constants: list[np.ndarray] = []
         for k, p in enumerate(func.params):
             self.arrays[p] = ArrayValue(self.scope.argument("in", k), p.type)
+        # (a 0-d constant is a literal in loops; an op of its own, a gather by a scalar
+        # index, reads it as an array too)
+        read_whole = {
+            a for n in nodes if isinstance(n, Call) and n.op.kind != "elementwise" for a in n.args
+        }
         for node in nodes:
             if isinstance(node, Constant):
                 if node.type.shape == ():
                     self.literals[node] = rules.literal(node.data[()], node.type.dtype)
-                else:
+                if node.type.shape != () or node in read_whole:
                     name = self.scope.argument("c", len(self.constants))
                     self.arrays[node] = ArrayValue(name, node.type)
                     # float16 data as its bits (``rules.STORAGE``); read through its address.
-                    data = np.ascontiguousarray(node.data).view(storage_dtype(node.type.dtype))
+                    # (ascontiguousarray makes a 0-d array 1-d: shaped back)
+                    data = np.ascontiguousarray(node.data).reshape(node.data.shape)
+                    data = data.view(storage_dtype(node.type.dtype))
                     self.constants.append(data)
         self.helpers: set[str] = set()
         #: The import lines the kernel's statements need (``assemble`` orders them).

@@ -32,6 +32,8 @@ def gather_stage(node: Call, sources: list[str], dest: str, parallel: bool) -> l
     x_name, index_name = sources
     size = node.args[0].type.shape[node.attrs["axis"]]
     (before, j, after), fetch, copy = _gather_copy(node, x_name, index_name, dest, size)
+    if not j:  # a 0-d index: read once, by the check (a prange cannot index a 0-d array)
+        fetch = ["k = np.int64(index)", *fetch[1:]]
     return gather_checks(node, sources) + loop_nest(
         node.type.shape, [*fetch, copy], before + j + after, parallel_first(parallel)
     )

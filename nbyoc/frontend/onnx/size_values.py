@@ -201,6 +201,7 @@ STRUCTURAL = {
     "ReduceProd": lambda node, data, *_: _reduce(node, data, np.multiply),
     "ReduceSum": lambda node, data, *_: _reduce(node, data, np.add),
     "Neg": lambda node, x: -_objects(x),
+    "Size": lambda node, x: np.array(x.size, np.int64),  # (of a size array: its length)
 }  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from ..builder import op_builder
 from ..op import list_ops
 
 #: The families, in the order their modules register their ops.
-FAMILY_NAMES = ("elementwise", "compare", "reduce", "tensor", "index", "nn", "conv")
+FAMILY_NAMES = ("elementwise", "compare", "reduce", "tensor", "index", "nn", "conv", "recurrent")
 #: op name -> the family module that registered it.
 FAMILY_OF: dict[str, str] = {}
 _FAMILIES = []

@@ -322,16 +322,17 @@ def _pad_rule(types, attrs):
     pairs = _pad_pairs(t, attrs["pads"])
     for axis, (before, after) in enumerate(pairs):
         size = t.shape[axis]
-        if attrs["mode"] == "reflect" and builtins.max(before, after) > size - 1:
-            raise NbyocTypeError(
+        # (a symbolic length is checked at call time)
+        if attrs["mode"] == "reflect":
+            require("at_least", size - 1, builtins.max(before, after), where="pad", error=(
                 f"pad({t!r}): reflect pads axis {axis} (length {size}) by at most {size - 1}"
-            )
+            ))  # fmt: skip
         if attrs["mode"] == "edge" and size == 0 and (before or after):
             raise NbyocTypeError(f"pad({t!r}): an empty axis has no edge to repeat")
-        if attrs["mode"] == "wrap" and builtins.max(before, after) > size:
-            raise NbyocTypeError(
+        if attrs["mode"] == "wrap":
+            require("at_least", size, builtins.max(before, after), where="pad", error=(
                 f"pad({t!r}): wrap pads axis {axis} (length {size}) by at most {size}"
-            )
+            ))  # fmt: skip
     shape = tuple(d + b + a for d, (b, a) in zip(t.shape, pairs))
     return TensorType(shape, t.dtype), {**attrs, "pads": tuple(attrs["pads"])}
 

@@ -9,7 +9,7 @@ Adding an op is one decorated function in the family's module.
 
 >>> converter_for("Softmax", 11).__name__, converter_for("Softmax", 13).__name__
 ('softmax_2d', 'softmax')
->>> converter_for("Relu", 14) is not None and converter_for("LSTM", 14) is None
+>>> converter_for("Relu", 14) is not None and converter_for("Loop", 14) is None
 True
 """
 
@@ -46,4 +46,4 @@ def converter_for(op_type: str, opset: int) -> Callable | None:
     return chosen
 
 
-from . import elementwise, nn, reduce, tensor  # noqa: E402, F401 - register their rows
+from . import elementwise, nn, recurrent, reduce, tensor  # noqa: E402, F401 - register their rows

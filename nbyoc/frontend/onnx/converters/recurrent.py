@@ -1,0 +1,82 @@
+"""ONNX's recurrent ops: LSTM, GRU and RNN, as nbyoc's ``lstm``, ``gru`` and ``rnn``.
+
+The optional inputs a node leaves out are filled in (zero biases, zero initial
+states, zero peepholes) and ``layout=1`` (batch first) is transposed to ONNX's
+default, so the op sees one form. The op packs every output into one tensor (see
+``nbyoc.ir.ops.recurrent``); the outputs the node names are views of it, so the
+recurrence runs once whichever the model reads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ....ir.builder import call_op, const
+from ....ir.ops.recurrent import CELLS
+from ..node import Node
+from . import converter
+
+#: ONNX op type -> nbyoc op.
+_OPS = {"LSTM": "lstm", "GRU": "gru", "RNN": "rnn"}
+
+
+def _zeros(node: Node, shape, dtype):
+    # (a broadcast zero, not an array: the batch may be a symbolic size)
+    return call_op("broadcast_to", const(np.zeros((), dtype)), shape=tuple(shape))
+
+
+@converter("LSTM", "GRU", "RNN", since=7)
+def recurrent(node: Node):
+    cell = CELLS[_OPS[node.op_type]]
+    layout = node.attr("layout", 0)
+    if layout not in (0, 1):
+        raise node.fail(f"layout={layout!r} is not 0 or 1")
+    x, w, r = node.expr(0), node.expr(1), node.expr(2)
+    if layout:
+        x = call_op("transpose", x, axes=(1, 0, 2))
+    if x.type.ndim != 3 or r.type.ndim != 3:
+        raise node.fail(f"X and R must be 3-D, got {x.type!r} and {r.type!r}")
+    dtype = x.type.dtype
+    direction = node.attr("direction", "forward")
+    directions, hidden = (2 if direction == "bidirectional" else 1), r.type.shape[2]
+    batch, gates = x.type.shape[1], cell.gates
+
+    def state(index):
+        if not node.has(index):
+            return _zeros(node, (directions, batch, hidden), dtype)
+        given = node.expr(index)
+        return call_op("transpose", given, axes=(1, 0, 2)) if layout else given
+
+    b = node.expr(3) if node.has(3) else _zeros(node, (directions, 2 * gates * hidden), dtype)
+    lens = node.expr(4) if node.has(4) else None
+    operands = [x, w, r, b, state(5)]
+    if cell.states == 2:
+        p = node.expr(7) if node.has(7) else _zeros(node, (directions, 3 * hidden), dtype)
+        operands += [state(6), p]
+    attrs = {
+        "direction": direction,
+        "activations": node.attr("activations"),
+        "activation_alpha": node.attr("activation_alpha"),
+        "activation_beta": node.attr("activation_beta"),
+        "clip": node.attr("clip"),
+        "hidden_size": node.attr("hidden_size"),
+    }
+    if cell.name == "lstm":
+        attrs["input_forget"] = bool(node.attr("input_forget", 0))
+    if cell.name == "gru":
+        attrs["linear_before_reset"] = bool(node.attr("linear_before_reset", 0))
+    packed = call_op(cell.name, *operands, *([lens] if lens is not None else []), **attrs)
+    seq = x.type.shape[0]  # (a symbolic size as readily as a number)
+    y = call_op("slice", packed, starts=(0,), ends=(seq,), axes=(0,))
+    finals = [  # Y_h, then Y_c
+        call_op("squeeze", call_op("slice", packed, starts=(seq + k,), ends=(seq + k + 1,),
+                                   axes=(0,)), axes=(0,))
+        for k in range(cell.states)
+    ]  # fmt: skip
+    if layout:
+        y = call_op("transpose", y, axes=(2, 0, 1, 3))
+        finals = [call_op("transpose", f, axes=(1, 0, 2)) for f in finals]
+    outputs = [y, *finals]
+    if node.n_outputs > len(outputs):
+        raise node.fail(f"it has {len(outputs)} outputs; the node names {node.n_outputs}")
+    return outputs[: node.n_outputs]
