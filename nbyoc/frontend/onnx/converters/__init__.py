@@ -46,4 +46,4 @@ def converter_for(op_type: str, opset: int) -> Callable | None:
     return chosen
 
 
-from . import elementwise, nn, recurrent, reduce, tensor  # noqa: E402, F401 - register their rows
+from . import elementwise, nn, quantize, recurrent, reduce, tensor  # noqa: E402, F401 - register their rows

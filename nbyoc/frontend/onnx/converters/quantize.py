@@ -1,0 +1,110 @@
+"""ONNX's QuantizeLinear and DequantizeLinear, as the elementwise ops they are made of:
+
+- QuantizeLinear: ``y = saturate(round_half_even(x / scale) + zero_point)``
+- DequantizeLinear: ``y = (x - zero_point) * scale``
+
+per tensor, per axis (a 1-D scale along ``axis``) and blocked (``block_size``
+consecutive elements of ``axis`` share one scale: opset 21). They compute as ONNX
+Runtime does: the quotient in float32 (float16 inputs widened first), the
+difference in int32 before it becomes a float, so each result is bit for bit
+Runtime's. The output's type is the zero point's, else ``output_dtype``, else
+uint8 (QuantizeLinear); the scale's (DequantizeLinear). Element types nbyoc lacks
+(float8, int4) are refused by name when the model is imported.
+
+Fused into the ops around them, a dequantised weight is a constant (folded while
+importing), and a QDQ pair around an activation is a handful of elementwise ops in
+the same loop.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ....ir.builder import call_op
+from ....ir.dtypes import dtype_info
+from ..dtypes import onnx_dtype
+from ..node import Node
+from . import converter
+
+
+def _operand(node: Node, index: int, x, axis: int, block: int):
+    """Input ``index`` (a scale or zero point) as an expression broadcasting against
+    ``x``: as it is when it has one element, along ``axis`` when it is 1-D (per axis),
+    each element repeated over ``block`` positions of ``axis`` when blocked."""
+    p = node.expr(index)
+    ndim, shape = x.type.ndim, x.type.shape
+    if block == 0:
+        if p.type.ndim == 0 or (p.type.ndim == 1 and p.type.shape[0] == 1 and ndim == 0):
+            return p
+        if p.type.ndim != 1 or ndim == 0:
+            raise node.fail(f"input {index} must be a scalar or 1-D (per axis), got {p.type!r}")
+        if p.type.shape[0] == 1:
+            return call_op("reshape", p, newshape=())
+        if p.type.shape[0] != shape[axis]:
+            raise node.fail(
+                f"input {index} holds {p.type.shape[0]} values for axis {axis} of length "
+                f"{shape[axis]}"
+            )
+        return call_op("reshape", p, newshape=(shape[axis],) + (1,) * (ndim - axis - 1))
+    blocks = -(-shape[axis] // block)
+    before, after = shape[:axis], shape[axis + 1 :]
+    if p.type.shape != (*before, blocks, *after):
+        raise node.fail(
+            f"input {index} must have shape {(*before, blocks, *after)} for block_size={block}, "
+            f"got {p.type!r}"
+        )
+    inserted = call_op("reshape", p, newshape=(*before, blocks, 1, *after))
+    repeated = call_op("broadcast_to", inserted, shape=(*before, blocks, block, *after))
+    flat = call_op("reshape", repeated, newshape=(*before, blocks * block, *after))
+    return call_op("slice", flat, starts=(0,), ends=(shape[axis],), axes=(axis,))
+
+
+def _layout(node: Node, x) -> tuple[int, int]:
+    """The quantisation axis (in range) and block size."""
+    block = node.attr("block_size", 0)
+    if block < 0:
+        raise node.fail(f"block_size must not be negative, got {block}")
+    per_tensor = block == 0 and math.prod(node.expr(1).type.shape) == 1
+    if x.type.ndim == 0 or per_tensor:  # (then axis means nothing, in range or not)
+        return 0, 0
+    return node.axis(node.attr("axis", 1), x.type.ndim), block
+
+
+def _output_dtype(node: Node) -> str:
+    if node.has(2):
+        return node.expr(2).type.dtype
+    code = node.attr("output_dtype", 0)
+    return onnx_dtype(code, f"{node.where}: output_dtype") if code else "uint8"
+
+
+@converter("QuantizeLinear", since=10)
+def quantize_linear(node: Node):
+    x = node.expr(0)
+    axis, block = _layout(node, x)
+    dtype = _output_dtype(node)
+    info = dtype_info(dtype)
+    if not info.is_integer:
+        raise node.fail(f"quantising to {dtype} is not supported (only integer types)")
+    if node.has(2) and node.expr(2).type.dtype != dtype:
+        raise node.fail(f"output_dtype disagrees with the zero point's {node.expr(2).type.dtype}")
+    wide = "float32" if dtype_info(x.type.dtype).bits < 32 else x.type.dtype
+    scale = call_op("cast", _operand(node, 1, x, axis, block), to=wide)
+    q = call_op("round", call_op("divide", call_op("cast", x, to=wide), scale))
+    if node.has(2):
+        q = call_op("add", q, call_op("cast", _operand(node, 2, x, axis, block), to=wide))
+    q = call_op("clip", q, min=float(info.min), max=float(info.max))
+    return call_op("cast", q, to=dtype)
+
+
+@converter("DequantizeLinear", since=10)
+def dequantize_linear(node: Node):
+    x = node.expr(0)
+    if not dtype_info(x.type.dtype).is_integer:
+        raise node.fail(f"dequantising {x.type.dtype} is not supported (only integer types)")
+    axis, block = _layout(node, x)
+    scale = _operand(node, 1, x, axis, block)
+    centred = call_op("cast", x, to="int32")
+    if node.has(2):
+        zero = call_op("cast", _operand(node, 2, x, axis, block), to="int32")
+        centred = call_op("subtract", centred, zero)
+    return call_op("multiply", call_op("cast", centred, to=scale.type.dtype), scale)

@@ -1,0 +1,122 @@
+"""ONNX QuantizeLinear and DequantizeLinear: per tensor, per axis and blocked, every
+integer type nbyoc has, bit for bit ONNX Runtime's results on the host and on llvm
+(ties round to even; the difference is taken in int32 before it becomes a float)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+import nbyoc
+
+from .test_onnx_import import make, tensor
+
+ort = pytest.importorskip("onnxruntime")
+
+TYPES = {"uint8": TensorProto.UINT8, "int8": TensorProto.INT8,
+         "uint16": TensorProto.UINT16, "int16": TensorProto.INT16}  # fmt: skip
+
+
+def round_trip_model(x_shape, scale, zero, **attrs):
+    """x -> QuantizeLinear -> q -> DequantizeLinear -> y; q and y are outputs."""
+    inits = [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zero, "z")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], **attrs),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], **attrs)]  # fmt: skip
+    outputs = [tensor("q", None, TYPES[zero.dtype.name]), tensor("y", None)]
+    return make(nodes, [tensor("x", list(x_shape))], outputs, inits, opset=21)
+
+
+def assert_bit_exact(model, x, backends=("host", "llvm")):
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, {"x": x})
+    f = nbyoc.from_onnx(model)
+    for backend in backends:
+        got = nbyoc.compile(f, backend)(x)
+        for k, (g, e) in enumerate(zip(got, expected)):
+            assert g.dtype == e.dtype and g.shape == e.shape, (backend, k)
+            np.testing.assert_array_equal(g, e, err_msg=f"{backend} output {k}")
+
+
+def _input(shape, seed=0):
+    x = (np.random.default_rng(seed).standard_normal(shape) * 4).astype(np.float32)
+    x.reshape(-1)[:6] = [0.5, 1.5, 2.5, -0.5, -1.5, 1e9][: x.size]  # ties, and saturation
+    return x
+
+
+@pytest.mark.parametrize("dtype", sorted(TYPES))
+def test_per_tensor_quantisation_is_bit_exact(dtype):
+    info = np.iinfo(dtype)
+    zero = np.array((int(info.min) + int(info.max)) // 2 + 3, dtype)
+    assert_bit_exact(
+        round_trip_model((3, 5, 7), np.array(0.03, np.float32), zero), _input((3, 5, 7))
+    )
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_per_axis_quantisation_is_bit_exact(axis):
+    shape = (4, 6, 5)
+    n = shape[axis]
+    rng = np.random.default_rng(1)
+    scale = rng.uniform(0.01, 0.2, n).astype(np.float32)
+    zero = rng.integers(-20, 20, n).astype(np.int8)
+    assert_bit_exact(round_trip_model(shape, scale, zero, axis=axis), _input(shape, 2))
+
+
+@pytest.mark.parametrize("block", [2, 3, 8])
+def test_blocked_quantisation_is_bit_exact(block):
+    shape = (3, 8, 4)  # blocks along axis 1: 8 positions, the last block short for 3
+    blocks = -(-8 // block)
+    rng = np.random.default_rng(3)
+    scale = rng.uniform(0.01, 0.2, (3, blocks, 4)).astype(np.float32)
+    zero = rng.integers(100, 150, (3, blocks, 4)).astype(np.uint8)
+    model = round_trip_model(shape, scale, zero, axis=1, block_size=block)
+    assert_bit_exact(model, _input(shape, 4))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    dtype=st.sampled_from(sorted(TYPES)),
+    scale=st.floats(2.0**-13, 10, width=32),
+    zero_fraction=st.floats(0, 1),
+    seed=st.integers(0, 2**16),
+)
+def test_random_scales_and_zero_points_are_bit_exact(dtype, scale, zero_fraction, seed):
+    info = np.iinfo(dtype)
+    zero = np.array(int(info.min + zero_fraction * (int(info.max) - int(info.min))), dtype)
+    model = round_trip_model((2, 9), np.array(scale, np.float32), zero)
+    # (the host only: each example's constants would make llvm compile a new kernel)
+    assert_bit_exact(model, _input((2, 9), seed) * np.float32(scale * 50), backends=("host",))
+
+
+def test_a_dequantised_weight_folds_into_a_constant():
+    w = numpy_helper.from_array(np.arange(-6, 6, dtype=np.int8).reshape(3, 4), "w")
+    s = numpy_helper.from_array(np.array(0.5, np.float32), "s")
+    nodes = [helper.make_node("DequantizeLinear", ["w", "s"], ["wf"]),
+             helper.make_node("MatMul", ["x", "wf"], ["y"])]  # fmt: skip
+    f = nbyoc.from_onnx(make(nodes, [tensor("x", [2, 3])], [tensor("y", [2, 4])], [w, s], opset=13))
+    ops = [n.op.name for n in nbyoc.ir.post_order([f.body]) if isinstance(n, nbyoc.ir.Call)]
+    assert ops == ["matmul"]
+
+
+def test_what_nbyoc_cannot_quantise_to_is_refused_by_name():
+    s = numpy_helper.from_array(np.array(0.5, np.float32), "s")
+    node = helper.make_node(
+        "QuantizeLinear", ["x", "s"], ["q"], output_dtype=TensorProto.FLOAT8E4M3FN
+    )
+    model = make(
+        [node], [tensor("x", [2])], [tensor("q", None, TensorProto.FLOAT8E4M3FN)], [s], opset=21
+    )
+    with pytest.raises(nbyoc.errors.ModelImportError, match="FLOAT8E4M3FN is not supported"):
+        nbyoc.from_onnx(model)
+    z = numpy_helper.from_array(np.zeros(3, np.uint8), "z")
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=0)
+    model = make(
+        [node], [tensor("x", [2, 2])], [tensor("q", None, TensorProto.UINT8)], [s, z], opset=21
+    )
+    with pytest.raises(
+        nbyoc.errors.ModelImportError, match="holds 3 values for axis 0 of length 2"
+    ):
+        nbyoc.from_onnx(model)
