@@ -120,3 +120,63 @@ def test_what_nbyoc_cannot_quantise_to_is_refused_by_name():
         nbyoc.errors.ModelImportError, match="holds 3 values for axis 0 of length 2"
     ):
         nbyoc.from_onnx(model)
+
+
+def _session_outputs(model, feeds):
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def _assert_all_bit_exact(model, feeds):
+    expected = _session_outputs(model, feeds)
+    f = nbyoc.from_onnx(model)
+    for backend in ("host", "llvm"):
+        got = nbyoc.compile(f, backend)(*feeds.values())
+        got = got if isinstance(got, tuple) else (got,)
+        for k, (g, e) in enumerate(zip(got, expected)):
+            assert g.dtype == e.dtype and g.shape == e.shape, (backend, k, g.dtype, e.dtype)
+            np.testing.assert_array_equal(g, e, err_msg=f"{backend} output {k}")
+
+
+@pytest.mark.parametrize("b_zero", ["scalar", "per column", None])
+def test_matmul_integer_is_int32_exact(b_zero):
+    rng = np.random.default_rng(7)
+    a = rng.integers(0, 256, (2, 5, 9)).astype(np.uint8)
+    inits = [numpy_helper.from_array(rng.integers(-128, 128, (9, 4)).astype(np.int8), "b"),
+             numpy_helper.from_array(np.array(131, np.uint8), "az")]  # fmt: skip
+    names = ["a", "b", "az"]
+    if b_zero is not None:
+        zero = rng.integers(-9, 9, 4 if b_zero == "per column" else ()).astype(np.int8)
+        inits.append(numpy_helper.from_array(zero, "bz"))
+        names.append("bz")
+    node = helper.make_node("MatMulInteger", names, ["y"])
+    model = make([node], [tensor("a", [2, 5, 9], TensorProto.UINT8)],
+                 [tensor("y", None, TensorProto.INT32)], inits, opset=13)  # fmt: skip
+    _assert_all_bit_exact(model, {"a": a})
+
+
+@pytest.mark.parametrize("group", [1, 3])
+def test_conv_integer_is_int32_exact(group):
+    rng = np.random.default_rng(8)
+    x = rng.integers(0, 256, (2, 6, 11, 9)).astype(np.uint8)
+    w = numpy_helper.from_array(rng.integers(0, 256, (6, 6 // group, 3, 3)).astype(np.uint8), "w")
+    zeros = [
+        numpy_helper.from_array(np.array(v, np.uint8), n) for n, v in [("xz", 97), ("wz", 130)]
+    ]
+    node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], group=group,
+                            pads=[1, 0, 1, 2], strides=[2, 1], dilations=[1, 2])  # fmt: skip
+    model = make([node], [tensor("x", list(x.shape), TensorProto.UINT8)],
+                 [tensor("y", None, TensorProto.INT32)], [w, *zeros], opset=13)  # fmt: skip
+    _assert_all_bit_exact(model, {"x": x})
+
+
+@pytest.mark.parametrize("kind", ["mixed", "positive", "negative", "zeros"])
+def test_dynamic_quantize_linear_is_bit_exact(kind):
+    rng = np.random.default_rng(9)
+    x = {"mixed": rng.standard_normal((3, 40)) * 3, "positive": rng.uniform(1, 5, (3, 40)),
+         "negative": -rng.uniform(1, 5, (3, 40)), "zeros": np.zeros((3, 40))}[kind]  # fmt: skip
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])
+    outputs = [tensor("y", None, TensorProto.UINT8), tensor("s", None),
+               tensor("z", None, TensorProto.UINT8)]  # fmt: skip
+    model = make([node], [tensor("x", [3, 40])], outputs, opset=13)
+    _assert_all_bit_exact(model, {"x": x.astype(np.float32)})

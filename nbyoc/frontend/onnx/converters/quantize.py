@@ -108,3 +108,63 @@ def dequantize_linear(node: Node):
         zero = call_op("cast", _operand(node, 2, x, axis, block), to="int32")
         centred = call_op("subtract", centred, zero)
     return call_op("multiply", call_op("cast", centred, to=scale.type.dtype), scale)
+
+
+def _centred(node: Node, index: int, zero_index: int, dtype: str, zero_shape=None):
+    """Input ``index`` less its zero point (input ``zero_index``, when given; reshaped to
+    ``zero_shape`` when it holds one per row or channel), in ``dtype``."""
+    x = call_op("cast", node.expr(index), to=dtype)
+    if not node.has(zero_index):
+        return x
+    zero = node.expr(zero_index)
+    if math.prod(zero.type.shape) == 1:
+        zero = call_op("reshape", zero, newshape=())
+    elif zero_shape is not None:
+        zero = call_op("reshape", zero, newshape=zero_shape)
+    return call_op("subtract", x, call_op("cast", zero, to=dtype))
+
+
+@converter("MatMulInteger", since=10)
+def matmul_integer(node: Node):
+    # (A's zero point may hold one per row, B's one per column: broadcast as such)
+    a = node.expr(0)
+    rows = (a.type.shape[-2], 1) if a.type.ndim >= 2 else None
+    product = call_op("matmul", _centred(node, 0, 2, "int32", rows), _centred(node, 1, 3, "int32"))
+    return product
+
+
+@converter("ConvInteger", since=10)
+def conv_integer(node: Node):
+    # nbyoc's conv computes in floats: in float64, every product of 8-bit values and
+    # every sum of fewer than 2**37 of them is exact, so the int32 result is too.
+    from ....ir.ops.conv import conv as conv_builder
+    from .nn import _check_kernel, _window_attrs
+
+    w = node.expr(1)
+    _check_kernel(node, w.type.shape[2:])
+    per_channel = (w.type.shape[0],) + (1,) * (w.type.ndim - 1)
+    x = _centred(node, 0, 2, "float64")
+    weights = _centred(node, 1, 3, "float64", per_channel)
+    y = conv_builder(x, weights, None, group=node.attr("group", 1), **_window_attrs(node))
+    return call_op("cast", y, to="int32")
+
+
+@converter("DynamicQuantizeLinear", since=11)
+def dynamic_quantize_linear(node: Node):
+    # As ONNX Runtime: the range widened to hold 0; a scale of 1 for an all-zero x;
+    # the zero point clamped to [0, 255] before it is rounded; x then quantised by them.
+    x = node.expr(0)
+    if x.type.dtype != "float32":
+        raise node.fail(f"x must be float32, got {x.type!r}")
+    low = call_op("minimum", call_op("min", x), 0.0)
+    high = call_op("maximum", call_op("max", x), 0.0)
+    spread = call_op("subtract", high, low)
+    scale = call_op(
+        "where", call_op("equal", spread, 0.0), call_op("cast", 1.0, to="float32"),
+        call_op("divide", spread, 255.0),
+    )  # fmt: skip
+    zero = call_op("round", call_op("clip", call_op("negative", call_op("divide", low, scale)),
+                                    min=0.0, max=255.0))  # fmt: skip
+    q = call_op("add", call_op("round", call_op("divide", x, scale)), zero)
+    y = call_op("cast", call_op("clip", q, min=0.0, max=255.0), to="uint8")
+    return [y, scale, call_op("cast", zero, to="uint8")]
