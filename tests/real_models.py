@@ -52,6 +52,7 @@ class Input:
     low: float = -1.0
     high: float = 1.0
     whole: bool = False
+    batch_axis: int = 0  # (a recurrent state's batch is its axis 1)
 
     def sample(self, rng: np.random.Generator) -> np.ndarray:
         if self.whole or np.dtype(self.dtype).kind in "iub":
@@ -76,8 +77,6 @@ class RealModel:
     refused: str | None = None
     #: backend -> why it fails there (compile error or wrong result), for the strict xfail
     failures: dict[str, str] = field(default_factory=dict)
-    #: why its import needs the batch's value (None: the batch may stay symbolic)
-    fixed_batch: str | None = None
 
     @property
     def shapes(self) -> dict[str, tuple[int, ...]]:
@@ -207,18 +206,14 @@ MODELS: dict[str, RealModel] = {
             "silero-vad", "audio: voice activity detector (STFT conv, LSTM, inside an If)",
             _SILERO, "silero_vad/data/silero_vad.onnx",
             "2623a2953f6ff3d2c1e61740c6cdb7168133479b267dfef114a4a3cc5bdd788f", 2327524,
-            {"input": Input((1, 512)), "state": Input((2, 1, 128), low=0.0, high=0.0)},
+            {"input": Input((1, 512)), "state": Input((2, 1, 128), low=0.0, high=0.0, batch_axis=1)},
             constants={"sr": np.array(16000, np.int64)},
-            fixed_batch="an If on batch == 1 (the squeeze PyTorch's LSTM export adds) decides "
-            "at import; a symbolic batch needs the If at run time",
         ),
         RealModel(
             "silero-vad-half", "audio: voice activity detector, float16 weights (Ifs)", _SILERO,
             "silero_vad/data/silero_vad_half.onnx",
             "1e0b195ad4806595ef4466f419d16fca7e4afcfc6669b8c0b5f76ea87547c769", 1280395,
-            {"input": Input((1, 512)), "state": Input((2, 1, 128), low=0.0, high=0.0)},
-            fixed_batch="an If on batch == 1 (the squeeze PyTorch's LSTM export adds) decides "
-            "at import; a symbolic batch needs the If at run time",
+            {"input": Input((1, 512)), "state": Input((2, 1, 128), low=0.0, high=0.0, batch_axis=1)},
         ),
         RealModel(
             "basic-pitch", "audio: polyphonic pitch transcription CNN (harmonic stacking)",

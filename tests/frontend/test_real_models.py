@@ -63,10 +63,9 @@ def products(graph: onnx.GraphProto) -> tuple[int, int]:
     return fewest, most
 
 
-def cases(backends=BACKENDS, refused: bool = True, batches: bool = False) -> list:
+def cases(backends=BACKENDS, refused: bool = True) -> list:
     """One case per model and backend (``refused``: with the models nbyoc refuses, as
-    strict xfails; ``batches``: the cases of a symbolic batch, where a model whose
-    import needs its batch's value is a strict xfail)."""
+    strict xfails)."""
     params = []
     for name, model in MODELS.items():
         if model.refused and not refused:
@@ -75,9 +74,6 @@ def cases(backends=BACKENDS, refused: bool = True, batches: bool = False) -> lis
             marks = []
             if backend != "host" and not (backend == "csource" and name in CHEAP):
                 marks.append(pytest.mark.slow)
-            if batches and model.fixed_batch:
-                marks.append(pytest.mark.xfail(raises=nbyoc.errors.NeedsConstantError,
-                                               strict=True, reason=model.fixed_batch))  # fmt: skip
             if model.refused:
                 marks.append(pytest.mark.xfail(raises=ModelImportError, strict=True,
                                                reason=model.refused))  # fmt: skip
@@ -131,11 +127,15 @@ def symbolic_import(name: str) -> nbyoc.ir.Function:
     try:
         return nbyoc.from_onnx(data, constants=model.constants)
     except nbyoc.errors.NeedsConstantError:
-        shapes = {k: (None, *v[1:]) for k, v in model.shapes.items()}
+        shapes = {}
+        for k, i in model.inputs.items():
+            shape = list(i.shape)
+            shape[i.batch_axis] = None
+            shapes[k] = tuple(shape)
         return nbyoc.from_onnx(data, shapes=shapes, constants=model.constants)
 
 
-@pytest.mark.parametrize(("name", "backend"), cases(("host", "llvm"), refused=False, batches=True))
+@pytest.mark.parametrize(("name", "backend"), cases(("host", "llvm"), refused=False))
 def test_one_executable_runs_two_batch_sizes_and_matches_onnx_runtime(name, backend):
     """The model compiled once with its dynamic dims symbolic runs the record's inputs
     and a batch of three of them (each sample is independent, so the truth is the
@@ -145,13 +145,15 @@ def test_one_executable_runs_two_batch_sizes_and_matches_onnx_runtime(name, back
     f = symbolic_import(name)
     ref = reference(name)
     fn = nbyoc.compile(f, backend=backend)
-    batched = [not isinstance(p.type.shape[0], int) for p in f.params]
+    axes = [i.batch_axis for k, i in MODELS[name].inputs.items() if k not in MODELS[name].constants]
+    batched = [not isinstance(p.type.shape[axis], int) for p, axis in zip(f.params, axes)]
     if not any(batched):
         pytest.skip(f"{name} has a fixed batch: {f.params[0].type!r}")
     session = ort_session(model_bytes(name))
     names = [i.name for i in session.get_inputs() if i.name not in MODELS[name].constants]
     for copies in (1, 3):
-        inputs = [np.concatenate([a] * copies) if b else a for a, b in zip(ref.inputs, batched)]
+        inputs = [np.concatenate([a] * copies, axis=axis) if b else a
+                  for a, b, axis in zip(ref.inputs, batched, axes)]  # fmt: skip
         got = as_list(fn(*inputs))
         ort = session.run(None, {**dict(zip(names, inputs)), **MODELS[name].constants})
         for i, (out, o, host, truth) in enumerate(zip(got, ort, ref.host, ref.truth)):
@@ -160,7 +162,11 @@ def test_one_executable_runs_two_batch_sizes_and_matches_onnx_runtime(name, back
             if out.dtype.kind != "f":
                 np.testing.assert_array_equal(out, o, err_msg=what)
                 continue
-            tile = (copies,) + (1,) * (truth.ndim - 1)
+            # (the output's batch axis: the one that grew, else the first)
+            grown = [k for k in range(truth.ndim) if out.shape[k] == copies * truth.shape[k]]
+            tile = [1] * truth.ndim
+            if truth.ndim:
+                tile[grown[0] if grown else 0] = copies
             acc = accuracy(out, o, np.tile(host, tile), np.tile(truth, tile))
             assert acc.ok, f"{what}: {acc}"
     assert len(fn.specializations) == 2
