@@ -241,6 +241,8 @@ def _reference(cell: Cell):
         if np.any((lens < 0) | (lens > seq)):
             raise ValueError(f"{cell.name}: sequence_lens {lens.tolist()} must lie in [0, {seq}]")
         directions = 2 if direction == "bidirectional" else 1
+        # (in x's dtype, as ONNX Runtime computes; float16 in float32)
+        work = np.result_type(x.dtype, np.float32)
         hidden = operands["r"].shape[2]
         out = np.zeros((seq + cell.states, directions, batch, hidden), x.dtype)
         per = len(cell.activations)
@@ -248,7 +250,7 @@ def _reference(cell: Cell):
         for d in range(directions):
             reverse = direction == "reverse" or d == 1
             acts = functions[d * per : (d + 1) * per]
-            weights = {k: np.asarray(v[d], np.float64) for k, v in operands.items() if k != "x"}
+            weights = {k: np.asarray(v[d], work) for k, v in operands.items() if k != "x"}
             _run_direction(cell, x, weights, lens, reverse, acts, clip, flags, out[:, d])
         return out
 
@@ -256,14 +258,14 @@ def _reference(cell: Cell):
 
 
 def _run_direction(cell, x, weights, lens, reverse, acts, clip, flags, out) -> None:
-    """One direction of the recurrence, in float64, into ``out`` (seq + states, batch,
+    """One direction of the recurrence, in the weights' dtype, into ``out`` (seq + states, batch,
     hidden): each sequence of the batch runs its own length, backwards if ``reverse``."""
     seq, batch, _ = x.shape
     hidden = weights["r"].shape[1]
     gates = cell.gates
     w, r = weights["w"], weights["r"]
     wb, rb = weights["b"][: gates * hidden], weights["b"][gates * hidden :]
-    projected = np.asarray(x, np.float64) @ w.T + wb  # every step's input projection at once
+    projected = np.asarray(x, w.dtype) @ w.T + wb  # every step's input projection at once
     h = weights["initial_h"].copy()
     c = weights["initial_c"].copy() if cell.states == 2 else None
     clipped = (lambda v: np.clip(v, -clip, clip)) if clip is not None else (lambda v: v)
