@@ -94,6 +94,7 @@ class Cell:
     gates: int
     activations: tuple[str, ...]
     states: int  # 2: a hidden and a cell state (lstm); 1: a hidden state
+    flags: tuple[str, ...] = ()  # its own boolean attributes
 
     @property
     def operands(self) -> tuple[str, ...]:
@@ -105,8 +106,8 @@ class Cell:
 CELLS = {
     c.name: c
     for c in [
-        Cell("lstm", 4, ("Sigmoid", "Tanh", "Tanh"), 2),
-        Cell("gru", 3, ("Sigmoid", "Tanh"), 1),
+        Cell("lstm", 4, ("Sigmoid", "Tanh", "Tanh"), 2, ("input_forget",)),
+        Cell("gru", 3, ("Sigmoid", "Tanh"), 1, ("linear_before_reset",)),
         Cell("rnn", 1, ("Tanh",), 1),
     ]
 }
@@ -258,17 +259,19 @@ def _reference(cell: Cell):
 
 
 def _run_direction(cell, x, weights, lens, reverse, acts, clip, flags, out) -> None:
-    """One direction of the recurrence, in the weights' dtype, into ``out`` (seq + states, batch,
-    hidden): each sequence of the batch runs its own length, backwards if ``reverse``."""
+    """One direction of the recurrence, in the weights' dtype, into ``out`` (seq + states,
+    batch, hidden): each sequence of the batch runs its own length, backwards if
+    ``reverse``."""
     seq, batch, _ = x.shape
     hidden = weights["r"].shape[1]
     gates = cell.gates
     w, r = weights["w"], weights["r"]
     wb, rb = weights["b"][: gates * hidden], weights["b"][gates * hidden :]
     projected = np.asarray(x, w.dtype) @ w.T + wb  # every step's input projection at once
-    h = weights["initial_h"].copy()
-    c = weights["initial_c"].copy() if cell.states == 2 else None
+    # (the state: the hidden one, and the cell's for an lstm)
+    state = tuple(weights[k].copy() for k in ("initial_h", "initial_c")[: cell.states])
     clipped = (lambda v: np.clip(v, -clip, clip)) if clip is not None else (lambda v: v)
+    step_of = _STEPS[cell.name]
     for step in range(seq):
         # Sequences shorter than this step keep their state, and their output stays
         # zero; a reversed sequence of length L starts at its own step L - 1.
@@ -277,28 +280,21 @@ def _run_direction(cell, x, weights, lens, reverse, acts, clip, flags, out) -> N
             break
         t = np.where(active, lens - 1 - step if reverse else step, 0)
         xt = projected[t, np.arange(batch)]
-        if cell.name == "lstm":
-            h_new, c_new = _lstm_step(xt, h, c, r, rb, weights["p"], acts, clipped, flags)
-            c = np.where(active[:, None], c_new, c)
-        elif cell.name == "gru":
-            h_new = _gru_step(xt, h, r, rb, acts, clipped, flags)
-        else:
-            h_new = acts[0](clipped(xt + h @ r.T + rb))
-        h = np.where(active[:, None], h_new, h)
+        new = step_of(xt, state, r, rb, weights, acts, clipped, flags)
+        state = tuple(np.where(active[:, None], n, s) for n, s in zip(new, state))
         rows = np.nonzero(active)[0]
-        out[t[rows], rows] = h[rows]
-    out[seq] = h
-    if cell.states == 2:
-        out[seq + 1] = c
-    empty = lens == 0
-    out[seq:, empty] = 0  # (ONNX Runtime's final states of an empty sequence)
+        out[t[rows], rows] = state[0][rows]
+    out[seq:] = state
+    out[seq:, lens == 0] = 0  # (ONNX Runtime's final states of an empty sequence)
 
 
-def _lstm_step(xt, h, c, r, rb, p, acts, clipped, flags):
+def _lstm_step(xt, state, r, rb, weights, acts, clipped, flags):
+    h, c = state
     f, g, hh = acts
     n = h.shape[1]
     z = xt + h @ r.T + rb
     zi, zo, zf, zc = z[:, :n], z[:, n : 2 * n], z[:, 2 * n : 3 * n], z[:, 3 * n :]
+    p = weights["p"]
     pi, po, pf = p[:n], p[n : 2 * n], p[2 * n :]
     i = f(clipped(zi + pi * c))
     forget = 1 - i if flags.get("input_forget") else f(clipped(zf + pf * c))
@@ -307,7 +303,8 @@ def _lstm_step(xt, h, c, r, rb, p, acts, clipped, flags):
     return o * hh(c_new), c_new
 
 
-def _gru_step(xt, h, r, rb, acts, clipped, flags):
+def _gru_step(xt, state, r, rb, weights, acts, clipped, flags):
+    (h,) = state
     f, g = acts
     n = h.shape[1]
     rz, rr, rh = r[:n], r[n : 2 * n], r[2 * n :]
@@ -318,7 +315,17 @@ def _gru_step(xt, h, r, rb, acts, clipped, flags):
         candidate = g(clipped(xt[:, 2 * n :] + reset * (h @ rh.T + bh)))
     else:
         candidate = g(clipped(xt[:, 2 * n :] + (reset * h) @ rh.T + bh))
-    return (1 - z) * candidate + z * h
+    return ((1 - z) * candidate + z * h,)
+
+
+def _rnn_step(xt, state, r, rb, weights, acts, clipped, flags):
+    (h,) = state
+    return (acts[0](clipped(xt + h @ r.T + rb)),)
+
+
+#: Each cell's step: (its input projection at this step, the state, R, R's bias, the
+#: direction's weights, activations, clip, flags) -> the new state.
+_STEPS = {"lstm": _lstm_step, "gru": _gru_step, "rnn": _rnn_step}
 
 
 def _attrs(cell: Cell) -> dict:
@@ -330,11 +337,7 @@ def _attrs(cell: Cell) -> dict:
         "clip": Attr("float", None),
         "hidden_size": Attr("int", None),
     }
-    if cell.name == "lstm":
-        attrs["input_forget"] = Attr("bool", False)
-    if cell.name == "gru":
-        attrs["linear_before_reset"] = Attr("bool", False)
-    return attrs
+    return {**attrs, **{flag: Attr("bool", False) for flag in cell.flags}}
 
 
 _SUMMARIES = {

@@ -1,7 +1,12 @@
-"""ONNX's QuantizeLinear and DequantizeLinear, as the elementwise ops they are made of:
+"""ONNX's quantisation ops, as the ops they are made of:
 
 - QuantizeLinear: ``y = saturate(round_half_even(x / scale) + zero_point)``
 - DequantizeLinear: ``y = (x - zero_point) * scale``
+- DynamicQuantizeLinear: QuantizeLinear to uint8 by a scale and zero point taken
+  from x's range (widened to hold 0), as ONNX Runtime takes them
+- MatMulInteger / ConvInteger: the product or convolution of the operands less
+  their zero points, in int32
+
 
 per tensor, per axis (a 1-D scale along ``axis``) and blocked (``block_size``
 consecutive elements of ``axis`` share one scale: opset 21). They compute as ONNX
@@ -34,12 +39,10 @@ def _operand(node: Node, index: int, x, axis: int, block: int):
     p = node.expr(index)
     ndim, shape = x.type.ndim, x.type.shape
     if block == 0:
-        if p.type.ndim == 0 or (p.type.ndim == 1 and p.type.shape[0] == 1 and ndim == 0):
-            return p
+        if math.prod(p.type.shape) == 1:  # per tensor (a 1-element vector too)
+            return p if p.type.ndim == 0 else call_op("reshape", p, newshape=())
         if p.type.ndim != 1 or ndim == 0:
             raise node.fail(f"input {index} must be a scalar or 1-D (per axis), got {p.type!r}")
-        if p.type.shape[0] == 1:
-            return call_op("reshape", p, newshape=())
         if p.type.shape[0] != shape[axis]:
             raise node.fail(
                 f"input {index} holds {p.type.shape[0]} values for axis {axis} of length "

@@ -20,7 +20,7 @@ from . import converter
 _OPS = {"LSTM": "lstm", "GRU": "gru", "RNN": "rnn"}
 
 
-def _zeros(node: Node, shape, dtype):
+def _zeros(shape, dtype):
     # (a broadcast zero, not an array: the batch may be a symbolic size)
     return call_op("broadcast_to", const(np.zeros((), dtype)), shape=tuple(shape))
 
@@ -43,15 +43,15 @@ def recurrent(node: Node):
 
     def state(index):
         if not node.has(index):
-            return _zeros(node, (directions, batch, hidden), dtype)
+            return _zeros((directions, batch, hidden), dtype)
         given = node.expr(index)
         return call_op("transpose", given, axes=(1, 0, 2)) if layout else given
 
-    b = node.expr(3) if node.has(3) else _zeros(node, (directions, 2 * gates * hidden), dtype)
+    b = node.expr(3) if node.has(3) else _zeros((directions, 2 * gates * hidden), dtype)
     lens = node.expr(4) if node.has(4) else None
     operands = [x, w, r, b, state(5)]
     if cell.states == 2:
-        p = node.expr(7) if node.has(7) else _zeros(node, (directions, 3 * hidden), dtype)
+        p = node.expr(7) if node.has(7) else _zeros((directions, 3 * hidden), dtype)
         operands += [state(6), p]
     attrs = {
         "direction": direction,
@@ -61,10 +61,7 @@ def recurrent(node: Node):
         "clip": node.attr("clip"),
         "hidden_size": node.attr("hidden_size"),
     }
-    if cell.name == "lstm":
-        attrs["input_forget"] = bool(node.attr("input_forget", 0))
-    if cell.name == "gru":
-        attrs["linear_before_reset"] = bool(node.attr("linear_before_reset", 0))
+    attrs.update({flag: bool(node.attr(flag, 0)) for flag in cell.flags})
     packed = call_op(cell.name, *operands, *([lens] if lens is not None else []), **attrs)
     seq = x.type.shape[0]  # (a symbolic size as readily as a number)
     y = call_op("slice", packed, starts=(0,), ends=(seq,), axes=(0,))
