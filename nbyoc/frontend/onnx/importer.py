@@ -282,12 +282,13 @@ def _convert(proto_node, values: dict, opset: int, base_dir: str | None) -> None
 def _produce(node: Node) -> list[Value]:
     """The values of ``node``'s outputs: converted, or folded when every input is known."""
     known = [v for v in node.inputs if v is not None]
-    if any(is_size_array(v) for v in known) and all(isinstance(v, np.ndarray) for v in known):
+    every_known = all(isinstance(v, np.ndarray) for v in known)
+    if any(is_size_array(v) for v in known) and every_known and size_values.folds(node):
         produced = size_values.fold(node)  # shape arithmetic on symbolic sizes
-    else:
+    else:  # (an op taking sizes as its shape, Expand, builds a tensor of symbolic shape)
         produced = converter_for(node.op_type, node.opset)(node)
         produced = list(produced) if isinstance(produced, (list, tuple)) else [produced]
-    if known and all(isinstance(v, np.ndarray) for v in known):
+    if known and every_known:
         produced = _fold(produced)  # every input known: so is every output
     return produced
 
@@ -311,7 +312,8 @@ def _convert_branch(graph: onnx.GraphProto, values: dict, opset: int, base_dir) 
 def _fold(produced: list[Value]) -> list[Value]:
     """The outputs' values, computed now (on the host) where they are expressions. Every
     value the computation makes is checked against the limit ``folded_bytes`` first."""
-    exprs = [v for v in produced if isinstance(v, Expr)]
+    # (of a symbolic shape, a value is computed when the sizes are known: at the call)
+    exprs = [v for v in produced if isinstance(v, Expr) and not _symbolic(v)]
     if not exprs:
         return produced
     for call in post_order(exprs):
@@ -320,4 +322,8 @@ def _fold(produced: list[Value]) -> list[Value]:
             limits.check("folded_bytes", nbytes, f"folding {call.op.name} of known values")
     results = HostFunction(function([], exprs[0] if len(exprs) == 1 else exprs))()
     results = iter(results if isinstance(results, tuple) else (results,))
-    return [next(results) if isinstance(v, Expr) else v for v in produced]
+    return [next(results) if isinstance(v, Expr) and not _symbolic(v) else v for v in produced]
+
+
+def _symbolic(expr: Expr) -> bool:
+    return any(t.symbols for t in tensor_types(expr.type))

@@ -205,6 +205,19 @@ STRUCTURAL = {
 }  # fmt: skip
 
 
+def folds(node) -> bool:
+    """Whether ``fold`` computes ``node``'s op on sizes (else its converter takes the
+    sizes: Expand's target shape, say).
+
+    >>> from types import SimpleNamespace as Node
+    >>> folds(Node(op_type="Mul", inputs=[1, 2])), folds(Node(op_type="Expand", inputs=[1, 2]))
+    (True, False)
+    """
+    if node.op_type in BINARY:
+        return len(node.inputs) == 2
+    return node.op_type in STRUCTURAL
+
+
 def fold(node) -> list[np.ndarray]:
     """The outputs of ``node``, whose inputs are all known and some hold symbolic sizes
     (``size arrays``), computed on the sizes; ``NeedsConstantError`` for an op that

@@ -1,5 +1,5 @@
 """ONNX ops that move, select or describe elements: Reshape, Transpose, Concat, Slice,
-Gather, Squeeze, Unsqueeze, Flatten, Expand, Tile, Pad, Split, Shape, Size,
+Gather, OneHot, Squeeze, Unsqueeze, Flatten, Expand, Tile, Pad, Split, Shape, Size,
 ConstantOfShape, Range, Constant, Dropout.
 
 Their shape-like operands (a reshape's shape, a slice's bounds, pads, repeats)
@@ -79,6 +79,30 @@ def slice_inputs(node: Node):
 @converter("Gather")
 def gather(node: Node):
     return call_op("gather", node.expr(0), node.expr(1), axis=node.attr("axis", 0))
+
+
+@converter("OneHot", since=9)
+def one_hot(node: Node):
+    # on where the index (negative ones counting back from depth) equals the position
+    # along the new axis, off elsewhere: an index out of range is off everywhere
+    indices = node.expr(0)
+    depth = node.known(1, "depth")
+    if depth.size != 1 or depth.dtype.kind not in "iuf":
+        raise node.fail(f"depth must be one number, got {depth.dtype} {depth.shape}")
+    depth = int(depth.reshape(-1)[0])  # (a float depth is cast, as ONNX says)
+    values = node.expr(2)
+    if values.type.shape != (2,):
+        raise node.fail(f"values must hold [off, on], got {values.type!r}")
+    if depth < 1:
+        raise node.fail(f"depth must be positive, got {depth}")
+    rank = indices.type.ndim + 1
+    axis = node.axis(node.attr("axis", -1), rank)
+    index = call_op("cast", indices, to="int64")
+    index = call_op("where", call_op("less", index, 0), call_op("add", index, depth), index)
+    positions = np.arange(depth, dtype=np.int64).reshape((depth,) + (1,) * (rank - 1 - axis))
+    hit = call_op("equal", call_op("unsqueeze", index, axes=(axis,)), const(positions))
+    off, on = (call_op("reshape", values[k : k + 1], newshape=()) for k in (0, 1))
+    return call_op("where", hit, on, off)
 
 
 @converter("Squeeze")
