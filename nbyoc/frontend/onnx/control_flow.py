@@ -30,12 +30,12 @@ import onnx
 
 from .node import Node, Value
 
-#: The default-domain ops whose attributes hold subgraphs.
-SUBGRAPH_OPS = ("If", "Loop", "Scan")
-
 
 def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
-    """The graphs among ``node``'s attributes (a branch, a loop's body), in order."""
+    """The graphs among ``node``'s attributes (a branch, a loop's body), in order.
+    (How deep they nest is bounded by protobuf itself: it neither reads nor builds
+    messages nested past about a hundred levels, some thirty Ifs, so taking Ifs
+    recursively stays far from Python's recursion limit.)"""
     graphs = []
     for attr in node.attribute:
         if attr.type == onnx.AttributeProto.GRAPH:
