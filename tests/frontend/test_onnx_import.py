@@ -208,6 +208,19 @@ def test_shape_arithmetic_folds_on_symbolic_sizes():
             np.testing.assert_array_equal(got, expected)
 
 
+def test_a_known_value_expanded_to_a_symbolic_shape_is_a_tensor_of_that_shape():
+    # As Keras' layer norm exports its zeros: Expand(0, Shape(x)); every input is known,
+    # but the result's shape is symbolic, so it is built, not folded
+    zero = numpy_helper.from_array(np.array(0.0, np.float32), "zero")
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Expand", ["zero", "s"], ["zeros"]),
+             helper.make_node("Sub", ["x", "zeros"], ["y"])]  # fmt: skip
+    f = nbyoc.from_onnx(make(nodes, [tensor("x", ["n", 3])], [tensor("y", None)], [zero]))
+    assert str(f.ret_type) == "Tensor[(n, 3), float32]"
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(nbyoc.compile(f)(x), x)
+
+
 def test_a_step_needing_a_symbolic_sizes_value_names_the_symbols():
     nodes = [helper.make_node("Shape", ["x"], ["s"]),
              helper.make_node("Gather", ["s", "i0"], ["n"], axis=0),

@@ -167,6 +167,24 @@ def test_sizes_that_break_an_assumption_are_named_with_their_values():
         fn(np.ones(8, np.float32))
 
 
+@pytest.mark.parametrize("mode, limit", [("reflect", 3), ("wrap", 2)])
+def test_a_pad_over_a_symbolic_length_checks_its_limit_at_call(mode, limit):
+    # reflect pads by at most length - 1, wrap by at most the length: unprovable for a
+    # symbol, so a call-time check; the op's decomposition needs the length's value,
+    # so llvm leaves the pad whole on the host and compiles what follows it
+    x = nbyoc.var("x", (2, "m"))
+    f = nbyoc.function([x], nbyoc.call_op("pad", x, pads=(0, 3, 0, 2), mode=mode) * 2.0)
+    assert str(f.ret_type) == "Tensor[(2, m + 5), float32]"
+    fn = nbyoc.compile(f)
+    assert [g.attrs.get("Compiler") for g in fn.module.functions.values()] == [None, "llvm"]
+    a = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_array_equal(fn(a), np.pad(a, ((0, 0), (3, 2)), mode=mode) * 2)
+    with pytest.raises(
+        ShapeMismatchError, match=rf"pad: size .* must be at least 3 .* m = {limit}"
+    ):
+        fn(np.ones((2, limit), np.float32))
+
+
 def test_exporting_symbolic_sizes_says_to_fix_them(tmp_path):
     with pytest.warns(nbyoc.errors.PerShapeWarning):
         fn = nbyoc.compile(_mlp_function(), "csource")
