@@ -216,6 +216,12 @@ MODELS: dict[str, RealModel] = {
             {"input": Input((1, 512)), "state": Input((2, 1, 128), low=0.0, high=0.0, batch_axis=1)},
         ),
         RealModel(
+            "smart-turn-v3", "audio: turn-end detector (int8 QDQ Whisper-style encoder)",
+            "pipecat-ai==1.14.0", "pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx",
+            "2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f", 8679182,
+            {"input_features": Input((1, 80, 800))},
+        ),
+        RealModel(
             "basic-pitch", "audio: polyphonic pitch transcription CNN (harmonic stacking)",
             "basic-pitch==0.4.0", "basic_pitch/saved_models/icassp_2022/nmp.onnx",
             "2c3c1d144bfa61ad236e92e169c13535c880469a12a047d4e73451f2c059a0ec", 230444,

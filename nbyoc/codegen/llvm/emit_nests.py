@@ -31,7 +31,10 @@ class NestEmission:
         lines, names, scalars, flat = self.nest_bindings(stage, stored, dest, True)
         domain = (math.prod(stage.shape),) if flat else stage.shape
         if not domain and self.as_program:  # (one element, called over [0, 1) as any stage)
-            domain = (1,)
+            domain, flat = (1,), True
+            for a, name in list(names.items()):  # (its 0-d arrays as one element each)
+                names[a] = self.scope.derived(name, "flat")
+                lines.append(f"{names[a]} = {name}.reshape(1)")
         stream = flat and self.streams_nest(stage, names, stored)
         # In a program every nest is a stage of its own: a few ops' loops in the kernel
         # compile fastest of all while the kernel is compiled, but a program compiles
