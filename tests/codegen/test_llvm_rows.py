@@ -5,11 +5,12 @@ dtypes, with NaN and inf, and checked to be one loop over rows that vectorises."
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 import nbyoc
@@ -363,7 +364,12 @@ def _program(shape, split, dtype, first, second, keep, column, outputs, stored=N
 # A float16 product of 64 values overflows to inf when stored: the rest is inf and nan.
 @example(program=((2, 32), 0, "float16", "prod", "sum", False, False, [0, 1, 2, 3, 4]), seed=0)
 def test_random_row_programs_match_the_host(program, seed):
-    shape, _, dtype, *_ = program
+    shape, split, dtype, first, *_ = program
+    # A product of thousands of values in [-2, 2] depends on its order: partial
+    # products may reach both inf and 0, and inf * 0 is nan (found at 3584 float16
+    # values: llvm gave nan where NumPy's order gave -0). Of up to 64 such values no
+    # partial product overflows, so the result does not depend on the order.
+    assume(not (dtype == "float16" and first == "prod" and math.prod(shape[split:]) > 64))
     f = _program(*program)
     rng = np.random.default_rng(seed)
     if dtype == "int32":
