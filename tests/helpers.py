@@ -72,6 +72,8 @@ def assert_close_to_host(fn: nbyoc.Executable, func, args, rtol=1e-5, atol=1e-6)
     Floating-point warnings are ignored."""
     import numpy as np
 
+    from nbyoc.ir.dtypes import dtype_info
+
     from .tolerance import assert_within, error_bounds
 
     with np.errstate(all="ignore"):
@@ -83,7 +85,7 @@ def assert_close_to_host(fn: nbyoc.Executable, func, args, rtol=1e-5, atol=1e-6)
     bounds = error_bounds(func, args, unknown=0.0)  # (an op it does not know: the tolerances)
     for k, (g, e, bound) in enumerate(zip(got, expected, bounds)):
         assert g.dtype == e.dtype and g.shape == e.shape
-        if e.dtype.kind in "fc":
+        if dtype_info(e.dtype).is_float:
             with np.errstate(all="ignore"):
                 given = atol + rtol * np.abs(e.astype(np.float64))
             bound = np.maximum(bound, np.where(np.isfinite(given), given, 0))

@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 import nbyoc
+from nbyoc.ir.dtypes import dtype_info
 from nbyoc.ir.nodes import Call, Constant, Tuple, TupleGetItem, Var
 from nbyoc.ir.op import get_op
 from nbyoc.ir.traversal import post_order
@@ -45,8 +47,8 @@ def _f64(x) -> np.ndarray:
 
 
 def _ulp(dtype) -> float:
-    dtype = np.dtype(dtype)
-    return float(np.finfo(dtype).eps) if dtype.kind == "f" else 0.0
+    info = dtype_info(dtype)  # (bfloat16's NumPy kind is "V": its record knows it)
+    return float(ml_dtypes.finfo(info.numpy).eps) if info.is_float else 0.0
 
 
 #: op -> the factor by which it scales each operand's error at each element:
@@ -221,8 +223,10 @@ def _may_jump(node, operands, errors):
         return (error > 0) & (distance(v) <= error)
 
     if op == "cast":
-        to = np.dtype(node.attrs["to"]).kind
-        return None if to in "fc" else near(np.abs if to == "b" else _to_integer, *values, *errors)
+        to = dtype_info(node.attrs["to"]).kind
+        if to == "float":
+            return None
+        return near(np.abs if to == "bool" else _to_integer, *values, *errors)
     if op in JUMPS:
         flags = [near(JUMPS[op], v, e) for v, e in zip(values, errors)]
         return np.logical_or.reduce(np.broadcast_arrays(*flags))
@@ -274,9 +278,10 @@ def assert_within(got, expected, bound, what: str) -> None:
     assert (got.dtype, got.shape) == (expected.dtype, expected.shape), what
     checked = np.isfinite(bound)
     g, e, b = got[checked], expected[checked], bound[checked]
-    if g.dtype.kind != "f":
+    if not dtype_info(g.dtype).is_float:
         np.testing.assert_array_equal(g, e, err_msg=what)
         return
+    g, e = g.astype(np.float64), e.astype(np.float64)  # (bfloat16 too: exactly)
     same = (g == e) | (np.isnan(g) & np.isnan(e))
     with np.errstate(all="ignore"):
         close = np.abs(g.astype(np.float64) - e.astype(np.float64)) <= b

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import DuplicateRegistrationError, NbyocTypeError, UnknownOpError
 from .attrs import REQUIRED, Attr
+from .dtypes import computable
 from .types import TensorType, Type
 
 #: The kinds of op. Backends use them to decide what can be fused into one loop.
@@ -43,6 +44,9 @@ class Op:
     a given value is checked and normalised by it before the type rule runs.
     ``decompose(*args, **attrs)``, if given, builds the same result from other ops;
     ``nbyoc.transform.legalize`` uses it for a backend that lacks the op.
+    ``moves_only`` says that the op only moves or converts values, never computes with
+    them, so it takes the narrow dtypes (``nbyoc.ir.dtypes.NARROW_DTYPES``); ``None``
+    (the default) means "if it is a layout op".
     """
 
     name: str
@@ -53,6 +57,12 @@ class Op:
     summary: str
     attrs: Mapping[str, Attr] = field(default_factory=dict)
     decompose: Callable[..., object] | None = None
+    moves_only: bool | None = None
+
+    @property
+    def takes_narrow(self) -> bool:
+        """Whether the op takes operands and results of the narrow dtypes."""
+        return self.kind == "layout" if self.moves_only is None else self.moves_only
 
     @property
     def defaults(self) -> dict:
@@ -139,6 +149,8 @@ def infer_call(op: Op, arg_types: tuple[Type, ...], attrs: Mapping) -> tuple[Ten
                 f"{op.name}: operand {i} is {t!r}, not a tensor; "
                 f"pick a field of the tuple with expr[index]"
             )
+        if not op.takes_narrow:
+            computable(t.dtype, f"{op.name}: operand {i}")
     unknown = set(attrs) - set(op.attrs)
     if unknown:
         allowed = ", ".join(op.attrs) or "none"

@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import limits
 from ..errors import LimitError, LoadError, NbyocError, shown
+from .dtypes import from_bits
 from .nodes import Call, Constant, Expr, Function, GlobalVar, IRModule, Tuple, TupleGetItem, Var
 from .op import get_op
 from .traversal import post_order
@@ -288,7 +289,7 @@ class _Reader:
             k = self.field(entry, "external", int)
             if self.external is None or not 0 <= k < len(self.external):
                 self.fail(f"refers to external array {k}, which was not supplied")
-            data = np.asarray(self.external[k])
+            data = from_bits(np.asarray(self.external[k]), t.dtype)
             if data.shape != t.shape or data.dtype != np.dtype(t.dtype):
                 self.fail(f"external array is {data.dtype}{list(data.shape)}, expected {t!r}")
             return Constant(data)

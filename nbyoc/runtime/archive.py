@@ -43,6 +43,7 @@ import numpy as np
 from .. import limits
 from .._version import __version__
 from ..errors import LimitError, LoadError, NbyocError, shown
+from ..ir.dtypes import as_bits
 from ..ir.names import BACKEND_NAME
 from ..ir.nodes import IRModule
 from ..ir.serialize import from_json, to_json
@@ -106,7 +107,8 @@ def save_executable(executable, path) -> None:
         archive.writestr("module.json", module_json)
         for k, array in enumerate(constants):
             data = io.BytesIO()
-            np.save(data, array, allow_pickle=False)  # constants are C-contiguous already
+            # (C-contiguous already; bfloat16 and the narrow dtypes as their bits)
+            np.save(data, as_bits(array), allow_pickle=False)
             archive.writestr(f"constants/{k}.npy", data.getvalue())
         for name, m in executable.runtime_modules.items():
             archive.writestr(f"runtime/{name}.bin", m.save_to_bytes())

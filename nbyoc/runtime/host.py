@@ -24,7 +24,7 @@ from ..errors import AllocationError, ExecutionError, NbyocError
 from ..ir.nodes import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from ..ir.op import Op
 from ..ir.traversal import operands, post_order
-from ..ir.types import TensorType
+from ..ir.types import TensorType, tensor_types
 
 
 class _Step(NamedTuple):
@@ -124,7 +124,11 @@ def _kernel(node: Expr, callees: Mapping[str, Callable]) -> tuple[Callable, dict
         return callees[name], {}, f"@{name}(...)"
     if isinstance(node, Call):
         fn = node.op.reference
-        if node.type.shape == ():
+        if not node.op.takes_narrow and any(
+            np.dtype(t.dtype) in WIDENED for t in [*(a.type for a in node.args), *tensor_types(node.type)]
+        ):
+            fn = _widened(fn, [t.dtype for t in tensor_types(node.type)])
+        elif node.type.shape == ():
             fn = _as_array(fn)  # references may return NumPy scalars for 0-d results
         return fn, dict(node.attrs), f"{node.op.name}(...)"
     if isinstance(node, Tuple):
@@ -132,6 +136,25 @@ def _kernel(node: Expr, callees: Mapping[str, Callable]) -> tuple[Callable, dict
     if isinstance(node, TupleGetItem):
         return operator.itemgetter(node.index), {}, f"[...].{node.index}"
     raise NbyocError(f"the host executor cannot run {node!r}")
+
+
+#: Dtypes whose ops compute in float32 and round each result (NumPy's own loops for
+#: them, where ml_dtypes has any, round at every step of a sum or a product).
+WIDENED = {np.dtype("bfloat16"): np.dtype("float32")}
+
+
+def _widened(fn: Callable, result_dtypes: list[str]) -> Callable:
+    """``fn`` computing on ``WIDENED`` operands in their wider dtype, each result rounded
+    to its dtype once (``result_dtypes``: one per result)."""
+
+    def widened(*args, **kwargs):
+        args = [a.astype(WIDENED[a.dtype]) if a.dtype in WIDENED else a for a in args]
+        result = fn(*args, **kwargs)
+        if isinstance(result, tuple):
+            return tuple(np.asarray(r).astype(d) for r, d in zip(result, result_dtypes))
+        return np.asarray(result).astype(result_dtypes[0])
+
+    return widened
 
 
 def _is_private(result, operands) -> bool:

@@ -14,6 +14,7 @@ from hypothesis.extra.numpy import mutually_broadcastable_shapes
 import nbyoc
 from nbyoc.codegen.csource import emit_c
 from nbyoc.codegen.csource.module import CSourceModule
+from nbyoc.codegen.csource.rules import C_DTYPES
 from nbyoc.errors import ArgumentError, CompileError, ExecutionError, LoadError
 
 from ..helpers import assert_matches_host, external, reload, run_in_threads
@@ -21,7 +22,7 @@ from ..strategies import random_inputs
 from . import conformance
 from .conformance import EXACT
 
-DTYPES = nbyoc.DTYPES
+DTYPES = C_DTYPES  # (bfloat16 has no C type: csource refuses it, the host runs it)
 
 
 def reference_external():
@@ -389,3 +390,16 @@ def test_codegen_options_reach_the_codegen():
     assert "(fused)" in fn.get_source("csource_0")
     with pytest.raises(CompileError, match="unknown option"):
         nbyoc.compile(reference_graph((4, 4)), backend="csource", options={"csource": {"fast": 1}})
+
+
+def test_dtypes_without_a_c_type_are_refused_at_compile_and_left_to_others_by_partitioning():
+    x = nbyoc.var("in0", (4,), "bfloat16")
+    with pytest.raises(CompileError, match="csource has no C type for bfloat16"):
+        emit_c(external([x], [nbyoc.exp(x)], "csource_0", "csource"))
+    f = nbyoc.function([x], nbyoc.cast(nbyoc.exp(x), "float32") + 1)
+    fn = nbyoc.compile(f, backend="csource")
+    assert [g.attrs["Compiler"] for g in fn.module.functions.values() if "Compiler" in g.attrs] == [
+        "csource"
+    ]  # (only the float32 add)
+    data = np.array([0.5, 1, 2, 3], "bfloat16")
+    np.testing.assert_array_equal(fn(data), nbyoc.compile(f, backend="host")(data))

@@ -12,15 +12,51 @@ from nbyoc.ir.dtypes import accumulate, normalize_dtype, promote, scalar_dtype, 
 DTYPES = nbyoc.DTYPES
 
 
-@pytest.mark.parametrize("a,b", list(itertools.product(DTYPES, DTYPES)))
+NATIVE = [d for d in DTYPES if d != "bfloat16"]
+
+
+@pytest.mark.parametrize("a,b", list(itertools.product(NATIVE, NATIVE)))
 def test_promotion_table_is_numpys(a, b):
     assert promote(a, b) == np.result_type(np.dtype(a), np.dtype(b)).name
     assert promote(a, b) == promote(b, a)
 
 
+@pytest.mark.parametrize("other", DTYPES)
+def test_bfloat16_promotes_as_float16_and_agrees_with_ml_dtypes_where_it_has_a_rule(other):
+    got = promote("bfloat16", other)
+    assert got == promote(other, "bfloat16")
+    if other == "float16":
+        assert got == "float32"  # neither holds the other
+    else:
+        as_half = promote("float16", "float16" if other == "bfloat16" else other)
+        assert got == ("bfloat16" if as_half == "float16" else as_half)
+    try:
+        ml = np.result_type(np.dtype("bfloat16"), np.dtype(other)).name
+    except TypeError:
+        return
+    assert got == ml
+
+
+@pytest.mark.parametrize("narrow", nbyoc.ir.dtypes.NARROW_DTYPES)
+def test_narrow_dtypes_are_moved_and_cast_but_not_computed_in(narrow):
+    x = nbyoc.var("x", (2, 3), narrow)
+    assert nbyoc.cast(x, "float32").type.dtype == "float32"
+    assert nbyoc.transpose(x).type == nbyoc.ir.TensorType((3, 2), narrow)
+    with pytest.raises(NbyocTypeError, match=f"{narrow} is a storage dtype .* cast it first"):
+        nbyoc.exp(x)
+    with pytest.raises(NbyocTypeError, match=f"{narrow} is a storage dtype"):
+        x + x
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("value", [2, -7, 2.5, -0.0, True])
 def test_python_scalars_are_weak_like_numpy(dtype, value):
+    if dtype == "bfloat16":  # as float16 (ml_dtypes widens to float32 next to a Python
+        # float; JAX and PyTorch keep bfloat16, as NEP 50 keeps float16)
+        expected = (np.zeros(3, "float16") + value).dtype.name.replace("float16", "bfloat16")
+        assert scalar_dtype(value, dtype) == expected
+        assert (nbyoc.var("a", (3,), dtype) + value).type.dtype == expected
+        return
     try:
         expected = (np.zeros(3, dtype) + value).dtype.name
     except OverflowError:  # -7 next to an unsigned tensor: NumPy 2 refuses, so does nbyoc
@@ -82,11 +118,31 @@ def test_dtype_records_come_from_numpy(dtype):
 
     info, np_dtype = dtype_info(dtype), np.dtype(dtype)
     assert info.numpy == np_dtype and info.itemsize == np_dtype.itemsize
+    assert dtype_info(np_dtype) is info
+    if not info.native:  # (ml_dtypes' types: NumPy's kind for them is "V")
+        return
     assert info.bits == 8 * np_dtype.itemsize
     assert info.is_float == (np_dtype.kind == "f") and info.is_integer == (np_dtype.kind in "iu")
     if info.is_integer:
         assert (info.min, info.max) == (np.iinfo(np_dtype).min, np.iinfo(np_dtype).max)
-    assert dtype_info(np_dtype) is info
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", *nbyoc.ir.dtypes.NARROW_DTYPES])
+def test_ml_dtypes_records_come_from_ml_dtypes(dtype):
+    import ml_dtypes
+
+    from nbyoc.ir.dtypes import dtype_info
+
+    info, np_dtype = dtype_info(dtype), np.dtype(getattr(ml_dtypes, dtype))
+    assert info.numpy == np_dtype and not info.native
+    if info.is_integer:
+        limits = ml_dtypes.iinfo(np_dtype)
+        assert (info.min, info.max, info.bits) == (limits.min, limits.max, limits.bits)
+        assert info.kind == ("int" if limits.min < 0 else "uint")
+    else:
+        limits = ml_dtypes.finfo(np_dtype)
+        assert info.is_float and (info.finite_max, info.bits) == (float(limits.max), limits.bits)
+    assert info.computed == (dtype == "bfloat16")
 
 
 def test_no_code_reads_a_dtype_by_its_spelling():

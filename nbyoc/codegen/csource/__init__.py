@@ -2,8 +2,9 @@
 BYOC guide's C codegen (``emit``), compiled by the system C compiler and called through
 cffi (``nbyoc.codegen.csource.module``).
 
-Its support is derived from its rules table (``rules.C_RULES``: op -> C expression):
-an op without a row is never offered to it, and runs elsewhere.
+Its support is derived from its rules table (``rules.C_RULES``: op -> C expression)
+and its C types (``rules.C_TYPES``): an op without a row, or a call of a dtype C lacks
+(bfloat16, the narrow dtypes), is never offered to it, and runs elsewhere.
 
 >>> import nbyoc
 >>> x = nbyoc.var("x", (3,))
@@ -14,10 +15,11 @@ an op without a row is never offered to it, and runs elsewhere.
 from __future__ import annotations
 
 from ...ir.nodes import Function
+from ...ir.types import tensor_types
 from ...runtime.module import builtin_module_class
 from ..registry import register_codegen, register_op_support
 from .emit import Subgraph, emit_c
-from .rules import C_RULES
+from .rules import C_RULES, C_TYPES
 
 __all__ = ["BACKEND", "Subgraph", "csource_codegen", "emit_c", "lowerable_ops"]
 
@@ -41,5 +43,17 @@ def lowerable_ops() -> list[str]:
     return list(C_RULES)
 
 
+def has_c_types(call) -> bool:
+    """True if every operand and result of ``call`` has a C type (``rules.C_TYPES``).
+
+    >>> import nbyoc
+    >>> has_c_types(nbyoc.var("x", (2,)) + 1), has_c_types(nbyoc.var("x", (2,), "bfloat16") + 1)
+    (True, False)
+    """
+    return all(
+        t.dtype in C_TYPES for t in [*(a.type for a in call.args), *tensor_types(call.type)]
+    )
+
+
 for _op in lowerable_ops():
-    register_op_support(BACKEND, _op)
+    register_op_support(BACKEND, _op, has_c_types)

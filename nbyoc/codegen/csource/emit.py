@@ -34,6 +34,7 @@ from ...ir.nodes import Call, Constant, Expr, Function, Tuple, Var
 from ...ir.op import Op
 from ...ir.ops.elementwise import loop_dtypes
 from ...ir.traversal import last_reads, post_order
+from ...ir.types import tensor_types
 from . import rules, vecmath
 from .entry import entry_point_source
 from .loops import (
@@ -173,6 +174,16 @@ class Subgraph:
 
 def emit_c(func: Function, fused: bool = False) -> str:
     """The C source for external function ``func`` (see the module docstring)."""
+    lacking = sorted(
+        {t.dtype for n in post_order([func.body, *func.params]) for t in tensor_types(n.type)}
+        - set(rules.C_TYPES)
+    )
+    if lacking:
+        raise CompileError(
+            f"csource has no C type for {', '.join(lacking)} (in @"
+            f"{func.attrs.get('global_symbol', 'the function')}); partitioning leaves such "
+            f"calls to the llvm backend or the host"
+        )
     graph = Subgraph(func)
     try:
         kernels = _FusedLoop(graph) if fused else _PerNode(graph)

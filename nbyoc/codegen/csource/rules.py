@@ -58,12 +58,15 @@ def compute_type(dtype: str) -> str:
 
 #: DLPack's type codes by kind (kDLInt, kDLUInt, kDLFloat, kDLBool).
 DLPACK_CODES = {"int": 0, "uint": 1, "float": 2, "bool": 6}
-C_TYPES = {d: c_type(d) for d in DTYPES}
-COMPUTE_TYPES = {d: compute_type(d) for d in DTYPES}
+#: The dtypes C has a type for: NumPy's own (bfloat16 and the narrow types of ml_dtypes
+#: run elsewhere).
+C_DTYPES = tuple(d for d in DTYPES if dtype_info(d).native)
+C_TYPES = {d: c_type(d) for d in C_DTYPES}
+COMPUTE_TYPES = {d: compute_type(d) for d in C_DTYPES}
 #: The unsigned type of each integer dtype's width (for arithmetic that must wrap).
-UNSIGNED = {d: f"uint{dtype_info(d).bits}_t" for d in DTYPES if dtype_info(d).is_integer}
+UNSIGNED = {d: f"uint{dtype_info(d).bits}_t" for d in C_DTYPES if dtype_info(d).is_integer}
 #: (type code, bits) of each dtype, as DLTensor.dtype holds them.
-DLPACK_DTYPES = {d: (DLPACK_CODES[dtype_info(d).kind], dtype_info(d).bits) for d in DTYPES}
+DLPACK_DTYPES = {d: (DLPACK_CODES[dtype_info(d).kind], dtype_info(d).bits) for d in C_DTYPES}
 
 #: Set by a helper that hits an error NumPy would raise; the entry point reports it.
 ERROR_FLAG = "nbyoc_error"

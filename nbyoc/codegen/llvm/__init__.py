@@ -25,12 +25,13 @@ from collections.abc import Callable
 
 from ...errors import NbyocError
 from ...ir.nodes import Call, Function
+from ...ir.types import tensor_types
 from ...runtime.module import builtin_module_class
 from ..registry import register_codegen, register_op_support
 from .conv import conv_supported
 from .gemm import matmul_supported
 from .ops import STAGE_RULES
-from .rules import SCALAR_RULES
+from .rules import NUMBA_TYPES, SCALAR_RULES, storage_dtype
 from .schedule import VIEWS
 
 BACKEND = "llvm"
@@ -153,8 +154,8 @@ def lowerable_ops() -> list[str]:
 
 def support_rules() -> dict:
     """op -> the predicate under which llvm takes a call of it: a result with elements
-    (``nonempty``) and the op's own ``CONDITIONS``; every dtype (float16 is computed in
-    float32, see ``rules.EMULATED``). Other backends that run llvm's kernels
+    (``nonempty``), dtypes a kernel holds (``numba_dtypes``: float16 and bfloat16 are
+    computed in float32, see ``rules.EMULATED``) and the op's own ``CONDITIONS``. Other backends that run llvm's kernels
     (examplejson) claim ops by this table.
 
     >>> import nbyoc
@@ -168,8 +169,24 @@ def support_rules() -> dict:
 def _predicate(op: str):
     extra = CONDITIONS.get(op)
     if extra is None:
-        return nonempty
-    return lambda call: nonempty(call) and extra(call)
+        return lambda call: nonempty(call) and numba_dtypes(call)
+    return lambda call: nonempty(call) and numba_dtypes(call) and extra(call)
+
+
+def numba_dtypes(call: Call) -> bool:
+    """True if a kernel can hold every operand and result of ``call``: each dtype Numba
+    has, or emulates in float32 (``rules.EMULATED``); not the narrow dtypes, which run
+    on the host.
+
+    >>> import nbyoc
+    >>> x = nbyoc.var("x", (2,), "float8_e4m3fn")
+    >>> numba_dtypes(nbyoc.cast(x, "float32")), numba_dtypes(nbyoc.var("y", (2,), "bfloat16") + 1)
+    (False, True)
+    """
+    return all(
+        storage_dtype(t.dtype) in NUMBA_TYPES
+        for t in [*(a.type for a in call.args), *tensor_types(call.type)]
+    )
 
 
 def nonempty(call: Call) -> bool:

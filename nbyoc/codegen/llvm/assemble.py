@@ -53,7 +53,7 @@ GROUP_OPTIONS = 'nogil=True, error_model="numpy", boundscheck=False'
 
 #: The import lines a kernel's statements may need (``Emitted.needs``), in the order
 #: its module lists them.
-NEEDED_IMPORTS = (rules.EMULATION_IMPORT, ROWS_IMPORT, PREFETCH_IMPORT, STREAM_IMPORT)
+NEEDED_IMPORTS = (*rules.EMULATION_IMPORTS, ROWS_IMPORT, PREFETCH_IMPORT, STREAM_IMPORT)
 
 
 @dataclass

@@ -139,7 +139,7 @@ class KernelEmitter(NestEmission, OpEmission, CopyEmission, RowEmission):
         #: The import lines the kernel's statements need (``assemble`` orders them).
         self.needs: set[str] = set()
         if any(n.type.dtype in rules.STORAGE for n in nodes):  # (float16: emulated)
-            self.needs.add(rules.EMULATION_IMPORT)
+            self.needs.update(rules.EMULATION_IMPORTS)
         self.stages = StageFunctions(pointers, scalars=as_program)
         self.pending: list[StageCall] = []  # parallel stage calls that may share a prange
         self.group = -1  # the group (``plan_groups``) of the stage being emitted

@@ -20,10 +20,17 @@ from ...ir.dtypes import DTYPES, dtype_info
 from ...ir.signs import nonpositive
 
 #: Dtypes Numba cannot compute with on the CPU (no typing, loads, stores or arithmetic):
-#: floats narrower than float32, i.e. float16. A kernel holds their arrays as the bits
-#: (the unsigned integer of the same width) and their values in float32, rounded to the
-#: dtype after every op, as NumPy's own float16 loops do (``nbyoc.runtime.llvm.half``).
+#: floats narrower than float32, i.e. float16 and bfloat16. A kernel holds their arrays
+#: as the bits (the unsigned integer of the same width) and their values in float32,
+#: rounded to the dtype after every op, as NumPy's own float16 loops do
+#: (``nbyoc.runtime.llvm.half``, ``nbyoc.runtime.llvm.bfloat16``).
 EMULATED = tuple(d for d in DTYPES if dtype_info(d).is_float and dtype_info(d).bits < 32)
+#: Each emulated dtype's conversions, as the kernel module imports them: its bits to
+#: their float32 value, a value to the dtype's bits, a value rounded to the dtype.
+CONVERSIONS = {
+    "float16": ("half_value", "half_bits", "round_half"),
+    "bfloat16": ("bfloat16_value", "bfloat16_bits", "round_bfloat16"),
+}
 #: How the kernel stores each emulated dtype's arrays: its bits, as the unsigned integer
 #: of the same width.
 STORAGE = {
@@ -35,8 +42,11 @@ VALUE_DTYPE = next(d for d in DTYPES if dtype_info(d).is_float and dtype_info(d)
 #: The Numba spelling of each computed dtype's scalar constructor (NumPy's type,
 #: np.bool_ for bool).
 NP_TYPES = {d: "np.bool_" if dtype_info(d).kind == "bool" else f"np.{d}" for d in DTYPES}
-#: The kernel-module imports the emulated dtypes need.
-EMULATION_IMPORT = "from nbyoc.runtime.llvm.half import half_bits, half_value, round_half"
+#: The kernel-module import lines the emulated dtypes need.
+EMULATION_IMPORTS = (
+    "from nbyoc.runtime.llvm.half import half_bits, half_value, round_half",
+    "from nbyoc.runtime.llvm.bfloat16 import bfloat16_bits, bfloat16_value, round_bfloat16",
+)
 
 
 def storage_dtype(dtype: str) -> str:
@@ -86,12 +96,12 @@ def load(element: str, dtype: str) -> str:
     >>> load("a[i0]", "float16"), load("a[i0]", "int8")
     ('half_value(a[i0])', 'a[i0]')
     """
-    return f"half_value({element})" if dtype in STORAGE else element
+    return f"{CONVERSIONS[dtype][0]}({element})" if dtype in STORAGE else element
 
 
 def store(value: str, dtype: str) -> str:
     """Source turning a value of ``dtype`` into what its arrays store."""
-    return f"half_bits({value})" if dtype in STORAGE else value
+    return f"{CONVERSIONS[dtype][1]}({value})" if dtype in STORAGE else value
 
 
 #: Helper functions emitted into the kernel module when used: name -> source. They are
@@ -207,7 +217,7 @@ def cast(expression: str, dtype: str) -> str:
     ('np.int32(a + b)', 'round_half(a + b)')
     """
     if dtype in STORAGE:
-        return f"round_half({expression})"
+        return f"{CONVERSIONS[dtype][2]}({expression})"
     return f"{NP_TYPES[dtype]}({expression})"
 
 

@@ -12,20 +12,24 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from ...errors import ModelImportError
-from ...ir.dtypes import DTYPES
+from ...ir.dtypes import ALL_DTYPES
 
-#: ONNX's names for NumPy's float32 and float64; every other type nbyoc has is named
-#: as NumPy names it (INT8 is int8, FLOAT16 is float16).
-_ALIASES = {"FLOAT": "float32", "DOUBLE": "float64"}
+#: ONNX's names for the types nbyoc names otherwise; every other type nbyoc has is
+#: named as NumPy (and ml_dtypes) name it, less the underscores (INT8 is int8,
+#: FLOAT8E4M3FN is float8_e4m3fn).
+_ALIASES = {"FLOAT": "float32", "DOUBLE": "float64", "FLOAT4E2M1": "float4_e2m1fn"}
+_BY_SPELLING = {d.replace("_", ""): d for d in ALL_DTYPES}
 
 
 def _table() -> dict[int, str]:
     table = {}
     for name, code in TensorProto.DataType.items():
-        dtype = _ALIASES.get(name, name.lower())
-        # ONNX also maps bfloat16, float8 and int4 onto NumPy types that are not theirs;
-        # the name check keeps only the types whose own name is an nbyoc dtype.
-        if dtype in DTYPES and np.dtype(helper.tensor_dtype_to_np_dtype(code)) == dtype:
+        dtype = _ALIASES.get(name) or _BY_SPELLING.get(name.lower())
+        # (the NumPy type onnx reads it as must be that dtype's: an older onnx read
+        # bfloat16 as uint16)
+        if dtype is not None and np.dtype(helper.tensor_dtype_to_np_dtype(code)) == np.dtype(
+            dtype
+        ):
             table[code] = dtype
     return table
 

@@ -37,6 +37,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from ...errors import ModelImportError, shown
+from ...ir.dtypes import dtype_info
 from .dtypes import ONNX_TO_NBYOC
 
 #: external_data values that are byte counts: decimal digits only.
@@ -57,7 +58,7 @@ def tensor_array(tensor: TensorProto, base_dir: str | None, where: str) -> np.nd
         del loaded.external_data[:]
         tensor = loaded
     count = math.prod(dims)
-    held = _elements_held(tensor)
+    held = _elements_held(tensor, count)
     if held is not None and held != count:
         raise ModelImportError(
             f"{where}: declares dims {dims} ({count:,} elements) but holds {held:,}"
@@ -68,17 +69,23 @@ def tensor_array(tensor: TensorProto, base_dir: str | None, where: str) -> np.nd
         raise ModelImportError(f"{where}: cannot read its data: {type(e).__name__}: {e}") from None
 
 
-def _elements_held(tensor: TensorProto) -> int | None:
+def _elements_held(tensor: TensorProto, count: int) -> int | None:
     """How many elements ``tensor`` holds, for the element types nbyoc has (each stored
-    one per entry or ``itemsize`` bytes apiece); None for other types (onnx's own
-    conversion checks those)."""
+    one per entry or ``itemsize`` bytes apiece; the 4- and 2-bit types packed, several
+    per byte or per ``int32_data`` entry, so ``count`` when their entries hold exactly
+    that many); None for other types (onnx's own conversion checks those)."""
     if tensor.data_type not in ONNX_TO_NBYOC:
         return None
-    itemsize = np.dtype(ONNX_TO_NBYOC[tensor.data_type]).itemsize
+    info = dtype_info(ONNX_TO_NBYOC[tensor.data_type])
     if tensor.HasField("raw_data"):
-        size = len(tensor.raw_data)
-        return size // itemsize if size % itemsize == 0 else -1
-    return len(getattr(tensor, helper.tensor_dtype_to_field(tensor.data_type)))
+        entries, itemsize = len(tensor.raw_data), info.itemsize
+    else:
+        entries = len(getattr(tensor, helper.tensor_dtype_to_field(tensor.data_type)))
+        itemsize = 1
+    if info.bits < 8:
+        per_entry = 8 // info.bits
+        return count if entries == -(-count // per_entry) else entries * per_entry
+    return entries // itemsize if entries % itemsize == 0 else -1
 
 
 def external_bytes(tensor: TensorProto, base_dir: str | None, where: str) -> bytes:

@@ -43,7 +43,10 @@ def _where_loop(dtypes, attrs):
 
 
 def _where(condition, x, y):
-    return np.where(condition, x, y).astype(promote(x.dtype.name, y.dtype.name), copy=False)
+    dtype = promote(x.dtype.name, y.dtype.name)
+    if x.dtype != y.dtype:  # (NumPy has no common type of bfloat16 and most integers)
+        x, y = x.astype(dtype, copy=False), y.astype(dtype, copy=False)
+    return np.where(condition, x, y).astype(dtype, copy=False)
 
 
 for _name, (_fn, _summary) in COMPARE_OPS.items():
@@ -52,7 +55,7 @@ for _name, (_fn, _summary) in UNARY_PREDICATES.items():
     register_elementwise(_name, 1, _fn, _summary)
 register_elementwise(
     "where", 3, _where, "Elementwise ``x if condition else y``, broadcasting all three",
-    loop=_where_loop,
+    loop=_where_loop, moves_only=True,
 )  # fmt: skip
 
 

@@ -460,4 +460,5 @@ register_op(Op("resize", 1, _resize_rule, _resize_reference, "layout",
                       "coordinate_transformation_mode": Attr("str", "half_pixel",
                                                              choices=COORDINATE_MODES),
                       "nearest_mode": Attr("str", "round_prefer_floor",
-                                           choices=NEAREST_MODES)}))  # fmt: skip
+                                           choices=NEAREST_MODES)},
+               moves_only=False))  # fmt: skip

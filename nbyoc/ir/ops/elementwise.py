@@ -83,6 +83,10 @@ def numpy_loop(ufunc: np.ufunc, dtypes: tuple[str, ...]) -> tuple[str, ...]:
     >>> numpy_loop(np.add, ("uint8", "int8")), numpy_loop(np.exp, ("int8",))
     (('int16', 'int16', 'int16'), ('float16', 'float16'))
     """
+    if "bfloat16" in dtypes:  # (NumPy's loops know it with few partners: as float16)
+        proxy = "float32" if "float16" in dtypes else "float16"
+        names = numpy_loop(ufunc, tuple(proxy if d == "bfloat16" else d for d in dtypes))
+        return tuple("bfloat16" if n == "float16" and proxy == "float16" else n for n in names)
     try:
         resolved = ufunc.resolve_dtypes((*(np.dtype(d) for d in dtypes), None))
     except TypeError as e:  # NumPy has no loop (e.g. subtract of bools)
@@ -119,7 +123,9 @@ def ufunc_loop(ufunc: np.ufunc):
     return lambda dtypes, attrs: numpy_loop(ufunc, dtypes)
 
 
-def register_elementwise(name, arity, reference, summary, loop=None, attrs=None, decompose=None):
+def register_elementwise(
+    name, arity, reference, summary, loop=None, attrs=None, decompose=None, moves_only=None
+):
     """Register an elementwise op: one table row. Its dtypes follow ``loop`` (by default
     NumPy's loop of ``reference``, which must then be a ufunc); its shape, NumPy's
     broadcasting of the operands.
@@ -130,7 +136,8 @@ def register_elementwise(name, arity, reference, summary, loop=None, attrs=None,
     """
     ELEMENTWISE_LOOPS[name] = loop or ufunc_loop(reference)
     return register_op(Op(name, arity, _elementwise_rule(name), reference, "elementwise", summary,
-                          attrs=attrs or {}, decompose=decompose))  # fmt: skip
+                          attrs=attrs or {}, decompose=decompose,
+                          moves_only=moves_only))  # fmt: skip
 
 
 # name -> (NumPy reference, summary)
@@ -294,7 +301,7 @@ register_elementwise(
     "value fits ``to`` (for uint32: -1 < x < 2**32); NaN, infinities and other values are "
     "undefined, as in C: NumPy warns and gives what its processor gives, and a backend may "
     "give something else (clip to the range first where they can occur)",
-    loop=_cast_loop, attrs={"to": Attr("dtype")},
+    loop=_cast_loop, attrs={"to": Attr("dtype")}, moves_only=True,
 )  # fmt: skip
 
 

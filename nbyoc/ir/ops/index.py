@@ -234,7 +234,8 @@ def _identity_loop(dtypes, attrs):
     return (dtypes[0], dtypes[0])
 
 
-register_elementwise("identity", 1, np.copy, "A copy of ``x``", loop=_identity_loop)
+register_elementwise("identity", 1, np.copy, "A copy of ``x``", loop=_identity_loop,
+                     moves_only=True)  # fmt: skip
 
 
 def _broadcast_rule(types, attrs):
@@ -251,7 +252,7 @@ def _broadcast_reference(x, shape):
 
 register_op(Op("broadcast_to", 1, _broadcast_rule, _broadcast_reference, "elementwise",
                "``x`` repeated along broadcast axes to ``shape`` (NumPy's rules)",
-               attrs={"shape": Attr("sizes")}))  # fmt: skip
+               attrs={"shape": Attr("sizes")}, moves_only=True))  # fmt: skip
 ELEMENTWISE_LOOPS["broadcast_to"] = _identity_loop  # a copy: computes in x's dtype
 
 

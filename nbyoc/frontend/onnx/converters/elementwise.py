@@ -104,16 +104,43 @@ def mean(node: Node):
 
 @converter("Cast")
 def cast(node: Node):
-    return call_op("cast", node.expr(0), to=onnx_dtype(node.attr("to"), node.where))
+    to = onnx_dtype(node.attr("to"), node.where)
+    return call_op("cast", saturated(node.expr(0), to, node.attr("saturate", 1)), to=to)
 
 
 @converter("CastLike")
 def cast_like(node: Node):
     like = node.expr(1).type.dtype  # only its dtype is read: a known input stays known
+    saturate = node.attr("saturate", 1)
     if isinstance(node.inputs[0], np.ndarray):
         node.computing(node.inputs[0].shape, like)
-        return node.inputs[0].astype(like)
-    return call_op("cast", node.expr(0), to=like)
+        x = node.inputs[0]
+        if _saturates(x.dtype, like, saturate):
+            finite = dtype_info(like).finite_max
+            x = np.clip(x.astype(np.float32), -finite, finite)
+        return x.astype(like)
+    return call_op("cast", saturated(node.expr(0), like, saturate), to=like)
+
+
+def _saturates(source, to: str, saturate: int) -> bool:
+    """Whether a cast from ``source`` to ``to`` saturates (``saturate`` set, ``to`` a
+    narrow float: float8 or float4) and needs a clip to do it."""
+    target = dtype_info(to)
+    return bool(saturate) and target.is_float and not target.computed
+
+
+def saturated(x, to: str, saturate: int):
+    """``x``, clipped to ``to``'s finite range when a cast to it saturates (ONNX's
+    ``saturate``, the default: an out-of-range value or an infinity becomes the
+    largest finite value of its sign, NaN stays NaN; without it, they become inf or
+    NaN, as a float8 cast gives); other dtypes (and NaN) are left to the cast."""
+    if not _saturates(x.type.dtype, to, saturate):
+        return x
+    source = dtype_info(x.type.dtype)
+    if not (source.is_float and source.computed):  # (an integer, or a narrow type)
+        x = call_op("cast", x, to="float32")
+    finite = dtype_info(to).finite_max
+    return call_op("clip", x, min=-finite, max=finite)
 
 
 @converter("IsInf")

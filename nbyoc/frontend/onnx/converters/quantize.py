@@ -13,8 +13,10 @@ consecutive elements of ``axis`` share one scale: opset 21). They compute as ONN
 Runtime does: the quotient in float32 (float16 inputs widened first), the
 difference in int32 before it becomes a float, so each result is bit for bit
 Runtime's. The output's type is the zero point's, else ``output_dtype``, else
-uint8 (QuantizeLinear); the scale's (DequantizeLinear). Element types nbyoc lacks
-(float8, int4) are refused by name when the model is imported.
+uint8 (QuantizeLinear); the scale's, else ``output_dtype`` (DequantizeLinear). Every
+integer type nbyoc has is a quantised type (int4 and uint4 too, and int2 and uint2),
+and so are float8 and float4 (not rounded to an integer: rounded to the type by the
+cast, and saturated unless ``saturate=0``, as Cast is).
 
 Fused into the ops around them, a dequantised weight is a constant (folded while
 importing), and a QDQ pair around an activation is a handful of elementwise ops in
@@ -30,6 +32,7 @@ from ....ir.dtypes import dtype_info
 from ..dtypes import onnx_dtype
 from ..node import Node
 from . import converter
+from .elementwise import saturated
 
 
 def _operand(node: Node, index: int, x, axis: int, block: int):
@@ -86,15 +89,21 @@ def quantize_linear(node: Node):
     axis, block = _layout(node, x)
     dtype = _output_dtype(node)
     info = dtype_info(dtype)
-    if not info.is_integer:
-        raise node.fail(f"quantising to {dtype} is not supported (only integer types)")
+    if not (info.is_integer or (info.is_float and not info.computed)):
+        raise node.fail(
+            f"quantising to {dtype} is not supported (integer types, float8 and float4)"
+        )
     if node.has(2) and node.expr(2).type.dtype != dtype:
         raise node.fail(f"output_dtype disagrees with the zero point's {node.expr(2).type.dtype}")
     wide = "float32" if dtype_info(x.type.dtype).bits < 32 else x.type.dtype
     scale = call_op("cast", _operand(node, 1, x, axis, block), to=wide)
-    q = call_op("round", call_op("divide", call_op("cast", x, to=wide), scale))
+    q = call_op("divide", call_op("cast", x, to=wide), scale)
+    if info.is_integer:
+        q = call_op("round", q)
     if node.has(2):
         q = call_op("add", q, call_op("cast", _operand(node, 2, x, axis, block), to=wide))
+    if info.is_float:  # a float8 or float4: rounded by the cast, saturated as Cast is
+        return call_op("cast", saturated(q, dtype, node.attr("saturate", 1)), to=dtype)
     q = call_op("clip", q, min=float(info.min), max=float(info.max))
     return call_op("cast", q, to=dtype)
 
@@ -102,15 +111,22 @@ def quantize_linear(node: Node):
 @converter("DequantizeLinear", since=10)
 def dequantize_linear(node: Node):
     x = node.expr(0)
-    if not dtype_info(x.type.dtype).is_integer:
-        raise node.fail(f"dequantising {x.type.dtype} is not supported (only integer types)")
+    info = dtype_info(x.type.dtype)
+    if not (info.is_integer or (info.is_float and not info.computed)):
+        raise node.fail(
+            f"dequantising {x.type.dtype} is not supported (integer types, float8 and float4)"
+        )
     axis, block = _layout(node, x)
     scale = _operand(node, 1, x, axis, block)
-    centred = call_op("cast", x, to="int32")
+    # (integers centred in int32, exactly; a float8 or float4 as its float32 value)
+    middle = "int32" if info.is_integer else "float32"
+    centred = call_op("cast", x, to=middle)
     if node.has(2):
-        zero = call_op("cast", _operand(node, 2, x, axis, block), to="int32")
+        zero = call_op("cast", _operand(node, 2, x, axis, block), to=middle)
         centred = call_op("subtract", centred, zero)
-    return call_op("multiply", call_op("cast", centred, to=scale.type.dtype), scale)
+    y = call_op("multiply", call_op("cast", centred, to=scale.type.dtype), scale)
+    code = node.attr("output_dtype", 0)
+    return call_op("cast", y, to=onnx_dtype(code, f"{node.where}: output_dtype")) if code else y
 
 
 def _centred(node: Node, index: int, zero_index: int, dtype: str, zero_shape=None):
