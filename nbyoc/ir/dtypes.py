@@ -229,7 +229,7 @@ def computable(dtype: str, where: str) -> str:
     >>> computable("int4", "add")
     Traceback (most recent call last):
         ...
-    nbyoc.errors.NbyocTypeError: add: int4 is a storage dtype nbyoc does not compute in; cast it first (e.g. nbyoc.cast(x, "float32"))
+    nbyoc.errors.NbyocTypeError: add: int4 is a storage dtype nbyoc does not compute in; ...
     """
     if dtype in NARROW_DTYPES:
         raise NbyocTypeError(

@@ -125,7 +125,8 @@ def _kernel(node: Expr, callees: Mapping[str, Callable]) -> tuple[Callable, dict
     if isinstance(node, Call):
         fn = node.op.reference
         if not node.op.takes_narrow and any(
-            np.dtype(t.dtype) in WIDENED for t in [*(a.type for a in node.args), *tensor_types(node.type)]
+            np.dtype(t.dtype) in WIDENED
+            for t in [*(a.type for a in node.args), *tensor_types(node.type)]
         ):
             fn = _widened(fn, [t.dtype for t in tensor_types(node.type)])
         elif node.type.shape == ():

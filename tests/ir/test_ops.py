@@ -116,8 +116,9 @@ def as_bfloat16_does(fn, *arrays):
     dtype = np.asarray(fn(*(a.astype(proxy) if a.dtype == BFLOAT16 else a for a in arrays))).dtype
     if dtype == np.float16 and proxy is np.float16:
         dtype = BFLOAT16
-    return np.asarray(fn(*(a.astype(np.float32) if a.dtype == BFLOAT16 else a for a in arrays)))\
-        .astype(dtype)
+    return np.asarray(
+        fn(*(a.astype(np.float32) if a.dtype == BFLOAT16 else a for a in arrays))
+    ).astype(dtype)
 
 
 def run(build, *arrays):

@@ -50,9 +50,7 @@ def has_c_types(call) -> bool:
     >>> has_c_types(nbyoc.var("x", (2,)) + 1), has_c_types(nbyoc.var("x", (2,), "bfloat16") + 1)
     (True, False)
     """
-    return all(
-        t.dtype in C_TYPES for t in [*(a.type for a in call.args), *tensor_types(call.type)]
-    )
+    return all(t.dtype in C_TYPES for t in [*(a.type for a in call.args), *tensor_types(call.type)])
 
 
 for _op in lowerable_ops():

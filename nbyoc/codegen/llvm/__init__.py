@@ -155,8 +155,8 @@ def lowerable_ops() -> list[str]:
 def support_rules() -> dict:
     """op -> the predicate under which llvm takes a call of it: a result with elements
     (``nonempty``), dtypes a kernel holds (``numba_dtypes``: float16 and bfloat16 are
-    computed in float32, see ``rules.EMULATED``) and the op's own ``CONDITIONS``. Other backends that run llvm's kernels
-    (examplejson) claim ops by this table.
+    computed in float32, see ``rules.EMULATED``) and the op's own ``CONDITIONS``. Other
+    backends that run llvm's kernels (examplejson) claim ops by this table.
 
     >>> import nbyoc
     >>> x = nbyoc.var("x", (4, 4))

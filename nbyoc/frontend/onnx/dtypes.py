@@ -27,9 +27,7 @@ def _table() -> dict[int, str]:
         dtype = _ALIASES.get(name) or _BY_SPELLING.get(name.lower())
         # (the NumPy type onnx reads it as must be that dtype's: an older onnx read
         # bfloat16 as uint16)
-        if dtype is not None and np.dtype(helper.tensor_dtype_to_np_dtype(code)) == np.dtype(
-            dtype
-        ):
+        if dtype is not None and np.dtype(helper.tensor_dtype_to_np_dtype(code)) == np.dtype(dtype):
             table[code] = dtype
     return table
 

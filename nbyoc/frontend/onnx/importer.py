@@ -34,7 +34,7 @@ from ...runtime.host import HostFunction
 from . import size_values
 from .checks import check_single_assignment, check_text
 from .control_flow import nested_nodes, take_if
-from .converters import CONVERTERS, converter_for
+from .converters import CONVERTERS, DEFAULT_DOMAINS, converter_for
 from .dtypes import onnx_dtype
 from .node import Node, Value, as_expr, where_of
 from .size_values import is_size_array
@@ -45,7 +45,6 @@ from .tensors import tensor_array
 #: 27 and 28 changed Range (stash_type, for float16 sums) and Mod (floats with fmod=0),
 #: which the converters follow.
 MIN_OPSET, MAX_OPSET = 7, 28
-DEFAULT_DOMAINS = ("", "ai.onnx")
 #: Default-domain ops the importer takes itself, not through a converter: an ``If`` is
 #: replaced by the branch its condition (known while importing) takes (``control_flow``).
 _IMPORTER_OPS = ("If",)
@@ -90,9 +89,8 @@ def check_ops(graph: onnx.GraphProto, opset: int) -> None:
     missing, nested = Counter(), 0
     for n, depth in nested_nodes(graph.node):
         domain = n.domain or "ai.onnx"
-        if n.domain not in DEFAULT_DOMAINS or (
-            n.op_type not in _IMPORTER_OPS and converter_for(n.op_type, opset) is None
-        ):
+        own = n.domain in DEFAULT_DOMAINS and n.op_type in _IMPORTER_OPS
+        if not own and converter_for(n.op_type, opset, n.domain) is None:
             missing[(n.op_type, domain)] += 1
             nested += depth > 0
     if missing:
@@ -262,6 +260,7 @@ def _convert(proto_node, values: dict, opset: int, base_dir: str | None) -> None
     node = Node(
         proto_node.op_type, proto_node.name, [values[n] if n else None for n in names], names,
         _attributes(proto_node, base_dir, where), opset, len(proto_node.output),
+        proto_node.domain,
     )  # fmt: skip
     try:
         if node.op_type == "If" and proto_node.domain in DEFAULT_DOMAINS:
@@ -286,7 +285,7 @@ def _produce(node: Node) -> list[Value]:
     if any(is_size_array(v) for v in known) and every_known and size_values.folds(node):
         produced = size_values.fold(node)  # shape arithmetic on symbolic sizes
     else:  # (an op taking sizes as its shape, Expand, builds a tensor of symbolic shape)
-        produced = converter_for(node.op_type, node.opset)(node)
+        produced = converter_for(node.op_type, node.opset, node.domain)(node)
         produced = list(produced) if isinstance(produced, (list, tuple)) else [produced]
     if known and every_known:
         produced = _fold(produced)  # every input known: so is every output

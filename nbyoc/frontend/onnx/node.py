@@ -32,6 +32,7 @@ class Node:
     attrs: dict = field(default_factory=dict)
     opset: int = 0
     n_outputs: int = 1
+    domain: str = ""  # ("" for ai.onnx; "com.microsoft" for ONNX Runtime's contrib ops)
 
     @property
     def where(self) -> str:

@@ -17,16 +17,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-#: op type -> [(since opset, converter)], sorted by opset.
+#: op type -> [(since opset, converter)], sorted by opset: the default domain's ops.
 CONVERTERS: dict[str, list[tuple[int, Callable]]] = {}
+#: (domain, op type) -> converter: other domains' ops (ONNX Runtime's contrib ops, in
+#: "com.microsoft", have one version each).
+DOMAIN_CONVERTERS: dict[tuple[str, str], Callable] = {}
+#: The names of the default domain.
+DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-def converter(*op_types: str, since: int = 1):
+def converter(*op_types: str, since: int = 1, domain: str = ""):
     """Register the decorated function as the converter of ``op_types`` from opset
-    ``since`` on."""
+    ``since`` on (of ``domain``'s ops, for another domain than ONNX's own)."""
 
     def register(fn):
         for op_type in op_types:
+            if domain not in DEFAULT_DOMAINS:
+                if (domain, op_type) in DOMAIN_CONVERTERS:
+                    raise ValueError(f"two converters for {op_type} of {domain}")
+                DOMAIN_CONVERTERS[(domain, op_type)] = fn
+                continue
             rows = CONVERTERS.setdefault(op_type, [])
             if any(s == since for s, _ in rows):
                 raise ValueError(f"two converters for {op_type} since opset {since}")
@@ -37,8 +47,15 @@ def converter(*op_types: str, since: int = 1):
     return register
 
 
-def converter_for(op_type: str, opset: int) -> Callable | None:
-    """The converter of ``op_type`` in a model of default-domain ``opset``, or None."""
+def converter_for(op_type: str, opset: int, domain: str = "") -> Callable | None:
+    """The converter of ``op_type`` of ``domain`` in a model of default-domain ``opset``,
+    or None.
+
+    >>> converter_for("QLinearAdd", 13, "com.microsoft").__name__
+    'qlinear_add'
+    """
+    if domain not in DEFAULT_DOMAINS:
+        return DOMAIN_CONVERTERS.get((domain, op_type))
     chosen = None
     for since, fn in CONVERTERS.get(op_type, ()):
         if since <= opset:

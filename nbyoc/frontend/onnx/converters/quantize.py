@@ -187,3 +187,105 @@ def dynamic_quantize_linear(node: Node):
     q = call_op("add", call_op("round", call_op("divide", x, scale)), zero)
     y = call_op("cast", call_op("clip", q, min=0.0, max=255.0), to="uint8")
     return [y, scale, call_op("cast", zero, to="uint8")]
+
+
+# -- QLinear ops: integer products requantised ----------------------------------------
+# ONNX Runtime computes them as: the integer accumulator (int32), times one float32
+# multiplier (the operands' scales over the output's), rounded half to even, plus the
+# output's zero point, saturated. The accumulators here are exact (int32 products, or a
+# float64 conv of 8-bit values), so the results are Runtime's.
+
+
+def _scale_of(node: Node, index: int, shape=None):
+    """Scale input ``index`` as a float32 scalar, or (one per channel) reshaped to
+    ``shape``."""
+    s = call_op("cast", node.expr(index), to="float32")
+    if math.prod(s.type.shape) == 1:
+        return call_op("reshape", s, newshape=())
+    if shape is None:
+        raise node.fail(f"input {index} must hold one scale, got {s.type!r}")
+    return call_op("reshape", s, newshape=shape)
+
+
+def _requantised(node: Node, accumulator, multiplier, zero_index: int):
+    """``round_half_even(float32(accumulator) * multiplier) + zero point``, saturated to
+    the zero point's type (input ``zero_index``; uint8 when it is left out)."""
+    dtype = node.expr(zero_index).type.dtype if node.has(zero_index) else "uint8"
+    info = dtype_info(dtype)
+    y = call_op("round", call_op("multiply", call_op("cast", accumulator, to="float32"),
+                                 multiplier))  # fmt: skip
+    if node.has(zero_index):
+        y = call_op("add", y, call_op("cast", _scale_of(node, zero_index), to="float32"))
+    return call_op("cast", call_op("clip", y, min=float(info.min), max=float(info.max)), to=dtype)
+
+
+@converter("QLinearMatMul", since=10)
+def qlinear_matmul(node: Node):
+    # a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point
+    b = node.expr(3)
+    columns = (b.type.shape[-1],) if b.type.ndim >= 1 else None
+    product = call_op("matmul", _centred(node, 0, 2, "int32"), _centred(node, 3, 5, "int32"))
+    multiplier = call_op(
+        "divide", call_op("multiply", _scale_of(node, 1), _scale_of(node, 4, columns)),
+        _scale_of(node, 6),
+    )  # fmt: skip
+    return _requantised(node, product, multiplier, 7)
+
+
+@converter("QLinearConv", since=10)
+def qlinear_conv(node: Node):
+    # x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B
+    from ....ir.ops.conv import conv as conv_builder
+    from .nn import _check_kernel, _window_attrs
+
+    w = node.expr(3)
+    _check_kernel(node, w.type.shape[2:])
+    per_channel = (w.type.shape[0],) + (1,) * (w.type.ndim - 2)
+    weights = _centred(node, 3, 5, "float64", (w.type.shape[0],) + (1,) * (w.type.ndim - 1))
+    # (a float64 conv of 8-bit values is exact, as in ConvInteger)
+    y = conv_builder(_centred(node, 0, 2, "float64"), weights, None,
+                     group=node.attr("group", 1), **_window_attrs(node))  # fmt: skip
+    if node.has(8):
+        y = call_op("add", y, call_op("reshape", call_op("cast", node.expr(8), to="float64"),
+                                      newshape=per_channel))  # fmt: skip
+    multiplier = call_op(
+        "divide", call_op("multiply", _scale_of(node, 1), _scale_of(node, 4, per_channel)),
+        _scale_of(node, 6),
+    )  # fmt: skip
+    return _requantised(node, call_op("cast", y, to="int32"), multiplier, 7)
+
+
+def _qlinear_binary(node: Node, combine, zero_before_rounding: bool):
+    """ONNX Runtime's QLinearAdd and QLinearMul (A, A_scale, A_zero_point, B, B_scale,
+    B_zero_point, C_scale, C_zero_point): in float32, as Runtime's x86 kernels compute,
+    the output's zero point added before rounding (Mul) or after (Add)."""
+    a = call_op("cast", _centred(node, 0, 2, "int32"), to="float32")
+    b = call_op("cast", _centred(node, 3, 5, "int32"), to="float32")
+    y = combine(a, _scale_of(node, 1), b, _scale_of(node, 4), _scale_of(node, 6))
+    dtype = node.expr(7).type.dtype if node.has(7) else node.expr(0).type.dtype
+    info = dtype_info(dtype)
+    zero = call_op("cast", _scale_of(node, 7), to="float32") if node.has(7) else None
+    if zero is not None and zero_before_rounding:
+        y = call_op("add", y, zero)
+    y = call_op("round", y)
+    if zero is not None and not zero_before_rounding:
+        y = call_op("add", y, zero)
+    return call_op("cast", call_op("clip", y, min=float(info.min), max=float(info.max)), to=dtype)
+
+
+@converter("QLinearAdd", domain="com.microsoft")
+def qlinear_add(node: Node):
+    def add(a, a_scale, b, b_scale, c_scale):
+        return call_op("add", call_op("multiply", a, call_op("divide", a_scale, c_scale)),
+                       call_op("multiply", b, call_op("divide", b_scale, c_scale)))  # fmt: skip
+
+    return _qlinear_binary(node, add, zero_before_rounding=False)
+
+
+@converter("QLinearMul", domain="com.microsoft")
+def qlinear_mul(node: Node):
+    def mul(a, a_scale, b, b_scale, c_scale):
+        ratio = call_op("divide", call_op("multiply", a_scale, b_scale), c_scale)
+        return call_op("multiply", call_op("multiply", a, b), ratio)
+
+    return _qlinear_binary(node, mul, zero_before_rounding=True)
