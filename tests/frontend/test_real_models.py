@@ -87,20 +87,25 @@ def cases(backends=BACKENDS, refused: bool = True) -> list:
 
 
 @pytest.mark.parametrize(("name", "backend"), cases())
-def test_real_model_matches_onnx_runtime(name, backend):
+def test_real_model_matches_onnx_runtime(name, backend, tmp_path):
+    """The model imported, compiled for ``backend``, saved and loaded again, against
+    ONNX Runtime (the host: its own result, and that of its saved executable)."""
     f = import_model(name)
     ref = reference(name)
+    fn = nbyoc.compile(f, backend=backend)
     if backend == "host":  # the host's result is the reference's own
         graph = onnx.load_from_string(model_bytes(name)).graph
         calls = [n for n in nbyoc.ir.post_order([f.body]) if isinstance(n, nbyoc.ir.Call)]
         fewest, most = products(graph)
         # the whole network came in (of an If, one branch)
         assert fewest <= sum(c.op.name in PRODUCTS.values() for c in calls) <= most
-        got = ref.host
     else:
-        fn = nbyoc.compile(f, backend=backend)
         assert fn.runtime_modules  # something ran on the backend
-        got = as_list(fn(*ref.inputs))
+    fn.save(tmp_path / "model.nbyoc")
+    got = as_list(nbyoc.load(tmp_path / "model.nbyoc")(*ref.inputs))
+    if backend == "host":
+        for mine, theirs in zip(got, ref.host):
+            np.testing.assert_array_equal(mine, theirs)
     assert len(got) == len(ref.ort)
     for i, (out, ort, host, truth) in enumerate(zip(got, ref.ort, ref.host, ref.truth)):
         what = f"{name} on {backend}, output {i}"
