@@ -9,7 +9,9 @@ Kinds (``KINDS``): ``int``, ``float``, ``bool``, ``str`` (optionally one of
 ``choices``), ``dtype``, ``ints``, ``sizes`` (ints or symbolic sizes, see
 ``ir.symbols``), ``floats`` and ``strs`` (tuples); any kind may be
 ``optional`` (``None`` allowed). An ``ints`` attribute also takes a single
-int, meaning a tuple of one (``axis=1`` is ``axis=(1,)``).
+int, meaning a tuple of one (``axis=1`` is ``axis=(1,)``). A ``function``
+attribute holds a Function (a control-flow op's body), which the text form and
+JSON write out in full.
 
 >>> spec = Attr("floats", default=(0.0,))
 >>> spec.normalise("clip", "bounds", [1, 2.5])
@@ -112,6 +114,21 @@ def _words(value) -> tuple[str, ...]:
     return words
 
 
+def _function(value):
+    from .nodes import Function  # (nodes imports attrs' users, not attrs)
+
+    if not isinstance(value, Function):
+        raise TypeError("not an nbyoc Function")
+    return value
+
+
+def _no_token(value):
+    raise NbyocError(
+        "a function attribute (a control-flow op's body) has no one-token form; the text "
+        "form and JSON write it, ExampleJSON does not (no backend takes control flow)"
+    )
+
+
 def _float_token(value: float) -> str:
     return "nan" if math.isnan(value) else repr(float(value))
 
@@ -166,6 +183,8 @@ KINDS: dict[str, Kind] = {
         _many(_float), "a number or a sequence of numbers", _float_token, _parse_float, many=True
     ),
     "strs": Kind(_words, "a sequence of words", str, _str, many=True),
+    # (a control-flow op's body or branch: written by the text form and JSON in full)
+    "function": Kind(_function, "an nbyoc Function", _no_token, _no_token),
 }
 
 

@@ -26,7 +26,7 @@ from .dtypes import computable
 from .types import TensorType, Type
 
 #: The kinds of op. Backends use them to decide what can be fused into one loop.
-OP_KINDS = ("elementwise", "reduce", "matmul", "layout")
+OP_KINDS = ("elementwise", "reduce", "matmul", "layout", "control")
 
 TypeRule = Callable[[tuple[TensorType, ...], dict], tuple[TensorType, dict]]
 

@@ -388,6 +388,9 @@ class _Parser:
         if tok.kind == "name" and tok.text in ("True", "False", "None"):
             self.next()
             return {"True": True, "False": False, "None": None}[tok.text]
+        if tok.kind == "name" and tok.text == "fn":  # a control-flow op's body
+            self.next()
+            return self.nested(tok, self.function, {})
         if tok.kind == "name" and tok.text not in ("nan", "inf"):
             self.next()
             return tok.text  # a bare word, such as a dtype
@@ -424,6 +427,9 @@ class _Parser:
         tok = self.peek()
         if self.accept("["):
             return self.nested(tok, self.comma_list, "]", self.literal)
+        if tok.kind == "name" and tok.text in ("True", "False"):  # a bool constant's element
+            self.next()
+            return tok.text == "True"
         return self.number()
 
 

@@ -160,10 +160,16 @@ class _Printer:
         self.names[var] = f"%{name}"
         return self.names[var]
 
+    def _attr(self, value) -> str:
+        if isinstance(value, Function):  # a body: its own names, indented under the call
+            nested = _Printer(self.show_types).function(value, "fn ")
+            return nested.replace("\n", "\n  ")
+        return format_attr(value)
+
     def _expr(self, node: Expr) -> str:
         if isinstance(node, Call):
             args = [self.names[a] for a in node.args]
-            args += [f"{k}={format_attr(v)}" for k, v in node.attrs.items()]
+            args += [f"{k}={self._attr(v)}" for k, v in node.attrs.items()]
             callee = node.op.name if isinstance(node.op, Op) else f"@{node.op.name_hint}"
             return f"{callee}({', '.join(args)})"
         if isinstance(node, Tuple):

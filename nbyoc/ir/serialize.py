@@ -105,7 +105,11 @@ class _Writer:
             if isinstance(node.op, GlobalVar):
                 return {"kind": "call", "function": node.op.name_hint, "args": args}
             specs = node.op.attrs
-            attrs = {k: specs[k].to_json(v) for k, v in node.attrs.items()}
+            attrs = {
+                # (a body: a function document of its own, sharing the constants)
+                k: self.function(v, None) if isinstance(v, Function) else specs[k].to_json(v)
+                for k, v in node.attrs.items()
+            }
             return {"kind": "call", "op": node.op.name, "args": args, "attrs": attrs}
         if isinstance(node, Constant):
             return {"kind": "constant", "index": self.constant(node.data)}
@@ -241,7 +245,15 @@ class _Reader:
                     self.fail(f"calls unknown function {shown(callee)}")
                 return Call(globals_[callee], args)
             op = get_op(self.field(node, "op", str))
-            return Call(op, args, self.attrs(op, self.field(node, "attrs", dict)))
+            attrs = self.field(node, "attrs", dict)
+            where = self.where
+            bodies = {
+                k: self.function(v, {}, f"{where}.attrs.{k}")
+                for k, v in attrs.items()
+                if k in op.attrs and op.attrs[k].kind == "function" and isinstance(v, dict)
+            }
+            self.where = where
+            return Call(op, args, {**self.attrs(op, attrs), **bodies})
         if kind == "constant":
             index = self.field(node, "index", int)
             if not 0 <= index < len(self.constants):
@@ -264,7 +276,11 @@ class _Reader:
     def attrs(op, attrs: dict) -> dict:
         """Attributes read back by their specs (an unknown name is left for Call to refuse)."""
         specs = op.attrs
-        return {k: specs[k].from_json(op.name, k, v) if k in specs else v for k, v in attrs.items()}
+        return {
+            k: specs[k].from_json(op.name, k, v) if k in specs else v
+            for k, v in attrs.items()
+            if not (k in specs and specs[k].kind == "function" and isinstance(v, dict))
+        }
 
     def type(self, obj, depth: int = 1):
         if isinstance(obj, dict) and "fields" in obj:

@@ -67,6 +67,8 @@ def substitute_attrs(attrs: Mapping, binding: Mapping[str, object]) -> dict:
 
 
 def _substitute_attr(value, binding):
+    if isinstance(value, Function):  # a control-flow op's body: its sizes too
+        return specialize(value, binding)
     if isinstance(value, SizeExpr):
         return substitute(value, binding)
     if isinstance(value, tuple) and any(isinstance(v, SizeExpr) for v in value):

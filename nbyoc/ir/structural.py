@@ -75,7 +75,9 @@ def _encode_graph(root: Expr, refs: dict) -> tuple:
 def _row(node: Expr, refs: dict) -> tuple:
     if isinstance(node, Call):
         callee = ("global", node.op.name_hint) if isinstance(node.op, GlobalVar) else node.op.name
-        attrs = tuple(sorted(node.attrs.items()))
+        # (a body compares by its structure, not its identity)
+        attrs = tuple(sorted((k, _encode(v) if isinstance(v, Function) else v)
+                             for k, v in node.attrs.items()))  # fmt: skip
         return ("call", callee, tuple(refs[a] for a in node.args), attrs, node.type)
     if isinstance(node, Constant):
         digest = hashlib.blake2b(node.data.tobytes(), digest_size=32).hexdigest()

@@ -22,7 +22,7 @@ import operator
 import numpy as np
 
 from ..errors import NbyocError, ShapeMismatchError
-from ..ir.nodes import Call, GlobalVar, IRModule
+from ..ir.nodes import Call, Function, GlobalVar, IRModule
 from ..ir.traversal import callees_first
 from ..ir.types import TupleType, tensor_types
 from .arguments import ArgumentSpec
@@ -63,14 +63,22 @@ class Executable:
                 run = self.runtime_modules[name].get_function(name)
                 callees[name] = _allocating(run, module[name].ret_type)
             elif name != "main":
-                callees[name] = HostFunction(module[name], callees)
-        self._main = HostFunction(main, callees)
+                callees[name] = HostFunction(module[name], callees, self._compile_body)
+        self._main = HostFunction(main, callees, self._compile_body)
         self._direct = _direct_call(module, self.runtime_modules, self._spec)
         direct = self._direct
         if direct is not None and direct.checks_arguments:
             self._call = direct  # all of main is one external function: called directly
         else:
             self._call = self._call_main
+
+    def _compile_body(self, body: Function):
+        """A control-flow op's body compiled as this executable was (its backends and
+        options): partitioned and built like any function."""
+        from ..compiler import compile as compile_function
+
+        run = compile_function(body, self.backend, options=self.options)
+        return lambda *arrays: run(*arrays)
 
     #: ``fn(*arrays)`` calls ``self._call``, found by a C-level getter: when all of
     #: ``main`` is one external function that is its allocating function itself, with

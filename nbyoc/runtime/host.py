@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import AllocationError, ExecutionError, NbyocError
 from ..ir.nodes import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from ..ir.op import Op
+from ..ir.ops.control import CompiledBody
 from ..ir.traversal import operands, post_order
 from ..ir.types import TensorType, tensor_types
 
@@ -57,10 +58,17 @@ class HostFunction:
     ``Executable`` checks arguments before they get here).
 
     ``callees`` maps module function names to callables, for calls through a
-    ``GlobalVar``.
+    ``GlobalVar``; ``bodies`` makes what runs a control-flow op's body (``cond``,
+    ``loop``) from its function: an executable compiled for the same backends (the
+    default evaluates it on the host).
     """
 
-    def __init__(self, func: Function, callees: Mapping[str, Callable] | None = None):
+    def __init__(
+        self,
+        func: Function,
+        callees: Mapping[str, Callable] | None = None,
+        bodies: Callable[[Function], Callable] | None = None,
+    ):
         callees = callees or {}
         slots: dict[Expr, int] = {p: i for i, p in enumerate(func.params)}
         nodes = [n for n in post_order([func.body]) if n not in slots]
@@ -74,7 +82,7 @@ class HostFunction:
                 raise NbyocError(f"free variable %{node.name_hint}; verify() the function first")
             else:
                 computed.append(node)
-        self._steps = _schedule(computed, slots, func.body, len(func.params), callees)
+        self._steps = _schedule(computed, slots, func.body, len(func.params), callees, bodies)
         self._template = template
         self._types = {slots[n]: n.type for n in nodes}
         self._n_params = len(func.params)
@@ -115,7 +123,7 @@ class HostFunction:
         return AllocationError(f"{step.label} ran out of memory ({type(cause).__name__}: {cause})")
 
 
-def _kernel(node: Expr, callees: Mapping[str, Callable]) -> tuple[Callable, dict, str]:
+def _kernel(node: Expr, callees: Mapping[str, Callable], bodies=None) -> tuple[Callable, dict, str]:
     """What runs ``node``: a callable, its keyword arguments, and a label for errors."""
     if isinstance(node, Call) and isinstance(node.op, GlobalVar):
         name = node.op.name_hint
@@ -129,9 +137,13 @@ def _kernel(node: Expr, callees: Mapping[str, Callable]) -> tuple[Callable, dict
             for t in [*(a.type for a in node.args), *tensor_types(node.type)]
         ):
             fn = _widened(fn, [t.dtype for t in tensor_types(node.type)])
-        elif node.type.shape == ():
+        elif isinstance(node.type, TensorType) and node.type.shape == ():
             fn = _as_array(fn)  # references may return NumPy scalars for 0-d results
-        return fn, dict(node.attrs), f"{node.op.name}(...)"
+        attrs = dict(node.attrs)
+        for key, value in attrs.items():
+            if isinstance(value, Function):  # a control-flow op's body, compiled once here
+                attrs[key] = CompiledBody(value, (bodies or HostFunction)(value))
+        return fn, attrs, f"{node.op.name}(...)"
     if isinstance(node, Tuple):
         return _make_tuple, {}, "(...)"
     if isinstance(node, TupleGetItem):
@@ -180,7 +192,9 @@ def _may_make_fresh_array(node: Expr) -> bool:
     )
 
 
-def _schedule(nodes: list[Expr], slots: dict, result: Expr, n_params: int, callees) -> list[_Step]:
+def _schedule(
+    nodes: list[Expr], slots: dict, result: Expr, n_params: int, callees, bodies=None
+) -> list[_Step]:
     """Steps in evaluation order, each knowing which values die after it and
     whether it can write into one of them instead of allocating (what NumPy's
     own temporary elision does for ``(a + b) - c``). A step writes into a value only
@@ -199,7 +213,7 @@ def _schedule(nodes: list[Expr], slots: dict, result: Expr, n_params: int, calle
     written: set[int] = set()  # values a later step writes into
     steps = []
     for index, node in enumerate(nodes):
-        fn, kwargs, what = _kernel(node, callees)
+        fn, kwargs, what = _kernel(node, callees, bodies)
         args = tuple(slots[a] for a in operands(node))
         release = tuple(sorted({s for s in args if last_use[s] == index} - {slots[result]}))
         reuse = -1

@@ -283,8 +283,8 @@ for _name, (_fn, _summary) in BINARY_OPS.items():
     register_elementwise(_name, 2, _fn, _summary, loop=ufunc_loop(LIKE.get(_name, _fn)))
 
 for _name, (_fn, _summary) in UNARY_OPS.items():
-    loop = LOOPS.get(_name) or ufunc_loop(LIKE.get(_name, _fn))
-    register_elementwise(_name, 1, _fn, _summary, loop=loop)
+    _loop = LOOPS.get(_name) or ufunc_loop(LIKE.get(_name, _fn))
+    register_elementwise(_name, 1, _fn, _summary, loop=_loop)
 
 
 def _cast_loop(dtypes, attrs):
