@@ -23,6 +23,7 @@ from onnx import numpy_helper
 from nbyoc.frontend.onnx import Backend
 from nbyoc.frontend.onnx.converters import CONVERTERS
 from nbyoc.frontend.onnx.dtypes import ONNX_TO_NBYOC
+from nbyoc.frontend.onnx.importer import IMPORTER_OPS
 from nbyoc.ir.dtypes import dtype_info
 
 #: Case modules named otherwise than their op.
@@ -40,7 +41,7 @@ def _op_of_module(name: str) -> str:
 @functools.cache
 def all_cases() -> tuple:
     """Every case of the modules of the op types nbyoc converts."""
-    wanted = {op.lower() for op in CONVERTERS}
+    wanted = {op.lower() for op in [*CONVERTERS, *IMPORTER_OPS]}
     np.random.seed(0)  # the cases draw their data from NumPy's global generator
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the reference computations divide by zero

@@ -33,7 +33,7 @@ from ...ir.types import tensor_types
 from ...runtime.host import HostFunction
 from . import size_values
 from .checks import check_single_assignment, check_text
-from .control_flow import nested_nodes, take_if
+from .control_flow import nested_nodes, run_if, run_loop, run_scan, take_if
 from .converters import CONVERTERS, DEFAULT_DOMAINS, converter_for
 from .dtypes import onnx_dtype
 from .node import Node, Value, as_expr, where_of
@@ -45,9 +45,13 @@ from .tensors import tensor_array
 #: 27 and 28 changed Range (stash_type, for float16 sums) and Mod (floats with fmod=0),
 #: which the converters follow.
 MIN_OPSET, MAX_OPSET = 7, 28
-#: Default-domain ops the importer takes itself, not through a converter: an ``If`` is
-#: replaced by the branch its condition (known while importing) takes (``control_flow``).
-_IMPORTER_OPS = ("If",)
+#: Default-domain ops the importer takes itself, not through a converter, because they
+#: convert subgraphs (``control_flow``): an ``If`` is replaced by the branch its
+#: condition takes when that is known while importing, else it becomes a ``cond``;
+#: a ``Loop`` or a ``Scan`` becomes a ``loop``.
+IMPORTER_OPS = ("If", "Loop", "Scan")
+#: The first opset of each (Scan 8 had a batch axis of its own).
+_IMPORTER_SINCE = {"If": 1, "Loop": 1, "Scan": 9}
 
 
 def load_model(model) -> onnx.ModelProto:
@@ -89,7 +93,7 @@ def check_ops(graph: onnx.GraphProto, opset: int) -> None:
     missing, nested = Counter(), 0
     for n, depth in nested_nodes(graph.node):
         domain = n.domain or "ai.onnx"
-        own = n.domain in DEFAULT_DOMAINS and n.op_type in _IMPORTER_OPS
+        own = n.domain in DEFAULT_DOMAINS and opset >= _IMPORTER_SINCE.get(n.op_type, 10**6)
         if not own and converter_for(n.op_type, opset, n.domain) is None:
             missing[(n.op_type, domain)] += 1
             nested += depth > 0
@@ -99,7 +103,7 @@ def check_ops(graph: onnx.GraphProto, opset: int) -> None:
         )
         where = (
             ""
-            if not any(op in CONVERTERS for op, _ in missing)
+            if not any(op in CONVERTERS or op in _IMPORTER_SINCE for op, _ in missing)
             else (f" (some exist from a later opset than this model's {opset})")
         )
         inside = f", {nested} of them inside subgraphs" if nested else ""
@@ -262,11 +266,21 @@ def _convert(proto_node, values: dict, opset: int, base_dir: str | None) -> None
         _attributes(proto_node, base_dir, where), opset, len(proto_node.output),
         proto_node.domain,
     )  # fmt: skip
+
+    def convert(graph, bound: dict, scope: dict) -> list[Value]:
+        """A run-time body: its inputs ``bound``, what it reads from outside ``scope``."""
+        return _convert_graph(graph, ChainMap(dict(bound), scope), opset, base_dir)
+
     try:
-        if node.op_type == "If" and proto_node.domain in DEFAULT_DOMAINS:
-            produced = take_if(node, lambda graph: _convert_branch(graph, values, opset, base_dir))
-        else:
+        if proto_node.domain not in DEFAULT_DOMAINS or node.op_type not in IMPORTER_OPS:
             produced = _produce(node)
+        elif node.op_type == "If" and isinstance(node.inputs[0], np.ndarray):
+            produced = take_if(
+                node, lambda graph: _convert_graph(graph, ChainMap({}, values), opset, base_dir)
+            )
+        else:
+            run = {"If": run_if, "Loop": run_loop, "Scan": run_scan}[node.op_type]
+            produced = run(node, convert, values)
     except (ModelImportError, NeedsConstantError):
         raise
     except LimitError as e:
@@ -292,10 +306,10 @@ def _produce(node: Node) -> list[Value]:
     return produced
 
 
-def _convert_branch(graph: onnx.GraphProto, values: dict, opset: int, base_dir) -> list[Value]:
-    """The outputs of subgraph ``graph`` (an ``If``'s branch), its nodes converted in a
-    scope of their own over ``values`` (a subgraph reads the values around it by name)."""
-    scope = ChainMap({}, values)
+def _convert_graph(graph: onnx.GraphProto, scope: ChainMap, opset: int, base_dir) -> list[Value]:
+    """The outputs of subgraph ``graph`` (a branch, a loop's body), its nodes converted
+    in ``scope``: a scope of its own over the values it can read (a subgraph reads the
+    values around it by name; a body run by a loop reads them as its parameters)."""
     for tensor in graph.initializer:
         scope[tensor.name] = tensor_array(tensor, base_dir, f"initializer {tensor.name!r}")
     for proto_node in graph.node:
