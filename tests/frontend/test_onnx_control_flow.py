@@ -231,3 +231,18 @@ def test_a_loop_body_that_needs_a_trip_value_for_a_size_says_so():
     model = make(nodes, [tensor("x", [5])], [tensor("pieces", None)], inits)
     with pytest.raises(ModelImportError, match=r"body runs at run time, and inside it .*Slice"):
         nbyoc.from_onnx(model)
+
+
+def test_a_run_time_if_with_a_branch_that_cannot_import_names_the_input_to_fix():
+    # (as Silero VAD's 8 kHz network, given the 16 kHz input size)
+    bad = _graph("bad", [helper.make_node("Reshape", ["x", "three"], ["r"])], [tensor("r", None)],
+                 [_ints("three", [3])])  # fmt: skip
+    good = _graph("good", [helper.make_node("Identity", ["x"], ["g"])], [tensor("g", None)])
+    nodes = [helper.make_node("Equal", ["rate", "one"], ["c"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=good, else_branch=bad)]  # fmt: skip
+    model = make(nodes, [tensor("x", [2]), tensor("rate", [], TensorProto.INT64)],
+                 [tensor("y", None)], [_ints("one", 1)])  # fmt: skip
+    with pytest.raises(NeedsConstantError, match=r"its else_branch does not \(Reshape") as e:
+        nbyoc.from_onnx(model)
+    assert e.value.inputs == ("rate",)
+    assert nbyoc.from_onnx(model, constants={"rate": np.array(1)}).body.type.shape == (2,)

@@ -156,7 +156,13 @@ def run_if(node: Node, convert: ConvertGraph, values: dict) -> list[Value]:
     scope, params, operands = _captured(branches, values)
     functions = []
     for name, graph in zip(("then_branch", "else_branch"), branches):
-        outputs = [as_expr(v) for v in _body(node, convert, graph, {}, scope)]
+        try:
+            outputs = [as_expr(v) for v in _body(node, convert, graph, {}, scope)]
+        except ModelImportError as e:  # (a branch meant for other sizes, say: then the
+            # condition is what to fix, and the error names the inputs it depends on)
+            node.known(0, f"the condition: deciding at run time, both branches must import, "
+                          f"and its {name} does not ({e})")  # fmt: skip
+            raise
         if len(outputs) != node.n_outputs:
             raise node.fail(
                 f"its {name} has {len(outputs)} output(s) for the node's {node.n_outputs}"
