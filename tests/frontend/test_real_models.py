@@ -20,7 +20,16 @@ import pytest
 import nbyoc
 from nbyoc.errors import ModelImportError
 
-from ..real_models import BACKENDS, MODELS, Unavailable, accuracy, as_list, fetch, reference
+from ..real_models import (
+    BACKENDS,
+    EPS32,
+    MODELS,
+    Unavailable,
+    accuracy,
+    as_list,
+    fetch,
+    reference,
+)
 
 #: models csource runs in the default slice: small, and among them depthwise convs,
 #: hard-sigmoid, a conv STFT with pow and log, int32 inputs with equal, cast and tanh.
@@ -179,3 +188,25 @@ def test_one_executable_runs_two_batch_sizes_and_matches_onnx_runtime(name, back
                            ref.quantised_tolerance)  # fmt: skip
             assert acc.ok, f"{what}: {acc}"
     assert len(fn.specializations) == 2
+
+
+@pytest.mark.parametrize("backend", ["host", pytest.param("llvm", marks=pytest.mark.slow)])
+def test_a_qdq_model_with_integer_products_is_onnx_runtime_optimised(backend):
+    """Smart Turn imported with ``qdq="integer"``: its QDQ products become integer ones,
+    as ONNX Runtime rewrites them with its optimisations on; 9e-4 apart from its float
+    reading, the host matches optimised Runtime bit for bit (llvm within an ulp: its own
+    exp and tanh)."""
+    from ..real_models import ort_session
+
+    name = "smart-turn-v3"
+    model, data = MODELS[name], model_bytes(name)
+    inputs = model.sample(8)
+    optimised = ort_session(data, optimized=True).run(None, inputs)
+    plain = ort_session(data).run(None, inputs)
+    assert np.abs(optimised[0] - plain[0]).max() > 1e-4  # (the two readings differ)
+    f = nbyoc.from_onnx(data, shapes=model.shapes, qdq="integer")
+    (got,) = as_list(nbyoc.compile(f, backend)(*inputs.values()))
+    if backend == "host":
+        np.testing.assert_array_equal(got, optimised[0])
+    else:
+        np.testing.assert_allclose(got, optimised[0], rtol=4 * EPS32, atol=0)

@@ -26,7 +26,7 @@ array([0., 2., 0., 4.], dtype=float32)
 
 from __future__ import annotations
 
-from ...errors import MissingDependencyError
+from ...errors import MissingDependencyError, NbyocError
 
 INSTALL = "pip install 'nbyoc[onnx]'"
 
@@ -42,17 +42,20 @@ def require_onnx():
     return onnx
 
 
-def from_onnx(model, shapes=None, constants=None, base_dir=None):
+def from_onnx(model, shapes=None, constants=None, base_dir=None, qdq="float"):
     """The nbyoc ``Function`` computing an ONNX model.
 
     ``model``: a path, the model's bytes, or an ``onnx.ModelProto``. ``base_dir``: the
     directory a model's external data files are read from (by default the model file's
     own; a model given as bytes or a ModelProto with external data needs it). External
     data is read only from inside that directory. ``shapes``:
-    ``{input name: shape}`` for inputs with dynamic dims (``-1``, named or unknown); a
-    missing one is an error naming the input and the dims to give. ``constants``:
+    ``{input name: shape}`` fixes dynamic dims (``-1``, named or unknown; ``None``
+    keeps one dynamic); the dims not fixed stay symbolic. ``constants``:
     ``{input name: array}`` to fix graph inputs as constants (for inputs an op needs
-    the value of, such as a reshape's target shape).
+    the value of, such as a reshape's target shape). ``qdq``: ``"float"`` computes a
+    quantised model's DequantizeLinear -> MatMul/Conv -> QuantizeLinear as its graph
+    says (as ONNX Runtime does with its optimisations off); ``"integer"`` as integer
+    products requantised once, as Runtime does with them on (``onnx.qdq``).
 
     Parameters are the graph inputs that are not initializers, in order, named after
     them (made valid identifiers); the body returns the graph outputs in order (a
@@ -62,7 +65,9 @@ def from_onnx(model, shapes=None, constants=None, base_dir=None):
     require_onnx()
     from .importer import import_model
 
-    return import_model(model, shapes or {}, constants or {}, base_dir)
+    if qdq not in ("float", "integer"):
+        raise NbyocError(f"qdq must be 'float' or 'integer', got {qdq!r}")
+    return import_model(model, shapes or {}, constants or {}, base_dir, qdq)
 
 
 def __getattr__(name):

@@ -37,6 +37,7 @@ from .control_flow import nested_nodes, run_if, run_loop, run_scan, take_if
 from .converters import CONVERTERS, DEFAULT_DOMAINS, converter_for
 from .dtypes import onnx_dtype
 from .node import Node, Value, as_expr, where_of
+from .qdq import integer_products
 from .size_values import is_size_array
 from .tensors import tensor_array
 
@@ -212,7 +213,7 @@ def _symbol(dim_param: str, fallback: str, symbols: dict):
     return size_symbol(symbols[key])
 
 
-def import_model(model, shapes: dict, constants: dict, base_dir=None) -> Function:
+def import_model(model, shapes: dict, constants: dict, base_dir=None, qdq="float") -> Function:
     """The nbyoc Function of ``model`` (see ``nbyoc.from_onnx``)."""
     proto = load_model(model)
     base_dir = model_directory(model, base_dir)
@@ -242,6 +243,8 @@ def import_model(model, shapes: dict, constants: dict, base_dir=None) -> Functio
         p = var(ident, _input_shape(info, ident, shapes, symbols), dtype)
         params.append(p)
         values[info.name] = p
+    if qdq == "integer":
+        graph = integer_products(graph, lambda name: _known_array(values.get(name)))
     for proto_node in graph.node:
         _convert(proto_node, values, opset, base_dir)
     outputs = []
@@ -250,6 +253,10 @@ def import_model(model, shapes: dict, constants: dict, base_dir=None) -> Functio
             raise ModelImportError(f"graph output {out.name!r} is computed by no node")
         outputs.append(as_expr(values[out.name]))
     return function(params, outputs[0] if len(outputs) == 1 else outputs)
+
+
+def _known_array(value):
+    return value if isinstance(value, np.ndarray) and value.dtype != object else None
 
 
 def _convert(proto_node, values: dict, opset: int, base_dir: str | None) -> None:

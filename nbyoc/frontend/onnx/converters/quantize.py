@@ -224,7 +224,10 @@ def qlinear_matmul(node: Node):
     # a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point
     b = node.expr(3)
     columns = (b.type.shape[-1],) if b.type.ndim >= 1 else None
-    product = call_op("matmul", _centred(node, 0, 2, "int32"), _centred(node, 3, 5, "int32"))
+    # (in float64 the products of 8-bit values and their sums up to 2**37 terms are exact:
+    # the int32 accumulator, on a backend's fast float product)
+    product = call_op("cast", call_op("matmul", _centred(node, 0, 2, "float64"),
+                                      _centred(node, 3, 5, "float64")), to="int32")  # fmt: skip
     multiplier = call_op(
         "divide", call_op("multiply", _scale_of(node, 1), _scale_of(node, 4, columns)),
         _scale_of(node, 6),
