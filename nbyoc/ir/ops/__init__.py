@@ -16,7 +16,9 @@ from ..builder import op_builder
 from ..op import list_ops
 
 #: The families, in the order their modules register their ops.
-FAMILY_NAMES = ("elementwise", "compare", "reduce", "tensor", "index", "nn", "conv", "recurrent")
+FAMILY_NAMES = (
+    "elementwise", "compare", "reduce", "tensor", "index", "scatter", "nn", "conv", "recurrent",
+)  # fmt: skip
 #: op name -> the family module that registered it.
 FAMILY_OF: dict[str, str] = {}
 _FAMILIES = []
