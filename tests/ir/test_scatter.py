@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nbyoc
-from nbyoc.errors import ExecutionError, NbyocTypeError, ShapeMismatchError, UndecidableSizeError
+from nbyoc.errors import ExecutionError, NbyocTypeError, ShapeMismatchError
 from tests.helpers import reload
 
 REDUCTIONS = ["none", "add", "mul", "max", "min"]
@@ -262,8 +262,23 @@ def test_symbolic_sizes_are_checked_when_the_call_binds_them():
     t, r = nbyoc.var("t", ("m", 1), "int32"), nbyoc.var("r", ("m", 5))
     z = nbyoc.scatter_nd(d, t, r)
     assert z.type == d.type and not z.assumes
-    with pytest.raises(UndecidableSizeError, match="must have a known length, not k"):
-        nbyoc.scatter_nd(d, nbyoc.var("j", (2, "k"), "int64"), nbyoc.var("v", (2,)))
+    # index tuples of a symbolic length: the ranks tell it, the call checks it
+    j = nbyoc.var("j", (2, "k"), "int64")
+    w = nbyoc.scatter_nd(d, j, nbyoc.var("v", (2,)))
+    assert [str(c) for c in w.assumes] == [
+        "Constraint(kind='equal', args=(k, 2), where=\"scatter_nd's index tuples (indices' "
+        'last axis)")'
+    ]
+    fn = nbyoc.compile(nbyoc.function([d, j, w.args[2]], w), backend="host")
+    got = fn(np.zeros((3, 5), np.float32), np.array([[2, -1], [0, 0]]), np.ones(2, np.float32))
+    np.testing.assert_array_equal(np.flatnonzero(got), [0, 14])
+    with pytest.raises(ShapeMismatchError, match=r"scatter_nd's index tuples \(indices' last "
+                                                 r"axis\): sizes k and 2 must be equal"):  # fmt: skip
+        fn(np.zeros((3, 5), np.float32), np.zeros((2, 1), np.int64), np.ones(2, np.float32))
+    with pytest.raises(NbyocTypeError, match="rank 4 fits no k"):
+        nbyoc.scatter_nd(d, j, nbyoc.var("v", (2, 1, 1, 1)))
+    with pytest.raises(NbyocTypeError, match="rank 3 need index tuples of length 0, and "):
+        nbyoc.scatter_nd(d, j, nbyoc.var("v", (2, 1, 1)))
     with pytest.raises(NbyocTypeError, match=r"updates must have the shape \(m, 5\)"):
         nbyoc.scatter_nd(d, t, nbyoc.var("v", ("m", 4)))
 

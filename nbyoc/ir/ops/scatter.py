@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from ...errors import NbyocTypeError, UndecidableSizeError
+from ...errors import NbyocTypeError
 from ..attrs import Attr
 from ..builder import call_op
 from ..op import Op, describe, register_op
@@ -96,11 +96,21 @@ def _scatter_nd_rule(types, attrs):
             f"length is how many leading axes of data each index tuple names"
         )
     depth = indices.shape[-1]
-    if isinstance(depth, SizeExpr):  # (it decides the rank updates must have)
-        raise UndecidableSizeError(
-            f"scatter_nd({describe(types)}): the last axis of indices (how many axes of data "
-            f"an index tuple names) must have a known length, not {depth}"
-        )
+    if isinstance(depth, SizeExpr):
+        # The ranks tell the tuples' length: updates has the axes of indices but its
+        # last, then data's after the first ``depth``.
+        ranked = indices.ndim - 1 + data.ndim - updates.ndim
+        if not 0 <= ranked <= data.ndim:
+            raise NbyocTypeError(
+                f"scatter_nd({describe(types)}): updates must have rank (indices' rank - 1) "
+                f"+ (data's rank - k) for index tuples of length k <= {data.ndim}; rank "
+                f"{updates.ndim} fits no k"
+            )
+        wrong = (f"scatter_nd({describe(types)}): updates of rank {updates.ndim} need index "
+                 f"tuples of length {ranked}, and indices' last axis is {depth}")  # fmt: skip
+        where = "scatter_nd's index tuples (indices' last axis)"
+        require("equal", depth, ranked, where=where, error=wrong)
+        depth = ranked
     if depth > data.ndim:
         raise NbyocTypeError(
             f"scatter_nd({describe(types)}): index tuples of length {depth} name more axes "
