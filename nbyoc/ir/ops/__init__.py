@@ -16,8 +16,10 @@ from ..builder import op_builder
 from ..op import list_ops
 
 #: The families, in the order their modules register their ops.
-FAMILY_NAMES = ("elementwise", "compare", "reduce", "tensor", "index", "nn", "conv", "recurrent",
-                "control")  # fmt: skip
+FAMILY_NAMES = (
+    "elementwise", "compare", "reduce", "tensor", "index", "scatter", "nn", "conv", "recurrent",
+    "control",
+)  # fmt: skip
 #: op name -> the family module that registered it.
 FAMILY_OF: dict[str, str] = {}
 _FAMILIES = []

@@ -1,6 +1,6 @@
 """ONNX ops that move, select or describe elements: Reshape, Transpose, Concat, Slice,
-Gather, OneHot, Squeeze, Unsqueeze, Flatten, Expand, Tile, Pad, Split, Shape, Size,
-ConstantOfShape, Range, Constant, Dropout.
+Gather, ScatterElements (and its old name Scatter), ScatterND, OneHot, Squeeze, Unsqueeze,
+Flatten, Expand, Tile, Pad, Split, Shape, Size, ConstantOfShape, Range, Constant, Dropout.
 
 Their shape-like operands (a reshape's shape, a slice's bounds, pads, repeats)
 must be known when importing; most moved from attributes to inputs over the
@@ -79,6 +79,32 @@ def slice_inputs(node: Node):
 @converter("Gather")
 def gather(node: Node):
     return call_op("gather", node.expr(0), node.expr(1), axis=node.attr("axis", 0))
+
+
+#: ScatterElements' and ScatterND's reductions, each from the opset that brought it.
+SCATTER_REDUCTIONS = {"none": 1, "add": 16, "mul": 16, "max": 18, "min": 18}
+
+
+def _scatter_reduction(node: Node) -> str:
+    reduction = node.attr("reduction", "none")
+    if node.opset < SCATTER_REDUCTIONS.get(reduction, 1 << 30):
+        known = [name for name, since in SCATTER_REDUCTIONS.items() if since <= node.opset]
+        raise node.fail(f"reduction={reduction!r} is not one of opset {node.opset}'s: "
+                        f"{', '.join(known)}")  # fmt: skip
+    return reduction
+
+
+@converter("Scatter", since=9)  # (ScatterElements' name before opset 11)
+@converter("ScatterElements", since=11)
+def scatter_elements(node: Node):
+    return call_op("scatter_elements", node.expr(0), node.expr(1), node.expr(2),
+                   axis=node.attr("axis", 0), reduction=_scatter_reduction(node))  # fmt: skip
+
+
+@converter("ScatterND", since=11)
+def scatter_nd(node: Node):
+    return call_op("scatter_nd", node.expr(0), node.expr(1), node.expr(2),
+                   reduction=_scatter_reduction(node))  # fmt: skip
 
 
 @converter("OneHot", since=9)
