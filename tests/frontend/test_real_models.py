@@ -55,7 +55,8 @@ def import_model(name: str) -> nbyoc.ir.Function:
     try:
         return nbyoc.from_onnx(data, shapes=model.shapes, constants=model.constants)
     except ModelImportError as e:
-        assert str(e) == model.refused, f"{name} is refused otherwise than recorded"
+        # (the record holds the error's start: tests/real_models.py)
+        assert str(e).startswith(model.refused), f"{name} is refused otherwise than recorded"
         raise
 
 
