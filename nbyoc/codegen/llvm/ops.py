@@ -59,9 +59,16 @@ class StageRule:
       emit it as loops in the kernel (``reduce.column_reduction``).
     - ``work``: the multiply-adds of a call, for an op doing many per element of its
       result (None: ``call_work``'s elements read or written).
-    - ``checks``: with ``tasks``, the kernel lines that run before the stage function
-      (given the node and its operands' names): checks that raise, which no stage in a
-      driver's parallel loop may do (a gather's of its indices).
+    - ``checks``: with ``tasks`` or ``function``, the kernel lines that run before the
+      stage function (given the node and its operands' names): checks that raise, which
+      no stage in a driver's parallel loop may do (a gather's of its indices, a
+      recurrence's of its sequence lengths).
+    - ``scratch``: the (dtype, elements) of each scratch array a function stage takes
+      for its own work, after its operands (``buffers.Scratch``: placed by the buffer
+      plan, so the stage allocates nothing; a recurrence's projections, per-step sums
+      and states).
+    - ``by_work``: a function stage runs its tasks in parallel by its ``work``, not by
+      its result's size (a recurrence's result is small beside the products it does).
     """
 
     emit: Callable
@@ -74,6 +81,8 @@ class StageRule:
     tasks: Callable[[Call], StageBody | None] | None = None
     work: Callable[[Call], int] | None = None
     checks: Callable[[Call, list[str]], list[str]] | None = None
+    scratch: Callable[[Call], list[tuple[str, int]]] | None = None
+    by_work: bool = False
 
 
 def _product_work(call: Call) -> int:
