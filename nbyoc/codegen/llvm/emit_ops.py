@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...ir.nodes import Call
+from ...ir.nodes import Call, Constant
 from . import rules
 from .epilogue import Epilogue, FlatPlanes, FlatRows
 from .gemm import uses_tiles
@@ -48,15 +48,20 @@ class OpEmission:
 
         lines = []
         sources = []
-        for a, operand in zip(node.args, operands):
-            if self.arrays[a].contiguous:  # loops and BLAS calls want contiguous operands
+        rule = STAGE_RULES[node.op.name]
+        for index, (a, operand) in enumerate(zip(node.args, operands)):
+            packed = rule.packs(node, index) if rule.packs and isinstance(a, Constant) else None
+            if packed is not None:  # (a constant in the layout the stage reads)
+                name = self.scope.argument("c", len(self.constants))
+                self.constants.append(packed)
+                sources.append(param(name, rules.array_type(packed.dtype.name, packed.ndim)))
+            elif self.arrays[a].contiguous:  # loops and BLAS calls want contiguous operands
                 sources.append(param(operand, self.parameter_type(a, False)))
             else:  # a copy (a writable C-contiguous array, whatever it copies)
                 copy, name = self.contiguous_copy(a)
                 lines += copy
                 sources.append(param(name, rules.array_type(a.type.dtype, a.type.ndim)))
         out = param(self.arrays[node].name, self.parameter_type(node, False))
-        rule = STAGE_RULES[node.op.name]
         for scratch in self.plan.scratch.get(self.plan.stage_of[node], []):
             bound, name = self.bind_scratch(scratch)
             lines += bound
