@@ -173,24 +173,28 @@ def test_a_long_sequence_of_a_contracting_lstm_stays_close():
 
 
 def test_weights_are_packed_at_lowering_when_constant():
-    case = Case("gru", 3, 2, 5, 40)
-    f, _ = case.build()
-    panels = recurrent_packs(f.body, 2)  # R: (directions, panels, hidden, tile columns)
-    r = f.body.args[2].data
-    cols = panels.shape[-1]
-    # z and r (the first segment) share panels; the candidate's start a panel of their own
-    np.testing.assert_array_equal(panels[0, 0, :, :cols], r[0, :cols].T)
-    first = -(-80 // cols)
-    np.testing.assert_array_equal(panels[0, first, :, :cols], r[0, 80 : 80 + cols].T)
-    source = nbyoc.compile(f, "llvm").get_source()
-    assert "r_panels_" not in source and "w_panels_" not in source
-    f, _ = dataclasses.replace(case, constant_weights=False).build()
-    assert "r_panels_" in nbyoc.compile(f, "llvm").get_source()
+    for batch in (2, 9):  # (rows of one and of five a block: R in wide panels, then not)
+        case = Case("gru", 3, batch, 5, 40)
+        f, _ = case.build()
+        panels = recurrent_packs(f.body, 2)  # R: (directions, panels, hidden, columns)
+        r = f.body.args[2].data
+        cols = panels.shape[-1]
+        # z and r (80 rows of R) share panels; the candidate's start a panel of their own
+        first = -(-80 // cols)
+        np.testing.assert_array_equal(panels[0, 0, :, : min(cols, 80)], r[0, :80][:cols].T)
+        np.testing.assert_array_equal(panels[0, first, :, : min(cols, 40)], r[0, 80:][:cols].T)
+        assert panels.shape[1] == first + -(-40 // cols)
+        source = nbyoc.compile(f, "llvm").get_source()
+        assert "r_panels_" not in source and "w_panels_" not in source
+        f, _ = dataclasses.replace(case, constant_weights=False).build()
+        assert "r_panels_" in nbyoc.compile(f, "llvm").get_source()
 
 
 def test_one_stage_function_serves_every_size_and_allocates_nothing():
+    # (a batch of one or two rows a block multiplies by R in wider panels: another
+    # structure, ``recurrent.WIDE_MAX_ROWS``)
     sources = []
-    for seq, batch in [(3, 2), (7, 5)]:
+    for seq, batch in [(3, 6), (7, 11)]:
         f, _ = Case("lstm", seq, batch, 6, 10, "bidirectional", lens=[seq] * batch).build()
         source = nbyoc.compile(f, "llvm").get_source()
         (stage,) = [m for m in source.split("# ---- ") if "projected_ =" in m]

@@ -37,9 +37,16 @@ import numpy as np
 
 from ...ir.nodes import Call, Constant
 from ...ir.ops.recurrent import CELLS
-from ...runtime.llvm.target import tile_name, tile_shape, worker_threads
+from ...runtime.llvm.target import (
+    tile_name,
+    tile_shape,
+    vector_bits,
+    vector_lanes,
+    worker_threads,
+)
 from . import rules
 from .gemm import tail_rows
+from .generic import symbolic_size
 from .recurrent_cells import cell_step, direction_activations
 from .sizes import Dim, Sizes, ceil_div, value
 from .stages import StageBody
@@ -77,6 +84,22 @@ def length_checks(call: Call, operands: list[str]) -> list[str]:
     ]
 
 
+#: A block of at most this many rows multiplies its state by R in wider panels ...
+WIDE_MAX_ROWS = 2
+#: ... of this many vectors (8: 16 accumulators of 2 rows in AVX-512's 32 registers;
+#: AVX2 has 16, hence 4 there). Measured on this project's 2-core Xeon, float32, R of
+#: 128 x 512 (in L2): 1 row 2.8 us a product in panels of 32 columns, 1.6 us in panels
+#: of 128; 2 rows 3.2 and 2.0 us; 4 rows 4.4 and 4.9 us (so not from 4 rows).
+WIDE_VECTORS = 8
+
+
+def _r_columns(dtype: str, wide: bool) -> int:
+    """The width of R's panels: the tile's, or ``WIDE_VECTORS`` vectors."""
+    if not wide:
+        return tile_shape(dtype)[1]
+    return vector_lanes(dtype) * (WIDE_VECTORS if vector_bits() >= 512 else WIDE_VECTORS // 2)
+
+
 def _blocking(batch: int, directions: int) -> tuple[int, int]:
     """(blocks, rows per block) of the batch: enough tasks for the worker threads (a
     row's recurrence is independent of the others'), at most one a row."""
@@ -101,7 +124,11 @@ class _Layout:
         dims = numbers if sizes is None else sizes.dims(numbers)
         self.seq, self.batch, self.inputs, self.hidden, self.blocks, self.rows = dims
         self.tasks = self.directions * self.blocks
-        self.cols = tile_shape(self.value_dtype)[1]
+        #: the panels' widths: the tile's for W (its product has every step's rows) and
+        #: for R, unless a block has so few rows that a wider tile pays (``_r_columns``)
+        wide = rows <= WIDE_MAX_ROWS and not symbolic_size(call.args[0], 1)
+        self.cols = {"w": tile_shape(self.value_dtype)[1], "r": _r_columns(self.value_dtype, wide)}
+        self.wide = wide
         flags = {flag: attrs[flag] for flag in cell.flags}
         activations = direction_activations(
             cell.name, self.directions, attrs["activations"], attrs["activation_alpha"],
@@ -112,14 +139,17 @@ class _Layout:
             cell_step(cell.name, self.dtype, acts, attrs["clip"], flags) for acts in activations
         ]
         self.step = self.steps[0]
-        # each segment: (first column, columns, its first panel, its panels)
-        self.segments, first = [], 0
-        for gate, gates in self.step.segments:
-            columns = gates * self.hidden
-            panels = ceil_div(columns, self.cols)
-            self.segments.append((gate * self.hidden, columns, first, panels))
-            first = first + panels
-        self.panels = first
+        # each weights' segments, (first column, columns, its first panel, its panels),
+        # and their panels in all
+        self.segments, self.panels = {}, {}
+        for weights, cols in self.cols.items():
+            self.segments[weights], first = [], 0
+            for gate, gates in self.step.segments:
+                columns = gates * self.hidden
+                panels = ceil_div(columns, cols)
+                self.segments[weights].append((gate * self.hidden, columns, first, panels))
+                first = first + panels
+            self.panels[weights] = first
         self.lengths = len(call.args) > len(cell.operands)
         #: W and R packed at lowering, when constants (``recurrent_packs``); else by each
         #: task into its scratch
@@ -133,7 +163,7 @@ class _Layout:
         inputs = _at_least_one(self.inputs)
         columns = self.cell.gates * n
         arrays = [
-            ("projected", (d, s * b, columns)),
+            ("projected", (d, s, b, columns)),
             ("products", (d, b, columns)),
             ("hidden", (d, b, n)),
         ]
@@ -143,9 +173,10 @@ class _Layout:
             arrays.append(("reset", (d, b, n)))
         for weights, depth in (("w", inputs), ("r", n)):
             if not self.packed[weights]:
-                arrays.append((f"{weights}_panels", (self.tasks, self.panels, depth, self.cols)))
+                shape = (self.tasks, self.panels[weights], depth, self.cols[weights])
+                arrays.append((f"{weights}_panels", shape))
         if self.dtype in rules.STORAGE:  # (x in float32, for the tiles)
-            arrays.append(("x_values", (d, s * b, inputs)))
+            arrays.append(("x_values", (d, s, b, inputs)))
         return arrays
 
 
@@ -185,13 +216,15 @@ def recurrent_packs(call: Call, index: int) -> np.ndarray | None:
     if index not in (1, 2):
         return None
     layout = _Layout(call)
+    which = "wr"[index - 1]
     weights = np.asarray(call.args[index].data).astype(layout.value_dtype)
     directions, _, depth = weights.shape
-    panels = np.zeros((directions, layout.panels, depth, layout.cols), layout.value_dtype)
-    for first, columns, panel, count in layout.segments:
+    cols = layout.cols[which]
+    panels = np.zeros((directions, layout.panels[which], depth, cols), layout.value_dtype)
+    for first, columns, panel, count in layout.segments[which]:
         for p in range(count):
-            start = first + p * layout.cols
-            stop = min(first + columns, start + layout.cols)
+            start = first + p * cols
+            stop = min(first + columns, start + cols)
             panels[:, panel + p, :, : stop - start] = weights[:, start:stop].transpose(0, 2, 1)
     return panels
 
@@ -247,8 +280,6 @@ class _Writer:
             f"ob{g} = np.uint64({columns} + {g} * {lay.hidden})" for g in range(lay.cell.gates)
         ]
         lines.append(f"hu = np.uint64({lay.hidden})")
-        if lay.dtype not in rules.STORAGE:
-            lines.append(f"x2 = {self.names['x']}.reshape(({lay.seq * lay.batch}, {lay.inputs}))")
         return lines
 
     def task(self) -> list[str]:
@@ -280,17 +311,15 @@ class _Writer:
         packed at lowering)."""
         lay = self.layout
         lines = []
-        unpacked = [k for k in ("w", "r") if not lay.packed[k]]
-        for first, columns, panel, panels in lay.segments if unpacked else []:
-            lines += [
-                f"for p in range({panels}):",
-                f"    n0 = p * {lay.cols}",
-                f"    valid = min({lay.cols}, {columns} - n0)",
-            ]
-            for weights, depth in (("w", lay.inputs), ("r", lay.hidden)):
-                if weights not in unpacked:
-                    continue
+        for weights, depth in (("w", lay.inputs), ("r", lay.hidden)):
+            if lay.packed[weights]:
+                continue
+            cols = lay.cols[weights]
+            for first, columns, panel, panels in lay.segments[weights]:
                 lines += [
+                    f"for p in range({panels}):",
+                    f"    n0 = p * {cols}",
+                    f"    valid = min({cols}, {columns} - n0)",
                     f"    for k in range({depth}):",
                     "        for jj in range(valid):",
                     f"            {weights}_panels_[task, {panel} + p, k, jj] = "
@@ -305,64 +334,80 @@ class _Writer:
         lay = self.layout
         panels, index = self.panels(weights)
         first, columns, panel, count = segment
-        tile_rows = tile_shape(lay.value_dtype)[0]
+        cols = lay.cols[weights]
         start, end = rows
-        lines = [
-            f"for p in range({count}):",
-            f"    n0 = p * {lay.cols}",
-            f"    valid = min({lay.cols}, {columns} - n0)",
+        lines = [f"for p in range({count}):"]
+        if weights == "r":
+            # Every other step walks R's panels backwards: the panels the step before
+            # read last are still in L2 when R is larger than it (R of 512 x 2048 float32,
+            # 4 MiB, one row: 142 us a product in order, 92 us so, on this 2-core Xeon).
+            lines.append(f"    p = p if step % 2 == 0 else {count} - 1 - p")
+        lines += [
+            f"    n0 = p * {cols}",
+            f"    valid = min({cols}, {columns} - n0)",
             f"    panel = {panels}[{index}, {panel} + p]",
             f"    columns = {target}[:, {first} + n0:]",
         ]
         inner = [f"r = {start}"]
-        for tile, body in self._tiles(tile_rows, end):
+        for tile, body in self._tiles(cols, end, weights == "r" and lay.wide):
             call = f"{tile}({a}, r, panel, 0, {depth}, columns, r, valid)"
             inner += [line.replace("CALL", call) for line in body]
         return lines, inner
 
-    def _tiles(self, tile_rows: int, end: str):
+    def _tiles(self, cols: int, end: str, few: bool):
         """Each tile's name and its lines (the call spelt ``CALL``), over rows from ``r``
         to ``end``: full tiles, then tails of 4, 2 and 1 rows (their count is read at
-        run time; ``gemm.tile_product``'s rule)."""
-        lay = self.layout
-        full = tile_name(lay.value_dtype, tile_rows, lay.cols)
-        self.imports.add(full)
-        yield full, [f"while r + {tile_rows} <= {end}:", "    CALL", f"    r += {tile_rows}"]
+        run time; ``gemm.tile_product``'s rule); ``few``: at most ``WIDE_MAX_ROWS`` rows,
+        the tails alone."""
+        dtype = self.layout.value_dtype
+        tile_rows = tile_shape(dtype)[0]
+        if not few:
+            full = tile_name(dtype, tile_rows, cols)
+            self.imports.add(full)
+            yield full, [f"while r + {tile_rows} <= {end}:", "    CALL", f"    r += {tile_rows}"]
         for rows in tail_rows(tile_rows):
-            tile = tile_name(lay.value_dtype, rows, lay.cols)
+            if few and rows > WIDE_MAX_ROWS:
+                continue
+            tile = tile_name(dtype, rows, cols)
             self.imports.add(tile)
             yield tile, [f"if r + {rows} <= {end}:", "    CALL", f"    r += {rows}"]
 
     def project(self) -> list[str]:
-        """Every step's ``x W^T`` for the block's rows: when the block is the whole batch,
-        the rows of all steps are one run, else one run a step."""
+        """Every step's ``x W^T`` for the block's rows, by panels of W: for the whole
+        batch, the rows of all steps in one product; for a block, one product per row of
+        the batch over all its steps (rows ``batch`` apart: a tile reads A by strides, and
+        a product per step of one row took 0.16 ms of a 0.48 ms LSTM)."""
         lay = self.layout
         lines = []
         if lay.dtype in rules.STORAGE:  # the direction's copy of x in float32
             lines += [
                 f"for t in range({lay.seq}):",
                 "    for b in range(b0, b1):",
-                f"        row = t * {lay.batch} + b",
                 f"        for k in range({lay.inputs}):",
-                f"            x_values_[d, row, k] = {self.load(self.names['x'] + '[t, b, k]')}",
+                f"            x_values_[d, t, b, k] = {self.load(self.names['x'] + '[t, b, k]')}",
+                "x3 = x_values_[d]",
             ]
-            a = "x_values_[d]"
         else:
-            a = "x2"
-        lines += [
-            f"if b1 - b0 == {lay.batch}:",
-            "    runs, stride, width = 1, 0, " + f"{lay.seq * lay.batch}",
-            "else:",
-            f"    runs, stride, width = {lay.seq}, {lay.batch}, b1 - b0",
+            lines.append(f"x3 = {self.names['x']}")
+        rows, columns = lay.seq * lay.batch, lay.cell.gates * lay.hidden
+        lines += [  # (by their own lengths: with no steps, the scratch keeps one)
+            f"x2 = x3.reshape((x3.shape[0] * {lay.batch}, {lay.inputs}))",
+            f"p2 = projected_[d].reshape((projected_.shape[1] * {lay.batch}, {columns}))",
+            f"whole = b1 - b0 == {lay.batch}",
+            "runs = 1 if whole else b1 - b0",
         ]
-        for segment in lay.segments:
-            head, inner = self.product(a, lay.inputs, ("r", "end"), "w", "projected_[d]", segment)
-            lines += head
+        for segment in lay.segments["w"]:
+            head, inner = self.product("xa", lay.inputs, ("0", "end"), "w", "pa", segment)
+            lines += head[:-1]  # (the target is chosen per run)
+            first = segment[0]
             lines += [
                 "    for q in range(runs):",
-                "        r = q * stride + b0",
-                "        end = r + width",
-                *("        " + line for line in inner[1:]),
+                "        if whole:",
+                f"            xa, pa, end = x2, p2, {rows}",
+                "        else:",
+                f"            xa, pa, end = x3[:, b0 + q], projected_[d][:, b0 + q], {lay.seq}",
+                f"        columns = pa[:, {first} + n0:]",
+                *("        " + line for line in inner),
             ]
         return lines
 
@@ -410,7 +455,7 @@ class _Writer:
             lines = [f"steps = {lay.seq}"]
         lines.append("for step in range(steps):")
         states = ["hidden_[d]", "reset_[d]"]
-        for k, segment in enumerate(lay.segments):
+        for k, segment in enumerate(lay.segments["r"]):
             head, inner = self.product(
                 states[k], lay.hidden, ("b0", "b1"), "r", "products_[d]", segment
             )
@@ -421,7 +466,7 @@ class _Writer:
                 f"    n = {self.length('b')}",
                 "    if step < n:",
                 f"        t = {self.position()}",
-                f"        prow = projected_[d, t * {lay.batch} + b]",
+                "        prow = projected_[d, t, b]",
                 "        zrow = products_[d, b]",
                 "        hrow = hidden_[d, b]",
                 f"        yrow = {self.dest}[t, d, b]",
