@@ -17,7 +17,9 @@ When a value lives, for the checker:
   output that is a view of a scratch value keeps that value to the end);
 - the stages of one prange group run chunk by chunk on every thread at once, so
   a value written or read in a group lives from the group's first stage to its
-  last.
+  last;
+- a stage op's own scratch array (``Scratch``: a recurrence's projections and
+  states) lives in its op's stage, its group's span.
 
 ``install()`` (called by the test session's set-up) checks every kernel the suite
 lowers; ``check_buffer_plan`` checks one.
@@ -25,6 +27,7 @@ lowers; ``check_buffer_plan`` checks one.
 
 from __future__ import annotations
 
+from nbyoc.codegen.llvm.buffers import Scratch
 from nbyoc.ir.nodes import Call, Tuple
 from nbyoc.ir.traversal import post_order
 
@@ -59,10 +62,13 @@ def check_buffer_plan(func, schedule) -> None:
             node = node.args[0]
         return node
 
-    lives: dict[Call, list[int]] = {}  # value -> [first, last] stage it is alive in
+    lives: dict = {}  # value (or a stage's scratch) -> [first, last] stage it is alive in
     for node in nodes:
         if node in schedule.plan.home:
             lives[node] = list(span(stage_of[node]))
+    for key in schedule.plan.home:
+        if isinstance(key, Scratch):
+            lives[key] = list(span(stage_of[key.node]))
     for node in nodes:
         for operand in node.args:
             base = memory_of(operand)
@@ -85,10 +91,18 @@ def _group_spans(groups: list[int]) -> tuple[dict[int, int], dict[int, int]]:
     return first, last
 
 
+def _size(value) -> int:
+    return value.elements if isinstance(value, Scratch) else value.type.size
+
+
+def _dtype(value) -> str:
+    return value.dtype if isinstance(value, Scratch) else value.type.dtype
+
+
 def _extent(plan, value) -> tuple[int, int, int]:
     """(arena, first element, end element) of ``value`` in its arena."""
     buffer = plan.buffers[plan.home[value]]
-    return buffer.arena, buffer.offset, buffer.offset + max(value.type.size, 1)
+    return buffer.arena, buffer.offset, buffer.offset + max(_size(value), 1)
 
 
 def _check_places(plan, lives) -> None:
@@ -99,7 +113,7 @@ def _check_places(plan, lives) -> None:
             raise BufferPlanError(f"{value!r} is larger than its buffer ({buffer})")
         if stop > plan.arenas[arena][1]:
             raise BufferPlanError(f"{value!r} ends past its arena {plan.arenas[arena]}")
-        if buffer.dtype != value.type.dtype:
+        if buffer.dtype != _dtype(value):
             raise BufferPlanError(f"{value!r} is kept in a {buffer.dtype} buffer")
 
 

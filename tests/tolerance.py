@@ -11,6 +11,9 @@ a result is computed by the op itself, on the bounds of its operands. So a bound
 follows from the computation (depth, magnitudes, each op's conditioning), never
 from a machine.
 
+A recurrent op (lstm, gru, rnn) is replayed step by step with its bounds
+(``tolerance_recurrent``).
+
 Ops whose result jumps (comparisons, floor, round, sign, casts to integers or bool,
 a ``where`` on a number, argmax) are exact at an element whose inputs lie farther
 from the jump than their bounds; elsewhere the element is *uncertain* (bound
@@ -35,8 +38,11 @@ import nbyoc
 from nbyoc.ir.dtypes import dtype_info
 from nbyoc.ir.nodes import Call, Constant, Tuple, TupleGetItem, Var
 from nbyoc.ir.op import get_op
+from nbyoc.ir.ops.recurrent import CELLS
 from nbyoc.ir.traversal import post_order
 from nbyoc.runtime import HostFunction
+
+from .tolerance_recurrent import recurrent_bound
 
 #: ulps an op's own rounding may be off by, with room for both sides.
 ULPS_PER_OP = 4
@@ -182,6 +188,8 @@ def _call_bound(node, value, bound, unknown):
         return errors[0] + rounding
     if op in BILINEAR:
         return _bilinear_bound(node, attrs, operands, errors)
+    if op in CELLS:  # a recurrence, replayed with bounds (``tolerance_recurrent``)
+        return recurrent_bound(node, operands, errors)
     gains = GAINS.get(op)
     if gains is None:
         # An op this model does not know (see ``error_bounds``); uncertain past an

@@ -7,7 +7,8 @@ ops of ``rules.SCALAR_RULES``, the stage ops of ``ops.STAGE_RULES`` - reductions
 matmul, conv, pools... - and reshape, transpose and slice as views). Float
 matmuls of any size run as register-blocked tiles in the kernel (``gemm``); integer
 ones only while small (``gemm.matmul_supported``). conv is taken in float32 and
-float64 (``conv``). An op without a rule runs elsewhere.
+float64 (``conv``); lstm, gru and rnn in every float dtype, a whole call in one stage
+(``recurrent``). An op without a rule runs elsewhere.
 
 Codegen options: ``fuse`` (default True; False gives one loop per node) and
 ``parallel_threshold`` (elements from which a stage runs in parallel).
@@ -25,12 +26,14 @@ from collections.abc import Callable
 
 from ...errors import NbyocError
 from ...ir.nodes import Call, Function
+from ...ir.ops.recurrent import CELLS
 from ...ir.types import tensor_types
 from ...runtime.module import builtin_module_class
 from ..registry import register_codegen, register_op_support
 from .conv import conv_supported
 from .gemm import matmul_supported
 from .ops import STAGE_RULES
+from .recurrent import recurrent_supported
 from .rules import NUMBA_TYPES, SCALAR_RULES, storage_dtype
 from .schedule import VIEWS
 
@@ -202,8 +205,14 @@ def nonempty(call: Call) -> bool:
     return size > 0 if isinstance(size, int) else True
 
 
-#: Ops llvm lowers but takes only under a further condition.
-CONDITIONS = {"matmul": matmul_supported, "conv": conv_supported}
+#: Ops llvm lowers but takes only under a further condition. (A recurrent call with
+#: symbolic sizes is taken: its stage reads every size at run time, so each binding's
+#: kernel runs the one stage function; ``recurrent``.)
+CONDITIONS = {
+    "matmul": matmul_supported,
+    "conv": conv_supported,
+    **{cell: recurrent_supported for cell in CELLS},
+}
 
 for _op, _condition in support_rules().items():
     register_op_support(BACKEND, _op, _condition)

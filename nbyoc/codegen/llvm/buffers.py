@@ -50,6 +50,20 @@ class Buffer:
 
 
 @dataclass(frozen=True)
+class Scratch:
+    """Scratch memory a stage op takes for its own work (``ops.StageRule.scratch``: a
+    recurrence's projections and per-step sums): the ``index``-th array of ``node``'s
+    stage, ``elements`` values of ``dtype``. The plan places it like a value written and
+    last read in that stage (its prange group), so it reuses dead values' buffers, and
+    the stage allocates nothing."""
+
+    node: Hashable
+    index: int
+    dtype: str
+    elements: int
+
+
+@dataclass(frozen=True)
 class BufferPlan:
     """The arenas, as (storage dtype, elements); the buffers in them; and the buffer of
     each value the plan was given (its index in ``buffers``)."""

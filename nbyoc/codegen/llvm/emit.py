@@ -29,6 +29,7 @@ for i0 in range(32):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +38,7 @@ from ...errors import CompileError
 from ...ir.nodes import Call, Constant, Expr, Function
 from ...ir.traversal import post_order
 from . import rules
+from .buffers import Scratch
 from .emit_copies import CopyEmission
 from .emit_nests import NestEmission
 from .emit_ops import OpEmission
@@ -202,21 +204,32 @@ class KernelEmitter(NestEmission, OpEmission, CopyEmission, RowEmission):
         if buffer is None:
             self.arrays[node] = ArrayValue(name, node.type)
             return []
-        key = (buffer, node.type.shape)
+        lines, view = self.buffer_view(buffer, node.type.shape, name)
+        self.arrays[node] = ArrayValue(view, node.type)
+        return lines
+
+    def bind_scratch(self, scratch: Scratch) -> tuple[list[str], str]:
+        """The lines naming a stage op's scratch array (``buffers.Scratch``), a flat view
+        of its buffer, and its name."""
+        buffer = self.buffer_plan.home[scratch]
+        return self.buffer_view(buffer, (scratch.elements,), self.scope.fresh("t"))
+
+    def buffer_view(self, buffer: int, shape: tuple, name: str) -> tuple[list[str], str]:
+        """The lines binding ``name`` to a view of shape ``shape`` of scratch buffer
+        ``buffer`` (none when that view is bound already), and the view's name."""
+        key = (buffer, shape)
         view = self.scratch_views.get(key)
-        self.arrays[node] = ArrayValue(view or name, node.type)
         if view is not None:
-            return []
+            return [], view
         self.scratch_views[key] = name
         place = self.buffer_plan.buffers[buffer]
-        start, stop = place.offset, place.offset + max(node.type.size, 1)
-        shape = shape_literal(node.type.shape)
+        start, stop = place.offset, place.offset + max(math.prod(shape), 1)
         # A slice of the arena, not ``carray`` at its address (a third of the compile
         # time): Numba's parfor passes take two arrays made from pointers for distinct
         # memory, and dropped a prange's stores through one view as dead when another
         # view of the same place was read after it (ppocrv4-det: every output NaN).
         arena = self.scope.argument("s", place.arena)
-        return [f"{name} = {arena}[{start}:{stop}].reshape({shape})"]
+        return [f"{name} = {arena}[{start}:{stop}].reshape({shape_literal(shape)})"], name
 
     def emit_stage(self, stage: Stage, index, group, stored, dest, epilogue=None) -> list[str]:
         self.group = group

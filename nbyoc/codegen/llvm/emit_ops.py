@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...ir.nodes import Call
+from ...ir.nodes import Call, Constant
 from . import rules
 from .epilogue import Epilogue, FlatPlanes, FlatRows
 from .gemm import uses_tiles
@@ -37,7 +37,8 @@ class OpEmission:
         """A matmul or conv (and the ``epilogue`` nest after it, if any) as a stage
         function of its own, so Numba's parfor passes and LLVM see one op at a time
         (a 53-conv model inline in one kernel took 212 s to compile). Its parameters
-        are named by position: identical stages are one function."""
+        are named by position: identical stages are one function. The emitter gets the
+        operands' parameters, then its scratch arrays' (``StageRule.scratch``)."""
         params: dict[str, str] = {}  # kernel array -> parameter
         types: dict[str, str | None] = {}  # kernel array -> its Numba type, if known
 
@@ -47,14 +48,26 @@ class OpEmission:
 
         lines = []
         sources = []
-        for a, operand in zip(node.args, operands):
-            if self.arrays[a].contiguous:  # loops and BLAS calls want contiguous operands
+        rule = STAGE_RULES[node.op.name]
+        for index, (a, operand) in enumerate(zip(node.args, operands)):
+            packed = rule.packs(node, index) if rule.packs and isinstance(a, Constant) else None
+            if packed is not None:  # (a constant in the layout the stage reads)
+                name = self.scope.argument("c", len(self.constants))
+                self.constants.append(packed)
+                sources.append(param(name, rules.array_type(packed.dtype.name, packed.ndim)))
+            elif self.arrays[a].contiguous:  # loops and BLAS calls want contiguous operands
                 sources.append(param(operand, self.parameter_type(a, False)))
             else:  # a copy (a writable C-contiguous array, whatever it copies)
                 copy, name = self.contiguous_copy(a)
                 lines += copy
                 sources.append(param(name, rules.array_type(a.type.dtype, a.type.ndim)))
         out = param(self.arrays[node].name, self.parameter_type(node, False))
+        for scratch in self.plan.scratch.get(self.plan.stage_of[node], []):
+            bound, name = self.bind_scratch(scratch)
+            lines += bound
+            sources.append(param(name, rules.array_type(scratch.dtype, 1)))
+        if rule.checks is not None:
+            lines += rule.checks(node, operands)
         scalar_arguments, scalar_types, block = [], [], None
         if epilogue is not None:
             before, names, scalars, _ = self.nest_bindings(epilogue, stored, dest, False)
@@ -68,9 +81,10 @@ class OpEmission:
             flat = self.flat_epilogue(node, epilogue, stored, names, scalars)
             planes = self.plane_epilogue(node, epilogue, stored, names, scalars)
             block = Epilogue(epilogue.shape, inner, flat, planes)
-        parallel = self.use_parallel(node.type.shape)
-        body = STAGE_RULES[node.op.name].emit(node, sources, out, parallel, block)
+        parallel = self.use_parallel((rule.work(node),) if rule.by_work else node.type.shape)
+        body = rule.emit(node, sources, out, parallel, block)
         self.intrinsics |= body.imports
+        self.helpers |= body.helpers
         parameters = [*params.values(), *(f"x{k}" for k in range(len(scalar_arguments)))]
         types = [*types.values(), *scalar_types]
         function, arguments = self.body_call(parameters, types, body, [*params, *scalar_arguments])

@@ -222,7 +222,7 @@ def tile_product(
     if fixed_rows:
         tails = [tile_name(dtype, m % tile_rows, cols, accumulate)] if m % tile_rows else []
     else:
-        tails = [tile_name(dtype, rows, cols, accumulate) for rows in _tail_rows(tile_rows)]
+        tails = [tile_name(dtype, rows, cols, accumulate) for rows in tail_rows(tile_rows)]
     imports.update(tails)
 
     def panel(valid: str) -> list[str]:
@@ -244,7 +244,7 @@ def tile_product(
         if fixed_rows and tails:
             call = f"{tails[0]}({a}, r, {source}, {column}, {k}, {target}, r, {valid})"
             lines += [f"if r < {r1}:", f"    {call}"]
-        for tail, rows in zip(() if fixed_rows else tails, _tail_rows(tile_rows)):
+        for tail, rows in zip(() if fixed_rows else tails, tail_rows(tile_rows)):
             call = f"{tail}({a}, r, {source}, {column}, {k}, {target}, r, {valid})"
             lines += [f"if r + {rows} <= {r1}:", f"    {call}", f"    r += {rows}"]
         return lines
@@ -274,11 +274,11 @@ def tile_product(
     return lines, imports
 
 
-def _tail_rows(tile_rows: int) -> list[int]:
+def tail_rows(tile_rows: int) -> list[int]:
     """The row counts of the tiles that take the last rows of a product whose row count
     is read at run time: powers of two below the full tile's, largest first.
 
-    >>> _tail_rows(6), _tail_rows(4)
+    >>> tail_rows(6), tail_rows(4)
     ([4, 2, 1], [2, 1])
     """
     rows, found = 1, []

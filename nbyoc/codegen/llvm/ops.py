@@ -22,8 +22,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...ir.nodes import Call
+from ...ir.ops.recurrent import CELLS
 from .conv import conv_stage
 from .gemm import matmul_stage, takes_epilogue
+from .recurrent import (
+    length_checks,
+    recurrent_packs,
+    recurrent_scratch,
+    recurrent_stage,
+    recurrent_work,
+)
 from .reduce import arg_stage, column_reduction, concatenate_stage, reduce_stage
 from .reductions import REDUCTIONS
 from .stages import StageBody
@@ -59,9 +67,19 @@ class StageRule:
       emit it as loops in the kernel (``reduce.column_reduction``).
     - ``work``: the multiply-adds of a call, for an op doing many per element of its
       result (None: ``call_work``'s elements read or written).
-    - ``checks``: with ``tasks``, the kernel lines that run before the stage function
-      (given the node and its operands' names): checks that raise, which no stage in a
-      driver's parallel loop may do (a gather's of its indices).
+    - ``checks``: with ``tasks`` or ``function``, the kernel lines that run before the
+      stage function (given the node and its operands' names): checks that raise, which
+      no stage in a driver's parallel loop may do (a gather's of its indices, a
+      recurrence's of its sequence lengths).
+    - ``scratch``: the (dtype, elements) of each scratch array a function stage takes
+      for its own work, after its operands (``buffers.Scratch``: placed by the buffer
+      plan, so the stage allocates nothing; a recurrence's projections, per-step sums
+      and states).
+    - ``by_work``: a function stage runs its tasks in parallel by its ``work``, not by
+      its result's size (a recurrence's result is small beside the products it does).
+    - ``packs``: given a function stage's call and an operand's position, the array
+      its stage takes in place of that operand when it is a constant, computed once at
+      lowering (a recurrence's weights in its tiles' panels), or None.
     """
 
     emit: Callable
@@ -74,6 +92,9 @@ class StageRule:
     tasks: Callable[[Call], StageBody | None] | None = None
     work: Callable[[Call], int] | None = None
     checks: Callable[[Call, list[str]], list[str]] | None = None
+    scratch: Callable[[Call], list[tuple[str, int]]] | None = None
+    by_work: bool = False
+    packs: Callable[[Call, int], object] | None = None
 
 
 def _product_work(call: Call) -> int:
@@ -106,6 +127,18 @@ STAGE_RULES: dict[str, StageRule] = {
         plane_epilogue=True,
         work=_conv_work,
     ),
+    **{
+        cell: StageRule(
+            recurrent_stage,
+            function=True,
+            work=recurrent_work,
+            checks=length_checks,
+            scratch=recurrent_scratch,
+            by_work=True,
+            packs=recurrent_packs,
+        )
+        for cell in CELLS
+    },
     "max_pool": StageRule(pool_stage, function=True),
     "avg_pool": StageRule(pool_stage, function=True),
     "concatenate": StageRule(concatenate_stage, layouts=True),

@@ -17,11 +17,11 @@ from __future__ import annotations
 import collections
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...ir.nodes import Call, Expr, Function, Tuple
 from ...ir.traversal import post_order
-from .buffers import BufferPlan, last_uses
+from .buffers import BufferPlan, Scratch, last_uses
 from .buffers import plan_buffers as plan_arena
 from .ops import STAGE_RULES, is_function_op, runs_epilogue
 from .rows import RowGroup, RowGroupPlan, row_domain
@@ -62,7 +62,9 @@ class Schedule:
     in order and the stage of every op; the prange group of every stage (the values read
     in a group stay until its end); the values that must be arrays (``stored``: they
     leave their stage or are outputs), those of them that are views, the outputs
-    written in place (in order, each once), and the buffer plan of the scratch values."""
+    written in place (in order, each once), and the buffer plan of the scratch values,
+    the scratch arrays stage ops take for their own work (``scratch``, by stage) among
+    them."""
 
     stages: list[Stage]
     stage_of: dict[Call, int]
@@ -71,6 +73,7 @@ class Schedule:
     views: frozenset[Call]
     in_place: tuple[Call, ...]
     plan: BufferPlan
+    scratch: dict[int, list[Scratch]] = field(default_factory=dict)
 
 
 def function_outputs(func: Function) -> list[Expr]:
@@ -103,8 +106,36 @@ def schedule(func: Function, fuse: bool, threshold: int) -> Schedule:
     groups = plan_groups(stages, threshold)
     last_use = last_uses(nodes, stage_of, users, stored, views, is_output, groups)
     in_place = tuple(dict.fromkeys(o for o in outputs if isinstance(o, Call) and o not in views))
-    plan = plan_buffers(stages, stored - views, set(in_place), last_use)
-    return Schedule(stages, stage_of, groups, frozenset(stored), frozenset(views), in_place, plan)
+    scratch = stage_scratch(stages)
+    group_end = {g: k for k, g in enumerate(groups)}
+    for index, arrays in scratch.items():  # (alive while its stage's group runs)
+        last_use.update({array: group_end[groups[index]] for array in arrays})
+    plan = plan_buffers(stages, stored - views, set(in_place), last_use, scratch)
+    return Schedule(
+        stages, stage_of, groups, frozenset(stored), frozenset(views), in_place, plan, scratch
+    )
+
+
+def stage_scratch(stages: list[Stage]) -> dict[int, list[Scratch]]:
+    """The scratch arrays of each stage whose op takes some (``StageRule.scratch``), by
+    stage index.
+
+    >>> import nbyoc
+    >>> x = nbyoc.var("x", (4, 4))
+    >>> stages, _ = plan_stages([nbyoc.exp(x) @ x], fuse=True)
+    >>> stage_scratch(stages)  # (a matmul's tiles need none)
+    {}
+    """
+    found = {}
+    for index, stage in enumerate(stages):
+        if stage.nest or stage.rows is not None:
+            continue
+        node = stage.nodes[0]
+        rule = STAGE_RULES.get(node.op.name)
+        if rule is not None and rule.scratch is not None:
+            arrays = rule.scratch(node)
+            found[index] = [Scratch(node, k, d, n) for k, (d, n) in enumerate(arrays)]
+    return found
 
 
 def parallel_size(shape: tuple[int, ...], threshold: int) -> bool:
@@ -317,15 +348,17 @@ def view_keeps_lead(node: Call, computed: set, lead: int) -> bool:
     )
 
 
-def plan_buffers(stages, materialised, in_place, last_use) -> BufferPlan:
+def plan_buffers(stages, materialised, in_place, last_use, scratch=None) -> BufferPlan:
     """The buffer plan (``buffers``) of the ``materialised`` values but the outputs
-    written ``in_place``, in stage order."""
-    values = [
-        (index, node, node.type.dtype, node.type.size)
-        for index, stage in enumerate(stages)
-        for node in stage.nodes
-        if node in materialised and node not in in_place
-    ]
+    written ``in_place``, and of the stages' ``scratch`` arrays, in stage order."""
+    values = []
+    for index, stage in enumerate(stages):
+        values += [
+            (index, node, node.type.dtype, node.type.size)
+            for node in stage.nodes
+            if node in materialised and node not in in_place
+        ]
+        values += [(index, s, s.dtype, s.elements) for s in (scratch or {}).get(index, [])]
     return plan_arena(values, last_use, storage_dtype)
 
 

@@ -158,6 +158,8 @@ class StageBody:
     sizes: Sizes | None = None
     #: The function's parameter names, when the body chose them (else a0, a1, ...).
     parameters: list[str] = field(default_factory=list)
+    #: The ``rules.HELPERS`` it calls (a recurrence's activations).
+    helpers: set[str] = field(default_factory=set)
 
 
 _PARALLEL_LOOP = re.compile(r"for (\w+) in prange\((\d+)\):")
