@@ -91,12 +91,29 @@ def _rebuild(func: Function, retype, binding, new_types: dict, globals_=None) ->
             rebuilt[node] = Call(globals_[node.op.name_hint], args)
         elif isinstance(node, Call):
             attrs = substitute_attrs(node.attrs, binding) if binding else node.attrs
+            if node.op.kind == "control":  # (its bodies take the operands' new types)
+                attrs = retyped_bodies(node.op.name, [a.type for a in args], attrs)
             rebuilt[node] = Call(node.op, args, attrs)
         elif all(a is b for a, b in zip(args, operands(node))):
             rebuilt[node] = node
         else:
             rebuilt[node] = with_operands(node, args)
     return Function(params, rebuilt[func.body], func.attrs)
+
+
+def retyped_bodies(op: str, operand_types, attrs: Mapping) -> dict:
+    """A control-flow op's attributes with each body's parameters given the types its
+    operands have now (the function around it generalised or specialised): the body
+    is typed again from them."""
+    from .ops.control import body_parameter_types
+
+    attrs = dict(attrs)
+    for key, types in body_parameter_types(op, operand_types).items():
+        body = attrs[key]
+        changed = {p: t for p, t in zip(body.params, types) if t != p.type}
+        if changed:
+            attrs[key] = _rebuild(body, None, {}, changed)
+    return attrs
 
 
 def _specialize_module(module: IRModule, binding) -> IRModule:

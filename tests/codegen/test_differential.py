@@ -25,6 +25,7 @@ import nbyoc
 from nbyoc.codegen.llvm import lower as llvm_lower
 from nbyoc.ir.nodes import Call
 from nbyoc.ir.traversal import post_order
+from nbyoc.ir.types import tensor_types
 from nbyoc.runtime import HostFunction
 
 from ..helpers import examples, reload
@@ -139,6 +140,12 @@ def test_each_runtime_function_matches_the_host_on_what_main_passes_it(f, backen
 @SETTINGS
 @given(f=random_graphs(), backend=st.sampled_from(["host", *BACKENDS]), seed=st.integers(0, 2**16))
 def test_jit_of_the_numpy_a_user_writes_matches_numpy_and_changes_no_input(f, backend, seed):
+    if any(t.dtype == "bfloat16" for n in post_order([f.body, *f.params])
+           for t in tensor_types(n.type)):  # fmt: skip
+        # (NumPy's bfloat16, ml_dtypes', promotes a Python float to float32 and rounds a
+        # sum at every step: nbyoc's, as JAX's, does not; the tests against the host
+        # check nbyoc's bfloat16)
+        return
     try:
         program = numpy_function(f)
     except Unspellable:

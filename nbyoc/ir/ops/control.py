@@ -71,6 +71,15 @@ def _check_params(op: str, name: str, body: Function, types) -> None:
         )
 
 
+def body_parameter_types(op: str, operand_types) -> dict[str, list]:
+    """The types each body attribute of a ``cond`` or ``loop`` takes, from its operands'
+    types (a branch takes the operands after the predicate; a loop's body, the trip
+    number and the condition, then the operands after the condition)."""
+    if op == "cond":
+        return {"then_branch": list(operand_types[1:]), "else_branch": list(operand_types[1:])}
+    return {"body": [_INDEX, _FLAG, *operand_types[1:]]}
+
+
 # -- cond ------------------------------------------------------------------------------
 
 
