@@ -24,6 +24,7 @@ from nbyoc.runtime.compiles import compile_counts
 from ..buffer_plan import BufferPlanError, check_buffer_plan
 from ..helpers import examples, reload
 from ..tolerance import assert_within, error_bounds
+from .test_llvm_gemm import host_ops
 
 
 @dataclasses.dataclass
@@ -76,16 +77,6 @@ class Case:
             operands.append(lens)
         y = nbyoc.call_op(self.cell, *operands, direction=self.direction, **self.attrs)
         return nbyoc.function(params, y), inputs
-
-
-def host_ops(func) -> list[str]:
-    """The ops partitioning for llvm leaves on the host."""
-    main = nbyoc.partition(func, "llvm")["main"]
-    return sorted(
-        n.op.name
-        for n in nbyoc.ir.post_order([main.body])
-        if isinstance(n, nbyoc.ir.Call) and isinstance(n.op, nbyoc.ir.Op)
-    )
 
 
 def check(case: Case) -> None:

@@ -247,9 +247,13 @@ def test_a_truncated_packed_int4_initializer_is_refused_before_it_is_read():
         nbyoc.from_onnx(model)
 
 
-def _ort_unoptimised(model, feeds):
+def _ort_unoptimised(model, feeds, optimised: bool = False):
+    """Runtime's outputs, its graph optimisations off (or on: ``_ort_optimised``)."""
     options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimised
+        else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )  # fmt: skip
     session = ort.InferenceSession(model.SerializeToString(), options, ["CPUExecutionProvider"])
     return session.run(None, feeds)
 
@@ -324,10 +328,7 @@ def test_other_contrib_ops_are_listed_with_their_domain():
 
 
 def _ort_optimised(model, feeds):
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options, ["CPUExecutionProvider"])
-    return session.run(None, feeds)
+    return _ort_unoptimised(model, feeds, optimised=True)
 
 
 def _qdq_model(op: str, per_channel: bool, seed: int = 0):
