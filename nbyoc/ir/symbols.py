@@ -140,7 +140,11 @@ class SizeExpr:
     def __eq__(self, other):
         if not _is_size(other):
             return NotImplemented
-        return isinstance(other, SizeExpr) and self.terms == other.terms
+        if isinstance(other, SizeExpr) and self.terms == other.terms:
+            return True
+        if _guards.get() is None:
+            return False  # (provably equal or not: the canonical forms say)
+        return _decide(self, other, "==")
 
     def __ne__(self, other):
         equal = self.__eq__(other)
@@ -165,6 +169,9 @@ class SizeExpr:
         return _decide(self, 0, "!=")
 
     def __index__(self):
+        guards = _guards.get()
+        if guards is not None:
+            return guards.value(self)
         raise UndecidableSizeError(
             f"the size {self} has no value at compile time; this step needs concrete "
             f"shapes (fix {', '.join(sorted(self.symbols))} with shapes=)"
@@ -421,6 +428,7 @@ _RELATIONS = {
     ">": lambda lo, hi: True if lo > 0 else False if hi <= 0 else None,
     ">=": lambda lo, hi: True if lo >= 0 else False if hi < 0 else None,
     "!=": lambda lo, hi: True if lo > 0 or hi < 0 else False if lo == hi == 0 else None,
+    "==": lambda lo, hi: False if lo > 0 or hi < 0 else True if lo == hi == 0 else None,
 }
 
 
@@ -430,6 +438,8 @@ def _decide(a, b, relation: str) -> bool:
     difference = add(a, multiply(b, -1))
     low, high = difference.bounds() if isinstance(difference, SizeExpr) else (difference,) * 2
     answer = _RELATIONS[relation](low, high)
+    if answer is None and _guards.get() is not None:
+        return _guards.get().decide(difference, relation)
     if answer is None:
         shown = f"{a} {relation} {b}" if relation != "!=" else f"{a} != 0"
         raise UndecidableSizeError(
@@ -438,6 +448,75 @@ def _decide(a, b, relation: str) -> bool:
             f"(shapes= for a model, a concrete shape for a variable)"
         )
     return answer
+
+
+#: The guards of the lowering running now (``deciding``), if any.
+_guards: contextvars.ContextVar = contextvars.ContextVar("nbyoc_size_guards", default=None)
+
+_HOLDS = {
+    "<": lambda v: v < 0,
+    "<=": lambda v: v <= 0,
+    ">": lambda v: v > 0,
+    ">=": lambda v: v >= 0,
+    "!=": lambda v: v != 0,
+    "==": lambda v: v == 0,
+}
+
+
+class Guards:
+    """The decisions a step took on symbolic sizes by their values at one ``binding``
+    (its *hint*), as torch.compile's guards are: each a size minus another, a relation
+    to 0 and the answer. Work done under them (``deciding``) is valid for every binding
+    where they all hold (``hold``); a size used as a number (``int``, ``range``, an
+    index) becomes the guard that it equals its value there.
+
+    >>> n = size("n")
+    >>> with deciding({"n": 40}) as guards:
+    ...     tiles = 32 if n >= 32 else 8
+    >>> tiles, guards.hold({"n": 100}), guards.hold({"n": 7})
+    (32, True, False)
+    """
+
+    def __init__(self, binding: Mapping[str, int]):
+        self.binding = dict(binding)
+        self.decided: dict[tuple, bool] = {}
+
+    def decide(self, difference, relation: str) -> bool:
+        if isinstance(difference, int):
+            return _HOLDS[relation](difference)
+        key = (difference, relation)
+        answer = self.decided.get(key)
+        if answer is None:
+            answer = self.decided[key] = _HOLDS[relation](difference.evaluate(self.binding))
+        return answer
+
+    def value(self, x) -> int:
+        """``x``'s value at the hint, guarded: work using it is valid only where it holds."""
+        v = x.evaluate(self.binding)
+        self.decided[(add(x, -v), "==")] = True
+        return v
+
+    def hold(self, binding: Mapping[str, int]) -> bool:
+        """Whether every decision would be the same at ``binding``."""
+        return all(
+            _HOLDS[relation](difference.evaluate(binding)) == answer
+            for (difference, relation), answer in self.decided.items()
+        )
+
+
+class deciding:
+    """Context in which an undecidable comparison of sizes is answered at ``binding``
+    and recorded in the ``Guards`` it gives (the ``as`` value)."""
+
+    def __init__(self, binding: Mapping[str, int]):
+        self.guards = Guards(binding)
+
+    def __enter__(self) -> Guards:
+        self._token = _guards.set(self.guards)
+        return self.guards
+
+    def __exit__(self, *exc) -> None:
+        _guards.reset(self._token)
 
 
 def substitute(value, binding: Mapping[str, object]):

@@ -79,6 +79,10 @@ class Lowered:
     program: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     #: Why it is not one: the first statement a program cannot hold.
     not_a_program: str | None = None
+    #: The program's slots holding symbolic sizes, when it was lowered for every
+    #: binding of them (``templates``): (0 for the template or 2 for the steps, the
+    #: slot, the size); those slots hold 0 until a binding's values are written there.
+    program_sizes: tuple = ()
 
 
 def _outline(lines, args, types, addressed, pointers: bool) -> tuple[list[str], list[str]]:
@@ -192,7 +196,9 @@ def assemble(func: Function, emitted: Emitted, fuse: bool, plan: Schedule) -> Lo
         *intrinsic_imports(emitted.intrinsics),
     ]
     helpers = {h: rules.HELPERS[h] for h in sorted(emitted.helpers)}
-    program, not_a_program = _program(func, emitted) if emitted.as_program else (None, None)
+    program, not_a_program, program_sizes = (
+        _program(func, emitted) if emitted.as_program else (None, None, ())
+    )
     addressed = [
         replace(
             a,
@@ -261,13 +267,15 @@ def assemble(func: Function, emitted: Emitted, fuse: bool, plan: Schedule) -> Lo
         plan,
         program,
         not_a_program,
+        program_sizes,
     )
 
 
 def _program(func: Function, emitted: Emitted) -> tuple:
     """The kernel's body as a program (``program``): its template, relocations and
-    steps, with the entries its calls need added to the addressed stages; and None. Or
-    None and why not: the first statement that is not one a program holds."""
+    steps, with the entries its calls need added to the addressed stages; None; and its
+    slots holding symbolic sizes (``Lowered.program_sizes``). Or None, why not (the
+    first statement that is not one a program holds) and ()."""
     bases, places, scope = [], {}, emitted.scope
 
     def base(name: str, shape, dtype: str) -> None:
@@ -284,10 +292,11 @@ def _program(func: Function, emitted: Emitted) -> tuple:
     for k, c in enumerate(emitted.constants):
         base(scope.argument("c", k), c.shape, c.dtype.name)
     stages = emitted.stages
+    names = frozenset().union(*(t.symbols for t in [*inputs_of(func), *outputs_of(func)]))
     try:
-        program = read_program(emitted.body, places, stages.addressed, len(bases))
+        program = read_program(emitted.body, places, stages.addressed, len(bases), names)
     except NotAProgram as e:
-        return None, str(e)
+        return None, str(e), ()
     entries = {}
     for step in program.steps:
         kind, what = step.function
@@ -298,7 +307,17 @@ def _program(func: Function, emitted: Emitted) -> tuple:
         kind, what = function
         return len(bases) + (what if kind == "stage" else entries[what])
 
-    return (program.table, program.relocations, program.step_array(function_base)), None
+    steps, sized_steps = program.step_array(function_base)
+    sized = tuple((0, k, v) for k, v in program.sized) + tuple((2, k, v) for k, v in sized_steps)
+    return (program.table, program.relocations, steps), None, sized
+
+
+def inputs_of(func: Function) -> list[TensorType]:
+    return [p.type for p in func.params]
+
+
+def outputs_of(func: Function) -> list[TensorType]:
+    return [o.type for o in function_outputs(func)]
 
 
 def _stage_module(stages: StageFunctions, stage: Addressed, imports, helpers) -> str:

@@ -47,6 +47,11 @@ def register(region: Function, symbolic: Function) -> None:
     _SOURCES[region] = symbolic
 
 
+def source_of(region: Function) -> Function | None:
+    """The symbolic function ``region`` was registered as a binding of, if any."""
+    return _SOURCES.get(region)
+
+
 def shapes_text(func: Function) -> str:
     """``func``'s parameters' shapes as the attribute writes them."""
     return ";".join(",".join(str(d).replace(" ", "") for d in p.type.shape) for p in func.params)
@@ -66,7 +71,7 @@ def symbolic_size(node, axis: int) -> bool:
     """Whether size ``axis`` of ``node`` (negative counts from the end) is symbolic in the
     function being lowered."""
     types = _SYMBOLIC.get()
-    t = types.get(node) if types else None
+    t = types.get(node, node.type) if types else node.type
     return isinstance(t, TensorType) and isinstance(t.shape[axis], SizeExpr)
 
 

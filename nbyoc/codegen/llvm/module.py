@@ -50,7 +50,7 @@ from ...runtime.llvm.machine_code import MachineCodeModule
 from ...runtime.module import Module, load_function, register_loader, save_function
 from ...runtime.outputs import allocate_result, allocators
 from ...runtime.threads import start_threads
-from . import PARALLEL_THRESHOLD
+from . import PARALLEL_THRESHOLD, generic, templates
 from . import lower as lower_module
 from .assemble import Lowered
 from .lower import lower
@@ -89,14 +89,22 @@ def compiled_kernel(
     """The compiled kernel of ``func`` (a region of a model doing ``model_work``: see
     ``lower``), from memory when possible (a second identical compile does not touch
     Numba)."""
+    # A binding of a symbolic function: its lowering from the function's template
+    # (``templates``), keyed by the template and the binding's shapes.
+    templated = _from_template(func, fuse, parallel_threshold, model_work)
     with _LOCK:
         ahead = _AHEAD.pop(id(func), None)  # (func, its digest, key, lowering: lower_ahead)
         ahead = ahead if ahead is not None and ahead[0] is func else None
-        digest = ahead[1] if ahead is not None else structural_digest(func)
-        key = _kernel_key(digest, fuse, parallel_threshold, model_work)
+        if templated is not None:
+            key = templated[0]
+        else:
+            digest = ahead[1] if ahead is not None else structural_digest(func)
+            key = _kernel_key(digest, fuse, parallel_threshold, model_work)
         entry = _LIVE.get(key)
         if entry is None:
-            if ahead is not None and ahead[2] == key:
+            if templated is not None:
+                lowered = templated[1]
+            elif ahead is not None and ahead[2] == key:
                 lowered = ahead[3]
             else:
                 lowered = lower(func, fuse, parallel_threshold, supported(), model_work)
@@ -129,6 +137,23 @@ def compiled_kernel(
                 _RECENT.popitem(last=False)
             release_unused(keep_recent=True)
     return entry
+
+
+def _from_template(func: Function, fuse: bool, parallel_threshold: int, model_work: int):
+    """(its kernel's key, its lowering) for a binding of a symbolic function whose
+    template serves it (``templates``); else None."""
+    if generic.source_of(func) is None:
+        return None
+    options = _kernel_key("template", fuse, parallel_threshold, model_work)
+    pointers = supported()
+    made = templates.lowered_for(
+        func, options, lambda f: lower(f, fuse, parallel_threshold, pointers, model_work)
+    )
+    if made is None:
+        return None
+    template, lowered = made
+    shapes = tuple(tuple(t.shape) for t in lowered.inputs)
+    return (template, shapes), lowered
 
 
 def _kernel_key(digest: str, fuse: bool, parallel_threshold: int, model_work: int) -> tuple:
@@ -164,6 +189,8 @@ def lower_ahead(funcs: list[Function], fuse: bool, parallel_threshold: int, mode
         _AHEAD.clear()
         sources = []
         for func in funcs:
+            if generic.source_of(func) is not None:
+                continue  # (a binding of a symbolic function: lowered from its template)
             digest = structural_digest(func)
             key = _kernel_key(digest, fuse, parallel_threshold, model_work)
             if key in _LIVE:

@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...ir import symbols
+from ...ir.symbols import SizeExpr
 from .drivers import slots
 from .stages import Addressed
 
@@ -171,11 +173,33 @@ class Place:
             raise NotAProgram(f"{len(slices)} slices of a {len(self.shape)}-d array")
         offset, shape, strides = self.offset, list(self.shape), list(self.strides)
         for axis, s in enumerate(slices):
-            picked = range(self.shape[axis])[s]
-            if len(picked):
-                offset += picked.start * self.strides[axis]
-            shape[axis], strides[axis] = len(picked), self.strides[axis] * picked.step
+            start, length, step = _picked(self.shape[axis], s)
+            if length:
+                offset += start * self.strides[axis]
+            shape[axis], strides[axis] = length, self.strides[axis] * step
         return Place(self.base, offset, tuple(shape), tuple(strides), self.dtype)
+
+
+def _picked(n, s: slice) -> tuple:
+    """The first index, the count and the step of ``range(n)[s]``, for a size ``n`` and
+    bounds that may be symbolic (a program lowered for every binding: ``templates``),
+    with Python's rules; a decision they leave open is the lowering's guard."""
+    if all(isinstance(x, int | None) for x in (n, s.start, s.stop, s.step)):
+        picked = range(n)[s]
+        return picked.start, len(picked), picked.step
+    step = 1 if s.step is None else s.step
+    if not isinstance(step, int) or step <= 0:
+        raise NotAProgram(f"a slice {s} of a symbolic size by a step not a positive constant")
+
+    def bound(x, default):
+        if x is None:
+            return default
+        x = x + n if x < 0 else x
+        return min(max(x, 0), n)
+
+    start, stop = bound(s.start, 0), bound(s.stop, n)
+    length = max((stop - start + step - 1) // step, 0)
+    return start, length, step
 
 
 @dataclass(frozen=True)
@@ -194,21 +218,32 @@ class Step:
 @dataclass
 class Program:
     """A kernel as data (see the module docstring): ``table``, the template; its
-    ``relocations``, (slot, base) pairs flattened; the ``steps``."""
+    ``relocations``, (slot, base) pairs flattened; the ``steps``. A program read from
+    a kernel lowered for every binding of its symbolic sizes (``templates``) holds
+    sizes in some slots: ``sized``, each (slot, size), the template holding 0 there."""
 
     table: np.ndarray
     relocations: np.ndarray
     steps: list[Step] = field(default_factory=list)
+    sized: tuple[tuple[int, SizeExpr], ...] = ()
 
-    def step_array(self, function_base) -> np.ndarray:
+    def step_array(self, function_base) -> tuple[np.ndarray, tuple]:
         """The steps as the executor reads them, given ``function_base(function)``: the
-        base number holding the address of what a step calls."""
+        base number holding the address of what a step calls; and their sized slots."""
         rows = [
             [step.kind, function_base(step.function), step.at, *step.values]
             + [0] * (STEP_SLOTS - 3 - len(step.values))
             for step in self.steps
         ]
-        return np.array(rows, np.int64).reshape(-1)
+        return int64_cells([v for row in rows for v in row])
+
+
+def int64_cells(values: list) -> tuple[np.ndarray, tuple]:
+    """``values`` as int64, each symbolic size a 0 there; and (slot, size) of those."""
+    sized = tuple((k, v) for k, v in enumerate(values) if isinstance(v, SizeExpr))
+    if sized:
+        values = [0 if isinstance(v, SizeExpr) else v for v in values]
+    return np.array(values, np.int64), sized
 
 
 _NUMBA_ARRAY = re.compile(r'nbt\.Array\(nbt\.(\w+), (\d+), "([CA])"\)')
@@ -219,16 +254,18 @@ def read_program(
     places: dict[str, Place],
     stages: list[Addressed],
     first_stage: int,
+    symbols: frozenset[str] = frozenset(),
 ) -> Program:
     """The program of a kernel whose statements are ``body`` (its top level, no checks),
     given the ``places`` of the arrays it starts with (inputs, outputs, scratch,
     constants: by name, each a whole base of its own), the addressed ``stages``
     (their parameter types and whether they take bounds), and the base number of
-    ``stage_addresses[0]`` (stage k's address is base ``first_stage + k``). Raises
-    NotAProgram."""
+    ``stage_addresses[0]`` (stage k's address is base ``first_stage + k``). Where a
+    literal is expected, an expression in the names ``symbols`` is a symbolic size.
+    Raises NotAProgram."""
     assert len({p.base for p in places.values()}) == len(places), "internal: one place a base"
     sizes = {p.base: p.span()[1] for p in places.values()}
-    reader = _Reader(dict(places), sizes, stages, first_stage)
+    reader = _Reader(dict(places), sizes, stages, first_stage, symbols)
     source = "\n".join(body)
     reader.lines = source.split("\n")
     try:
@@ -237,24 +274,22 @@ def read_program(
         raise NotAProgram(f"unreadable kernel statements: {e}") from None
     for statement in statements:
         reader.statement(statement)
-    return Program(
-        np.array(reader.table, np.int64),
-        np.array(reader.relocations, np.int64).reshape(-1),
-        reader.steps,
-    )
+    table, sized = int64_cells(reader.table)
+    return Program(table, np.array(reader.relocations, np.int64).reshape(-1), reader.steps, sized)
 
 
 class _Reader:
     """Reads kernel statements one by one into the template, relocations and steps."""
 
-    def __init__(self, places, sizes, stages, first_stage):
+    def __init__(self, places, sizes, stages, first_stage, symbols=frozenset()):
+        self.symbols = symbols
         self.places: dict[str, Place] = places
         self.sizes: dict[int, int] = sizes  # each base's bytes
         self.tables: dict[str, int] = {}  # a table's name -> where its run starts
         self.numbers: dict[str, Place] = {}  # a number's name -> the element it was read from
         self.stages: list[Addressed] = stages
         self.first_stage = first_stage
-        self.table: list[int] = []
+        self.table: list = []  # (ints; sizes of symbols where the program has them)
         self.relocations: list[tuple[int, int]] = []
         self.steps: list[Step] = []
         self.lines: list[str] = []  # the statements' source, for messages
@@ -289,7 +324,7 @@ class _Reader:
     def element(self, value: ast.Subscript, text: str) -> Place:
         """The one element ``array[i, j, ...]`` a number is read from, as a place."""
         place = self.place(value.value, text)
-        index = _literal(value.slice, text)
+        index = self.literal(value.slice, text)
         index = index if isinstance(index, tuple) else (index,)
         if len(index) != len(place.shape) or not all(
             type(i) is int and 0 <= i < n for i, n in zip(index, place.shape)
@@ -302,7 +337,7 @@ class _Reader:
         if isinstance(value, ast.Name):
             return self.place(value, text)
         if isinstance(value, ast.Subscript):
-            return self.place(value.value, text).sliced(_slices(value.slice, text))
+            return self.place(value.value, text).sliced(_slices(value.slice, text, self.symbols))
         if _called(value) == "np.ascontiguousarray" and len(value.args) == 1:
             place = self.view(value.args[0], text)
             if not place.contiguous:
@@ -316,8 +351,8 @@ class _Reader:
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
             method, source = value.func.attr, self.view(value.func.value, text)
             if method in ("reshape", "transpose") and len(value.args) == 1:
-                literal = _literal(value.args[0], text)
-                shape = (literal,) if isinstance(literal, int) else tuple(literal)
+                literal = self.literal(value.args[0], text)
+                shape = (literal,) if isinstance(literal, int | SizeExpr) else tuple(literal)
                 return source.reshape(shape) if method == "reshape" else source.transpose(shape)
         raise NotAProgram(f"the view {text!r}")
 
@@ -330,7 +365,7 @@ class _Reader:
         """Append a driver's table (``runtime.llvm.stage_table.table_of``): where it starts."""
         if len(value.args) != 2 or not isinstance(value.args[1], ast.Tuple):
             raise NotAProgram(f"the table {text!r}")
-        kinds = _literal(value.args[0], text).split()
+        kinds = self.literal(value.args[0], text).split()
         items = value.args[1].elts
         if len(kinds) != len(items):
             raise NotAProgram(f"a table whose layout does not fit its items: {text!r}")
@@ -346,7 +381,7 @@ class _Reader:
             elif kind == "p":
                 self.number(item, None, text)
             elif kind[0] == "t":
-                values = _literal(item, text)
+                values = self.literal(item, text)
                 if len(values) != int(kind[1:]):
                     raise NotAProgram(f"a table item unlike its layout {kind!r}: {text!r}")
                 self.table += [_integer(v, text) for v in values]
@@ -393,7 +428,7 @@ class _Reader:
             elif slot.kind == "scalar":
                 self.number(argument, numba_type, text)
             else:
-                values = _literal(argument, text)
+                values = self.literal(argument, text)
                 if not isinstance(values, tuple) or len(values) != slot.count:
                     raise NotAProgram(f"sizes unlike the stage's: {text!r}")
                 self.table += [_integer(v, text) for v in values]
@@ -425,10 +460,13 @@ class _Reader:
         self.array(place, False)
         self.table.pop()  # (its address only: no extent)
 
+    def literal(self, node: ast.expr, text: str):
+        return _literal(node, text, self.symbols)
+
     def integer(self, node: ast.expr, text: str) -> int:
         if _called(node) == "np.int64" and len(node.args) == 1:
             node = node.args[0]
-        return _integer(_literal(node, text), text)
+        return _integer(self.literal(node, text), text)
 
     def array(self, place: Place, strided: bool) -> None:
         # (views of a base never leave it: slices clip, reshapes keep the size; checked
@@ -474,7 +512,7 @@ def _stage_index(node: ast.expr) -> int | None:
     return None
 
 
-def _literal(node: ast.expr, text: str):
+def _literal(node: ast.expr, text: str, symbols: frozenset[str] = frozenset()):
     # (numbers and tuples of them, the common literals, read directly: literal_eval
     # of each was half of reading a detector's 290 statements)
     if isinstance(node, ast.Constant):
@@ -484,10 +522,44 @@ def _literal(node: ast.expr, text: str):
     try:
         return ast.literal_eval(node)
     except ValueError:
+        if symbols:
+            return _size(node, text, symbols)
         raise NotAProgram(f"a value that is not a literal in {text!r}") from None
 
 
+#: The arithmetic a size expression's text holds (``ir.symbols``' printed form).
+_SIZE_OPERATORS = {ast.Add: symbols.add, ast.Mult: symbols.multiply,
+                   ast.Sub: lambda a, b: symbols.add(a, symbols.multiply(b, -1)),
+                   ast.FloorDiv: symbols.floordiv, ast.Mod: symbols.mod}  # fmt: skip
+_SIZE_FUNCTIONS = {"floordiv": symbols.floordiv, "min": symbols.minimum, "max": symbols.maximum}
+
+
+def _size(node: ast.expr, text: str, names: frozenset[str]):
+    """A literal of sizes written in the symbols ``names`` (a tuple of them too)."""
+    if isinstance(node, ast.Tuple):
+        return tuple(_size(e, text, names) for e in node.elts)
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.Name) and node.id in names:
+        return symbols.symbol(node.id)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return symbols.multiply(_size(node.operand, text, names), -1)
+    if isinstance(node, ast.BinOp) and type(node.op) in _SIZE_OPERATORS:
+        left, right = _size(node.left, text, names), _size(node.right, text, names)
+        return _SIZE_OPERATORS[type(node.op)](left, right)
+    function = _called(node)
+    if function in _SIZE_FUNCTIONS and node.args and not node.keywords:
+        args = [_size(a, text, names) for a in node.args]
+        result = args[0]
+        for a in args[1:]:
+            result = _SIZE_FUNCTIONS[function](result, a)
+        return result
+    raise NotAProgram(f"a value that is not a literal in {text!r}")
+
+
 def _integer(value, text: str) -> int:
+    if isinstance(value, SizeExpr):
+        return value
     if type(value) is not int:
         raise NotAProgram(f"{value!r} is not an integer in {text!r}")
     return value
@@ -503,13 +575,13 @@ def _numba_scalar(dtype: str) -> str:
     return "nbt.boolean" if dtype == "bool" else f"nbt.{dtype}"
 
 
-def _slices(node: ast.expr, text: str) -> tuple[slice, ...]:
+def _slices(node: ast.expr, text: str, symbols: frozenset[str]) -> tuple[slice, ...]:
     parts = node.elts if isinstance(node, ast.Tuple) else [node]
     slices = []
     for part in parts:
         if not isinstance(part, ast.Slice):
             raise NotAProgram(f"an index that is not a slice in {text!r}")
-        ends = [None if e is None else _integer(_literal(e, text), text)
+        ends = [None if e is None else _integer(_literal(e, text, symbols), text)
                 for e in (part.lower, part.upper, part.step)]  # fmt: skip
         slices.append(slice(*ends))
     return tuple(slices)

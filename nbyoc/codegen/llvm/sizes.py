@@ -27,6 +27,8 @@ still come from ``z``.
 
 from __future__ import annotations
 
+from ...ir.symbols import SizeExpr
+
 #: The stage function's parameter holding the sizes, and the prefix of their names.
 PARAMETER = "z"
 
@@ -37,7 +39,8 @@ class Dim:
     __slots__ = ("atom", "text", "value")
 
     def __init__(self, text: str, value: int, atom: bool = True):
-        self.text, self.value, self.atom = text, int(value), atom
+        # (a value may itself be symbolic: a stage lowered once for every binding)
+        self.text, self.value, self.atom = text, _size(value), atom
 
     def __str__(self) -> str:
         # (an expression is parenthesised: f"q * {dim}" must not read as (q * z0) + 1)
@@ -135,6 +138,10 @@ def ceil_div(a, b):
     return (a + (b - 1)) // b
 
 
+def _size(x):
+    return x if isinstance(x, SizeExpr) else int(x)
+
+
 def _value(x) -> int:
     return x.value if isinstance(x, Dim) else x
 
@@ -148,13 +155,13 @@ class Sizes:
     """The run-time sizes of one stage function, in the order its emitter asked."""
 
     def __init__(self):
-        self.values: list[int] = []
+        self.values: list = []  # (ints, or sizes of symbols)
 
     def dim(self, value: int) -> Dim:
         """A new run-time size holding ``value`` (never shared with another of equal
         value: the code must not depend on two sizes being equal)."""
         name = f"{PARAMETER}{len(self.values)}"
-        self.values.append(int(value))
+        self.values.append(_size(value))
         return Dim(name, value)
 
     def dims(self, values) -> tuple[Dim, ...]:

@@ -1,0 +1,174 @@
+"""One lowering of a size-generic region for every binding of its symbolic sizes: the
+program and its buffer plan in terms of the symbols, evaluated per binding.
+
+A region built for one binding of a function with symbolic sizes (``generic``) reads
+its sizes at run time, so its stage functions are the same for every binding; what
+changed from binding to binding was the rest of its lowering: the buffer plan (each
+scratch buffer's size and offset), the program's table (views, sizes, bounds) and the
+checks. Lowering that again in Python for each new size cost 30 to 300 ms.
+
+Here the region's *symbolic* function is lowered instead, once, while ``ir.symbols``
+answers every comparison of sizes the lowering makes (a tile count, whether a row
+fits, whether a size is 1) by the values of the binding at hand, and records it as a
+guard, as torch.compile's guards are (``symbols.deciding``). Every size the lowering
+computes stays an expression in the symbols: the scratch arenas' lengths, the
+program's slots (``Lowered.program_sizes``), the inputs' and outputs' shapes. That
+lowering, the *template*, serves every binding its guards hold for: ``lowered_for``
+checks them and writes the binding's values into a copy of the program (a few hundred
+evaluations of small polynomials). A binding that fails some guard gets a template of
+its own, lowered the same way.
+
+A size used as a number by the lowering (``int()``, ``range()``) is a guard that it
+equals its value, so the template is only as general as the lowering lets it be; a
+template is refused, and the region lowered for its concrete shapes as before, when
+the symbols reach a stage function's text (a size a stage would have read at run
+time written into its code instead) or the region is not a program (a compiled
+kernel has its sizes in its code).
+
+>>> import numpy as np, nbyoc
+>>> from nbyoc.ir.specialize import specialize
+>>> from nbyoc.codegen.llvm import generic
+>>> x = nbyoc.var("x", ("n", 256))
+>>> symbolic = nbyoc.function([x], nbyoc.exp(x) * 2.0)
+>>> regions = [specialize(symbolic, {"n": n}) for n in (300, 500)]
+>>> for region in regions:
+...     generic.register(region, symbolic)
+>>> from nbyoc.codegen.llvm.lower import lower
+>>> lowering = lambda f: lower(f, True, 1 << 15, True, 1 << 30)
+>>> (first, _), (second, lowered) = (lowered_for(r, "options", lowering) for r in regions)
+>>> [t.shape for t in lowered.inputs], lowered.program is not None, first is second
+([(500, 256)], True, True)
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import weakref
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, replace
+
+from ...ir.nodes import Function
+from ...ir.symbols import Guards, SizeExpr, deciding, substitute
+from ...ir.types import TensorType
+from ...runtime.sizes import SizeBinder
+from . import generic
+from .assemble import Lowered
+
+
+@dataclass(frozen=True, eq=False)
+class Template:
+    """A region's lowering in terms of its symbols, and the guards it holds under."""
+
+    lowered: Lowered
+    guards: Guards
+    options: Hashable
+
+
+#: Each symbolic function's templates (held while the function lives), by its options.
+_TEMPLATES: weakref.WeakKeyDictionary[Function, list[Template]] = weakref.WeakKeyDictionary()
+#: Each symbolic function's binder of its sizes from its parameters' shapes.
+_BINDERS: weakref.WeakKeyDictionary[Function, SizeBinder] = weakref.WeakKeyDictionary()
+#: The symbolic functions a template was refused for (by options), with why.
+_REFUSED: weakref.WeakKeyDictionary[Function, dict] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def lowered_for(region: Function, options: Hashable, lower: Callable) -> tuple | None:
+    """The template serving ``region`` (one binding of a registered symbolic function:
+    ``generic.register``) and the lowering made from it for this binding; None
+    when the region has no symbolic function or no template can serve it (it is then
+    lowered for its shapes). ``lower(func)`` lowers a function with the ``options``
+    (which key the templates)."""
+    symbolic = generic.source_of(region)
+    if symbolic is None:
+        return None
+    binding = _binding(region, symbolic)
+    with _LOCK:
+        if options in _REFUSED.get(symbolic, {}):
+            return None
+        templates = _TEMPLATES.setdefault(symbolic, [])
+        template = next(
+            (t for t in templates if t.options == options and t.guards.hold(binding)), None
+        )
+        if template is None:
+            template = _make(symbolic, binding, options, lower)
+            if template is None:
+                return None
+            templates.append(template)
+    return template, at(template.lowered, binding)
+
+
+def _binding(region: Function, symbolic: Function) -> dict[str, int]:
+    binder = _BINDERS.get(symbolic)
+    if binder is None:
+        params = [(p.name_hint, p.type) for p in symbolic.params]
+        binder = _BINDERS[symbolic] = SizeBinder(params, [], "region")
+    return binder.bind([p.type.shape for p in region.params])
+
+
+def _make(symbolic: Function, binding: dict, options, lower: Callable) -> Template | None:
+    with deciding(binding) as guards:
+        try:
+            lowered = lower(symbolic)
+        except Exception as e:  # (the lowering for the shapes then says what is wrong)
+            _REFUSED.setdefault(symbolic, {})[options] = f"{type(e).__name__}: {e}"
+            return None
+    why = _why_not(symbolic, lowered)
+    if why is not None:
+        _REFUSED.setdefault(symbolic, {})[options] = why
+        return None
+    return Template(lowered, guards, options)
+
+
+def _why_not(symbolic: Function, lowered: Lowered) -> str | None:
+    """Why ``lowered`` cannot serve other bindings, or None."""
+    if lowered.program is None:
+        return f"not a program: {lowered.not_a_program}"
+    names = sorted(set().union(*(p.type.symbols for p in symbolic.params)))
+    written = re.compile(rf"\b(?:{'|'.join(map(re.escape, names))})\b")
+    for a in lowered.addressed:
+        if a.module and written.search(a.module):
+            return f"a symbol in the text of stage {a.function}"
+    return None
+
+
+def refused(symbolic: Function) -> dict:
+    """Why templates were refused for ``symbolic``, by options (for tests and reports)."""
+    return dict(_REFUSED.get(symbolic, {}))
+
+
+def at(template: Lowered, binding: dict[str, int]) -> Lowered:
+    """``template`` with the sizes of ``binding``: its types, arenas and program slots.
+
+    >>> from nbyoc.ir.symbols import size
+    >>> n = size("n")
+    >>> lowered = at(Lowered("", "k", [TensorType((n, 2))], [], [], [("float32", 4 * n)]), {"n": 3})
+    >>> lowered.inputs, lowered.scratch
+    ([Tensor[(3, 2), float32]], [('float32', 12)])
+    """
+
+    def concrete(t: TensorType) -> TensorType:
+        if not t.symbols:
+            return t
+        return TensorType(tuple(substitute(d, binding) for d in t.shape), t.dtype)
+
+    program = template.program
+    if program is not None and template.program_sizes:
+        arrays = [a.copy() if k != 1 else a for k, a in enumerate(program)]
+        for which, slot, size in template.program_sizes:
+            arrays[which][slot] = size.evaluate(binding)
+        program = tuple(arrays)
+    scratch = [(dtype, _value(n, binding)) for dtype, n in template.scratch]
+    return replace(
+        template,
+        inputs=[concrete(t) for t in template.inputs],
+        outputs=[concrete(t) for t in template.outputs],
+        scratch=scratch,
+        program=program,
+        program_sizes=(),
+    )
+
+
+def _value(n, binding) -> int:
+    return n.evaluate(binding) if isinstance(n, SizeExpr) else int(n)
