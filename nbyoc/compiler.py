@@ -112,7 +112,7 @@ def _specialized(module: IRModule, binding, backend, options, generic: bool) -> 
     used = [SIZE_GENERIC[name] for name in _backends_of(module) if name in SIZE_GENERIC]
     generic_options = dict(options)
     for generic_build in used:
-        concrete = generic_build.prepare(module, concrete)
+        concrete = generic_build.prepare(module, concrete, binding)
         name = generic_build.backend
         generic_options[name] = {**generic_build.options, **options.get(name, {})}
     made = Executable(concrete, build(concrete, generic_options), backend, options)
@@ -138,7 +138,7 @@ def _still_supported(module: IRModule) -> bool:
 @dataclass(frozen=True)
 class GenericBuild:
     """How a backend builds code that serves every binding of a function's symbolic
-    sizes: its codegen ``options``; ``prepare(symbolic, concrete)``, the specialised
+    sizes: its codegen ``options``; ``prepare(symbolic, concrete, binding)``, the specialised
     module as its codegen wants it; ``fixed_pays(concrete)``, whether a build for the
     binding's fixed shapes would run faster (``runtime.sizes.STABLE_CALLS``)."""
 

@@ -20,7 +20,8 @@ _LOCK = threading.Lock()
 def count(kind: str, n: int = 1) -> None:
     """Add ``n`` to the count of ``kind``: ``"llvm modules"`` (kernel and stage modules
     this process compiled or loaded from the disk cache), ``"c libraries"`` (shared
-    libraries the C compiler built)."""
+    libraries the C compiler built), ``"llvm lowerings"`` (regions lowered to source: a
+    new binding of symbolic sizes its region's template serves lowers none)."""
     with _LOCK:
         _COUNTS[kind] += n
 

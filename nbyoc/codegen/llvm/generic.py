@@ -40,11 +40,21 @@ ATTR = "symbolic_shapes"
 _SYMBOLIC: contextvars.ContextVar = contextvars.ContextVar("nbyoc_llvm_symbolic", default=None)
 #: Each registered region's symbolic function (held while the region lives).
 _SOURCES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: The binding of each region registered with one.
+_BINDINGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def register(region: Function, symbolic: Function) -> None:
-    """Note that ``region`` is ``symbolic`` specialised (``specialize``: node for node)."""
+def register(region: Function, symbolic: Function, binding: dict | None = None) -> None:
+    """Note that ``region`` is ``symbolic`` specialised (``specialize``: node for node),
+    by ``binding`` when given (else its sizes are found from the parameters' shapes)."""
     _SOURCES[region] = symbolic
+    if binding is not None:
+        _BINDINGS[region] = dict(binding)
+
+
+def binding_of(region: Function) -> dict | None:
+    """The binding ``region`` was registered with, if any."""
+    return _BINDINGS.get(region)
 
 
 def source_of(region: Function) -> Function | None:
@@ -86,17 +96,18 @@ def _symbolic_types(func: Function) -> dict | None:
     return {c: s.type for c, s in zip(concrete_nodes, symbolic_nodes)}
 
 
-def mark_symbolic(symbolic, concrete):
-    """``concrete`` (a module ``symbolic`` specialised) with each llvm region carrying
-    its parameters' symbolic shapes (the attribute ``symbolic_shapes``, part of its
-    kernel's cache key) and registered with its symbolic function (``register``)."""
+def mark_symbolic(symbolic, concrete, binding=None):
+    """``concrete`` (a module ``symbolic`` specialised by ``binding``) with each llvm
+    region carrying its parameters' symbolic shapes (the attribute ``symbolic_shapes``,
+    part of its kernel's cache key) and registered with its symbolic function and the
+    binding (``register``)."""
     from ...ir.nodes import IRModule
 
     functions = dict(concrete.functions)
     for name, func in symbolic.functions.items():
         if func.attrs.get("Compiler") == "llvm" and any(p.type.symbols for p in func.params):
             functions[name] = functions[name].with_attrs(**{ATTR: shapes_text(func)})
-            register(functions[name], func)
+            register(functions[name], func, binding)
     if functions == dict(concrete.functions):
         return concrete
     return IRModule(functions)  # (main's calls name the same functions, of the same types)

@@ -66,6 +66,7 @@ from ...errors import CompileError
 from ...ir.nodes import Call, Constant, Function, Var
 from ...ir.op import Op
 from ...ir.traversal import post_order
+from ...runtime.compiles import count
 from . import generic
 from .assemble import Lowered, assemble
 from .emit import KernelEmitter
@@ -109,6 +110,7 @@ def lower(
     ('kernel', True, True)
     """
     symbol = func.attrs.get("global_symbol", "kernel")
+    count("llvm lowerings")
     nodes = post_order(function_outputs(func))
     for node in nodes:
         if not (

@@ -138,6 +138,17 @@ def ceil_div(a, b):
     return (a + (b - 1)) // b
 
 
+def written(shape) -> tuple[int, ...]:
+    """Sizes a stage writes into its code as numbers, by choice (a pool's extents, so
+    that LLVM sees which taps reach the padding): a symbolic one is taken at its value,
+    which a template's lowering (``templates``) keeps as a guard that it equals it.
+
+    >>> written((3, 4))
+    (3, 4)
+    """
+    return tuple(int(d) for d in shape)
+
+
 def _size(x):
     return x if isinstance(x, SizeExpr) else int(x)
 

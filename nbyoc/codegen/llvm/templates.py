@@ -42,14 +42,15 @@ kernel has its sizes in its code).
 
 from __future__ import annotations
 
-import re
 import threading
 import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 
+from ...errors import NbyocError
 from ...ir.nodes import Function
-from ...ir.symbols import Guards, SizeExpr, deciding, substitute
+from ...ir.specialize import specialize
+from ...ir.symbols import Guards, SizeExpr, deciding, size, substitute
 from ...ir.types import TensorType
 from ...runtime.sizes import SizeBinder
 from . import generic
@@ -58,11 +59,20 @@ from .assemble import Lowered
 
 @dataclass(frozen=True, eq=False)
 class Template:
-    """A region's lowering in terms of its symbols, and the guards it holds under."""
+    """A region's lowering in terms of its symbols, and the guards it holds under; its
+    symbols renamed (``names``: each symbol's name in it), so that none can be taken
+    for a name in the code."""
 
     lowered: Lowered
     guards: Guards
     options: Hashable
+    names: dict
+
+    def holds(self, binding: dict[str, int]) -> bool:
+        return self.guards.hold(self.renamed(binding))
+
+    def renamed(self, binding: dict[str, int]) -> dict[str, int]:
+        return {self.names[k]: v for k, v in binding.items() if k in self.names}
 
 
 #: Each symbolic function's templates (held while the function lives), by its options.
@@ -84,52 +94,69 @@ def lowered_for(region: Function, options: Hashable, lower: Callable) -> tuple |
     if symbolic is None:
         return None
     binding = _binding(region, symbolic)
+    if binding is None:
+        return None
     with _LOCK:
         if options in _REFUSED.get(symbolic, {}):
             return None
         templates = _TEMPLATES.setdefault(symbolic, [])
         template = next(
-            (t for t in templates if t.options == options and t.guards.hold(binding)), None
+            (t for t in templates if t.options == options and t.holds(binding)), None
         )
         if template is None:
             template = _make(symbolic, binding, options, lower)
             if template is None:
                 return None
             templates.append(template)
-    return template, at(template.lowered, binding)
+    return template, at(template.lowered, template.renamed(binding))
 
 
-def _binding(region: Function, symbolic: Function) -> dict[str, int]:
+def _binding(region: Function, symbolic: Function) -> dict[str, int] | None:
+    """The binding ``region`` was made by: as registered, else from its parameters'
+    shapes (None when they do not give every symbol: a region whose parameters have
+    only sizes computed from a symbol, such as ``floordiv(h + 1, 2)``)."""
+    given = generic.binding_of(region)
+    if given is not None:
+        names = set().union(*(p.type.symbols for p in symbolic.params))
+        return {k: v for k, v in given.items() if k in names}
     binder = _BINDERS.get(symbolic)
-    if binder is None:
-        params = [(p.name_hint, p.type) for p in symbolic.params]
-        binder = _BINDERS[symbolic] = SizeBinder(params, [], "region")
-    return binder.bind([p.type.shape for p in region.params])
+    try:
+        if binder is None:
+            params = [(p.name_hint, p.type) for p in symbolic.params]
+            binder = _BINDERS[symbolic] = SizeBinder(params, [], "region")
+        return binder.bind([p.type.shape for p in region.params])
+    except NbyocError:
+        return None
 
 
 def _make(symbolic: Function, binding: dict, options, lower: Callable) -> Template | None:
-    with deciding(binding) as guards:
+    symbols = sorted(set().union(*(p.type.symbols for p in symbolic.params)))
+    names = {name: f"{RENAMED}{k}" for k, name in enumerate(symbols)}
+    renamed = specialize(symbolic, {name: size(new) for name, new in names.items()})
+    with deciding({names[k]: v for k, v in binding.items() if k in names}) as guards:
         try:
-            lowered = lower(symbolic)
+            lowered = lower(renamed)
         except Exception as e:  # (the lowering for the shapes then says what is wrong)
             _REFUSED.setdefault(symbolic, {})[options] = f"{type(e).__name__}: {e}"
             return None
-    why = _why_not(symbolic, lowered)
+    why = _why_not(lowered)
     if why is not None:
         _REFUSED.setdefault(symbolic, {})[options] = why
         return None
-    return Template(lowered, guards, options)
+    return Template(lowered, guards, options, names)
 
 
-def _why_not(symbolic: Function, lowered: Lowered) -> str | None:
+#: The prefix of a template's symbols (``Template.names``).
+RENAMED = "nbyoc_size_"
+
+
+def _why_not(lowered: Lowered) -> str | None:
     """Why ``lowered`` cannot serve other bindings, or None."""
     if lowered.program is None:
         return f"not a program: {lowered.not_a_program}"
-    names = sorted(set().union(*(p.type.symbols for p in symbolic.params)))
-    written = re.compile(rf"\b(?:{'|'.join(map(re.escape, names))})\b")
     for a in lowered.addressed:
-        if a.module and written.search(a.module):
-            return f"a symbol in the text of stage {a.function}"
+        if a.module and RENAMED in a.module:
+            return f"a symbolic size in the text of a stage ({a.module.count(RENAMED)} times)"
     return None
 
 

@@ -23,7 +23,7 @@ from ...ir.nodes import Call
 from . import rules
 from .loops import loop_nest, parallel_first, subscript
 from .reductions import REDUCTIONS
-from .sizes import Dim, Sizes, value
+from .sizes import Dim, Sizes, value, written
 from .stages import Lead, StageBody
 
 
@@ -142,7 +142,7 @@ def pool_stage(node: Call, sources, dest: str, parallel: bool, epilogue=None) ->
     # vectorises the row (read at run time, a 3x3/2 max pool over 56x56 ran 2.2x slower).
     sizes = Sizes()
     images, channels = sizes.dims(x.type.shape[:2])
-    spatial, out_shape = x.type.shape[2:], node.type.shape[2:]
+    spatial, out_shape = written(x.type.shape[2:]), written(node.type.shape[2:])
     dtype = x.type.dtype
     element = rules.load(f"{source}[{subscript(['n', 'c', *(f'p{d}' for d in range(k))])}]", dtype)
     if node.op.name == "max_pool":
