@@ -171,7 +171,7 @@ def test_symbolic_slices_follow_pythons_rules(n, start, stop, step):
 def test_deciding_records_each_answer_and_pins_a_size_used_as_a_number():
     n = size("n")
     with deciding({"n": 40}) as guards:
-        assert n >= 32 and n != 8 and not (n == 39)
+        assert n >= 32 and n != 8 and (n == 39) is False
         assert list(range(n))[-1] == 39  # (range needs its value: pinned to 40)
     assert not guards.hold({"n": 41})
     with deciding({"n": 40}) as guards:

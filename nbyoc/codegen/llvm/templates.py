@@ -100,9 +100,7 @@ def lowered_for(region: Function, options: Hashable, lower: Callable) -> tuple |
         if options in _REFUSED.get(symbolic, {}):
             return None
         templates = _TEMPLATES.setdefault(symbolic, [])
-        template = next(
-            (t for t in templates if t.options == options and t.holds(binding)), None
-        )
+        template = next((t for t in templates if t.options == options and t.holds(binding)), None)
         if template is None:
             template = _make(symbolic, binding, options, lower)
             if template is None:
