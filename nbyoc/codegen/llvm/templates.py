@@ -19,11 +19,11 @@ evaluations of small polynomials). A binding that fails some guard gets a templa
 its own, lowered the same way.
 
 A size used as a number by the lowering (``int()``, ``range()``) is a guard that it
-equals its value, so the template is only as general as the lowering lets it be; a
-template is refused, and the region lowered for its concrete shapes as before, when
-the symbols reach a stage function's text (a size a stage would have read at run
-time written into its code instead) or the region is not a program (a compiled
-kernel has its sizes in its code).
+equals its value, and so is a symbol some stage function writes into its text (a size
+it would better read at run time: the function is lowered again with that symbol
+fixed); the template is only as general as the lowering lets it be. A region that is
+not a program (a compiled kernel has its sizes in its code), or whose symbolic
+lowering fails, gets no template: it is lowered for its concrete shapes as before.
 
 >>> import numpy as np, nbyoc
 >>> from nbyoc.ir.specialize import specialize
@@ -42,6 +42,7 @@ kernel has its sizes in its code).
 
 from __future__ import annotations
 
+import re
 import threading
 import weakref
 from collections.abc import Callable, Hashable
@@ -67,6 +68,8 @@ class Template:
     guards: Guards
     options: Hashable
     names: dict
+    #: The symbols taken at their values because a stage writes them into its code.
+    pinned: frozenset = frozenset()
 
     def holds(self, binding: dict[str, int]) -> bool:
         return self.guards.hold(self.renamed(binding))
@@ -114,9 +117,8 @@ def _binding(region: Function, symbolic: Function) -> dict[str, int] | None:
     shapes (None when they do not give every symbol: a region whose parameters have
     only sizes computed from a symbol, such as ``floordiv(h + 1, 2)``)."""
     given = generic.binding_of(region)
-    if given is not None:
-        names = set().union(*(p.type.symbols for p in symbolic.params))
-        return {k: v for k, v in given.items() if k in names}
+    if given is not None:  # (every symbol of the model: an attribute may hold one too)
+        return given
     binder = _BINDERS.get(symbolic)
     try:
         if binder is None:
@@ -128,34 +130,44 @@ def _binding(region: Function, symbolic: Function) -> dict[str, int] | None:
 
 
 def _make(symbolic: Function, binding: dict, options, lower: Callable) -> Template | None:
-    symbols = sorted(set().union(*(p.type.symbols for p in symbolic.params)))
+    """A template of ``symbolic`` lowered at ``binding``. A symbol whose size some stage
+    writes into its code (rather than reading it at run time: ``sizes.Dim``) is taken at
+    its value, as a guard, and the function lowered again: the template is then as
+    general as its stages let it be."""
+    symbols = sorted(binding)
     names = {name: f"{RENAMED}{k}" for k, name in enumerate(symbols)}
-    renamed = specialize(symbolic, {name: size(new) for name, new in names.items()})
-    with deciding({names[k]: v for k, v in binding.items() if k in names}) as guards:
-        try:
-            lowered = lower(renamed)
-        except Exception as e:  # (the lowering for the shapes then says what is wrong)
-            _REFUSED.setdefault(symbolic, {})[options] = f"{type(e).__name__}: {e}"
+    hint = {names[k]: v for k, v in binding.items()}
+    pinned: set[str] = set()
+    while True:
+        values = {n: binding[n] if n in pinned else size(names[n]) for n in symbols}
+        renamed = specialize(symbolic, values)  # (its types compared as written: outside)
+        with deciding(hint) as guards:
+            try:
+                lowered = lower(renamed)
+            except Exception as e:  # (the lowering for the shapes then says what is wrong)
+                _REFUSED.setdefault(symbolic, {})[options] = f"{type(e).__name__}: {e}"
+                return None
+        if lowered.program is None:
+            _REFUSED.setdefault(symbolic, {})[options] = f"not a program: {lowered.not_a_program}"
             return None
-    why = _why_not(lowered)
-    if why is not None:
-        _REFUSED.setdefault(symbolic, {})[options] = why
-        return None
-    return Template(lowered, guards, options, names)
+        written = {symbols[k] for k in _written(lowered)} - pinned
+        if not written:
+            break
+        pinned |= written
+    for name in pinned:
+        guards.value(size(names[name]))
+    return Template(lowered, guards, options, names, frozenset(pinned))
 
 
 #: The prefix of a template's symbols (``Template.names``).
 RENAMED = "nbyoc_size_"
+_RENAMED_TOKEN = re.compile(rf"\b{RENAMED}(\d+)\b")
 
 
-def _why_not(lowered: Lowered) -> str | None:
-    """Why ``lowered`` cannot serve other bindings, or None."""
-    if lowered.program is None:
-        return f"not a program: {lowered.not_a_program}"
-    for a in lowered.addressed:
-        if a.module and RENAMED in a.module:
-            return f"a symbolic size in the text of a stage ({a.module.count(RENAMED)} times)"
-    return None
+def _written(lowered: Lowered) -> set[int]:
+    """The symbols (by number) some stage function writes into its text."""
+    return {int(k) for a in lowered.addressed if a.module
+            for k in _RENAMED_TOKEN.findall(a.module)}  # fmt: skip
 
 
 def refused(symbolic: Function) -> dict:

@@ -278,7 +278,7 @@ def resize_tasks(node: Call) -> StageBody | None:
     return StageBody(
         lines,
         tasks,
-        max(1, node.type.shape[-1] << len(resized)),
+        max(1, node.type.shape[-1] * (1 << len(resized))),
         lead=Lead.spread(node.type.shape[0], tasks),
         sizes=sizes,
         parameters=["operand0", "result"],
