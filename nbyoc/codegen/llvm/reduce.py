@@ -41,10 +41,20 @@ def axis_blocks(shape: tuple[int, ...], axes) -> tuple[int, int, int] | None:
 
     >>> axis_blocks((2, 3, 4, 5), (1, 2)), axis_blocks((2, 3, 4), (0, 2))
     ((2, 12, 5), None)
+    >>> axis_blocks((1, 6, 256, 1), (0, 2, 3))
+    (6, 256, 1)
     """
+
+    def contiguous(run) -> bool:
+        return bool(run) and run == list(range(run[0], run[-1] + 1))
+
+    # (an axis of one element, reduced or not, is the same layout: left out when that
+    # makes a run, so that a reduction over (0, 2, 3) of (1, n, 256, 1) is one over rows)
     axes = sorted(axes)
-    if not axes or axes != list(range(axes[0], axes[-1] + 1)):
-        return None
+    if not contiguous(axes):
+        axes = [a for a in axes if shape[a] != 1]
+        if not contiguous(axes):
+            return None
     return (
         math.prod(shape[: axes[0]]),
         math.prod(shape[axes[0] : axes[-1] + 1]),
@@ -131,8 +141,10 @@ def column_reduction(node: Call) -> StageBody | None:
     """
     (x,) = node.args
     blocks = axis_blocks(x.type.shape, node.attrs["axis"])
-    if blocks is None or blocks[2] == 1 or x.type.size == 0:
+    if blocks is None or x.type.size == 0:
         return None
+    if blocks[2] == 1:
+        return _row_reduction(node, blocks[0], blocks[1])
     outer, reduced, inner = blocks
     per_outer = -(-inner // COLUMN_BLOCK)
     sizes = Sizes()
@@ -159,6 +171,39 @@ def column_reduction(node: Call) -> StageBody | None:
         setup=[
             f"source = a0.reshape(({outer_size}, {reduced_size}, {inner_size}))",
             f"result = a1.reshape(({outer_size}, {inner_size}))",
+        ],
+        sizes=sizes,
+    )
+
+
+def _row_reduction(node: Call, outer, reduced) -> StageBody:
+    """A reduction over the last axes (``(outer, reduced)`` rows) as a stage function of
+    one task per row, its sizes read at run time (as ``column_reduction``'s): one
+    function serves every size, so a symbolic batch keeps one template (``templates``).
+
+    >>> import nbyoc
+    >>> body = column_reduction(nbyoc.mean(nbyoc.var("x", (4, 1, 400)), axis=(1, 2)))
+    >>> body.tasks, body.sizes.argument()
+    (4, '(4, 400)')
+    """
+    sizes = Sizes()
+    outer_size, reduced_size = sizes.dims((outer, reduced))
+    (x,) = node.args
+    value = rules.load("source[o, k]", x.type.dtype)
+    start, update, result = reduction_code(node, value, str(reduced_size), "acc")
+    return StageBody(
+        [
+            "o = task",
+            start,
+            f"for k in range({reduced_size}):",
+            f"    {update}",
+            f"result[o] = {rules.store(result, node.type.dtype)}",
+        ],
+        outer,
+        reduced,
+        setup=[
+            f"source = a0.reshape(({outer_size}, {reduced_size}))",
+            f"result = a1.reshape(({outer_size},))",
         ],
         sizes=sizes,
     )

