@@ -218,7 +218,7 @@ def test_a_saved_symbolic_executable_runs_every_size_in_another_process(tmp_path
 @given(graphs(dtypes=["float32", "float64", "int32"]), st.integers(2, 9))
 def test_random_graphs_with_a_symbolic_leading_size_match_the_host(func, other):
     """A random graph with the leading size of its parameters made one symbol (where they
-    share it) builds, and the llvm build matches the host at the traced size and another;
+    share it) builds, and the llvm build matches the host at the traced size and two others;
     at a size the graph cannot take (a reshape's fixed target) the call says so."""
     lead = {p.type.shape[0] for p in func.params if p.type.ndim}
     assume(len(lead) == 1 and next(iter(lead)) > 1)
@@ -229,7 +229,9 @@ def test_random_graphs_with_a_symbolic_leading_size_match_the_host(func, other):
     except nbyoc.errors.NbyocTypeError:
         assume(False)  # (a size the graph needs to know, such as an integer index)
     fn = nbyoc.compile(symbolic)
-    for n in (size, other):
+    # (a third size: the later ones mostly run from the first's template, whose guards
+    # must hold for them: ``codegen.llvm.templates``)
+    for n in (size, other, other + 5):
         shapes = [substitute_type(p.type, {"n": n}) for p in symbolic.params]
         args = random_inputs(nbyoc.function([nbyoc.var(f"a{i}", t.shape, t.dtype)
                                              for i, t in enumerate(shapes)], nbyoc.const(0)),
