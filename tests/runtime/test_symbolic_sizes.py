@@ -242,4 +242,11 @@ def test_random_graphs_with_a_symbolic_leading_size_match_the_host(func, other):
             with pytest.raises(ShapeMismatchError):
                 fn(*args)
             continue
+        try:
+            nbyoc.compile(concrete, "host")(*args)
+        except nbyoc.errors.ExecutionError as e:  # (random values for an index operand)
+            assert "index is out of range" in str(e), e
+            with pytest.raises(nbyoc.errors.ExecutionError, match="index is out of range"):
+                fn(*args)
+            continue
         _close_to_host(fn(*args), concrete, args, f"n={n}")

@@ -72,7 +72,10 @@ class Template:
     pinned: frozenset = frozenset()
 
     def holds(self, binding: dict[str, int]) -> bool:
-        return self.guards.hold(self.renamed(binding))
+        try:
+            return self.guards.hold(self.renamed(binding))
+        except KeyError:  # (a binding without some symbol a guard reads)
+            return False
 
     def renamed(self, binding: dict[str, int]) -> dict[str, int]:
         return {self.names[k]: v for k, v in binding.items() if k in self.names}
