@@ -49,14 +49,19 @@ def integer_products(
     (per tensor) or, for the weight, one per output channel along the axis the QLinear
     op reads them on."""
     producer = {o: n for n in graph.node for o in n.output}
-    readers = Counter(i for n in graph.node for i in n.input if i)
+    reading: dict[str, list[onnx.NodeProto]] = {}  # name -> the nodes reading it
+    for n in graph.node:
+        for i in n.input:
+            if i:
+                reading.setdefault(i, []).append(n)
+    readers = Counter({name: len(nodes) for name, nodes in reading.items()})
     readers.update(o.name for o in graph.output)
     replaced: dict[int, onnx.NodeProto] = {}  # id of the QuantizeLinear -> the QLinear node
     dropped: set[int] = set()
     for node in graph.node:
         if node.op_type not in _INTEGER_OPS or node.domain not in _DEFAULT:
             continue
-        quantize = _only_reader(graph, node.output[0], readers)
+        quantize = _only_reader(node.output[0], readers, reading)
         data = [producer.get(name) for name in node.input[:2]]
         if quantize is None or not all(_dequantize(d) for d in data):
             continue
@@ -88,14 +93,13 @@ def integer_products(
     return copy
 
 
-def _only_reader(graph: onnx.GraphProto, name: str, readers: Counter):
-    if readers[name] != 1:
+def _only_reader(name: str, readers: Counter, reading: dict):
+    """The QuantizeLinear that is ``name``'s one reader (as its data), else None."""
+    if readers[name] != 1 or name not in reading:  # (read once, but by a graph output)
         return None
-    for node in graph.node:
-        if name in node.input:
-            ok = node.op_type == "QuantizeLinear" and node.domain in _DEFAULT
-            return node if ok and node.input[0] == name else None
-    return None
+    (node,) = reading[name]
+    ok = node.op_type == "QuantizeLinear" and node.domain in _DEFAULT
+    return node if ok and node.input[0] == name else None
 
 
 def _dequantize(node) -> bool:
