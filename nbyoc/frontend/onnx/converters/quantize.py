@@ -258,6 +258,39 @@ def qlinear_conv(node: Node):
     return _requantised(node, call_op("cast", y, to="int32"), multiplier, 7)
 
 
+@converter("QGemm", domain="com.microsoft")
+def qgemm(node: Node):
+    # ONNX Runtime's QGemm: A, a_scale, a_zero_point, B, b_scale, b_zero_point, C, y_scale,
+    # y_zero_point; the int32 sum of the centred products and of C (the int32 bias), times
+    # alpha * a_scale * b_scale (/ y_scale), in float32: requantised as QLinearMatMul, or a
+    # float32 result when there is no y_zero_point (as Runtime computes either).
+    a = _centred(node, 0, 2, "float64")
+    if node.attr("transA", 0):
+        a = call_op("transpose", a, axes=(1, 0))
+    b = call_op("cast", node.expr(3), to="float64")
+    if node.attr("transB", 0):
+        b = call_op("transpose", b, axes=(1, 0))
+    columns = (b.type.shape[-1],)
+    if node.has(5):
+        zero = node.expr(5)
+        zero = call_op("reshape", zero, newshape=() if math.prod(zero.type.shape) == 1 else columns)
+        b = call_op("subtract", b, call_op("cast", zero, to="float64"))
+    # (exact in float64, as QLinearMatMul's)
+    accumulator = call_op("cast", call_op("matmul", a, b), to="int32")
+    if node.has(6):
+        accumulator = call_op("add", accumulator, call_op("cast", node.expr(6), to="int32"))
+    scale = _scale_of(node, 1)
+    alpha = float(node.attr("alpha", 1.0))
+    if alpha != 1.0:
+        scale = call_op("multiply", call_op("cast", alpha, to="float32"), scale)
+    scale = call_op("multiply", scale, _scale_of(node, 4, columns))
+    if node.has(7):
+        scale = call_op("divide", scale, _scale_of(node, 7))
+    if node.has(8):
+        return _requantised(node, accumulator, scale, 8)
+    return call_op("multiply", call_op("cast", accumulator, to="float32"), scale)
+
+
 def _qlinear_binary(node: Node, combine, zero_before_rounding: bool):
     """ONNX Runtime's QLinearAdd and QLinearMul (A, A_scale, A_zero_point, B, B_scale,
     B_zero_point, C_scale, C_zero_point): in float32, as Runtime's x86 kernels compute,
