@@ -29,7 +29,8 @@ import math
 
 import numpy as np
 
-from ....ir.builder import call_op
+from .... import limits
+from ....ir.builder import call_op, const
 from ....ir.dtypes import dtype_info
 from ..dtypes import onnx_dtype
 from ..node import Node
@@ -131,9 +132,29 @@ def dequantize_linear(node: Node):
     return call_op("cast", y, to=onnx_dtype(code, f"{node.where}: output_dtype")) if code else y
 
 
+def _known_centred(node: Node, index: int, zero_index: int, dtype: str, zero_shape=None):
+    """``_centred``'s value when input ``index`` and its zero point are known (a
+    weight's: computed once, here, not at every call), else None."""
+    value = node.inputs[index]
+    zero = node.inputs[zero_index] if node.has(zero_index) else np.zeros((), np.int32)
+    if not (isinstance(value, np.ndarray) and isinstance(zero, np.ndarray)):
+        return None
+    limits.check("folded_bytes", value.size * np.dtype(dtype).itemsize,
+                 f"{node.where}: input {index} less its zero point")  # fmt: skip
+    if zero.size == 1:
+        zero = zero.reshape(())
+    elif zero_shape is not None:
+        zero = zero.reshape(zero_shape)
+    return value.astype(dtype) - zero.astype(dtype)
+
+
 def _centred(node: Node, index: int, zero_index: int, dtype: str, zero_shape=None):
     """Input ``index`` less its zero point (input ``zero_index``, when given; reshaped to
-    ``zero_shape`` when it holds one per row or channel), in ``dtype``."""
+    ``zero_shape`` when it holds one per row or channel), in ``dtype`` (a constant when
+    both are known)."""
+    known = _known_centred(node, index, zero_index, dtype, zero_shape)
+    if known is not None:
+        return const(known)
     x = call_op("cast", node.expr(index), to=dtype)
     if not node.has(zero_index):
         return x
@@ -329,14 +350,14 @@ def qgemm(node: Node):
     a = _centred(node, 0, 2, exact)
     if node.attr("transA", 0):
         a = call_op("transpose", a, axes=(1, 0))
-    b = call_op("cast", node.expr(3), to=exact)
-    if transposed:
-        b = call_op("transpose", b, axes=(1, 0))
-    columns = (b.type.shape[-1],)
-    if node.has(5):
-        zero = node.expr(5)
-        zero = call_op("reshape", zero, newshape=() if math.prod(zero.type.shape) == 1 else columns)
-        b = call_op("subtract", b, call_op("cast", zero, to=exact))
+    n = node.expr(3).type.shape[0 if transposed else 1]
+    known = _known_centred(node, 3, 5, exact, (n, 1) if transposed else (n,))
+    if known is not None:  # (a weight: transposed once, here)
+        b = const(np.ascontiguousarray(known.T if transposed else known))
+    else:
+        b = _centred(node, 3, 5, exact, (n, 1) if transposed else (n,))
+        b = call_op("transpose", b, axes=(1, 0)) if transposed else b
+    columns = (n,)
     accumulator = call_op("cast", call_op("matmul", a, b), to="int32")
     if node.has(6):
         accumulator = call_op("add", accumulator, call_op("cast", node.expr(6), to="int32"))
