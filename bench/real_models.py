@@ -3,6 +3,7 @@ backends, against ONNX Runtime and (when installed) OpenVINO.
 
     python bench/real_models.py [--backends llvm,csource] [--models ppocr-cls,...]
                                 [--runs 20] [--timeout 400] [--json real_models.json]
+                                [--qdq float,integer] [--ort-disabled]
 
 Every measurement runs in a fresh process, one at a time:
 
@@ -19,11 +20,18 @@ Every measurement runs in a fresh process, one at a time:
    the cache (a second model whose layers the cache has seen);
 3. ONNX Runtime (its default session options, as a user runs it): session creation
    and the median run; in their own processes, after nbyoc's, since ONNX Runtime's
-   threads spin on after a run;
+   threads spin on after a run; with ``--ort-disabled`` also with its graph
+   optimisations off (``ort-disabled``: the graph computed as written);
 4. OpenVINO, if ``openvino`` is importable: ``read_model`` + ``compile_model`` on the
    CPU, and the median run;
 5. the check: each result held against the float64 truth as the tests hold it
-   (``real_models.accuracy``), and its largest difference from ONNX Runtime.
+   (``real_models.accuracy``), and its largest difference from ONNX Runtime; and a
+   last table, each result's largest difference from each ONNX Runtime session run
+   ("exact" when bit for bit the same).
+
+``--qdq float,integer`` measures each backend once per reading of a quantised model's
+QDQ products (``from_onnx(..., qdq=...)``), as columns ``llvm qdq=float`` and so on;
+without it ``from_onnx``'s default is used.
 
 It prints a markdown table and writes the JSON (``--json``). Models nbyoc refuses are
 listed with the reason and not run.
@@ -96,7 +104,8 @@ def child_nbyoc(args, report: dict, save) -> None:
     data = real_models.fetch(args.model)
     inputs = list(model.sample(real_models.SEED).values())
     began, cpu_began = time.perf_counter(), cpu_s()
-    f = nbyoc.from_onnx(data, shapes=model.shapes, constants=model.constants)
+    qdq = {"qdq": args.qdq} if args.qdq else {}
+    f = nbyoc.from_onnx(data, shapes=model.shapes, constants=model.constants, **qdq)
     converted = time.perf_counter()
     fn = nbyoc.compile(f, backend=args.backend)
     compiled = time.perf_counter()
@@ -137,18 +146,25 @@ def measure_peer(args, report: dict, save, create, run) -> None:
     save(report, None)
 
 
-def child_ort(args, report: dict, save) -> None:
+def child_ort(args, report: dict, save, optimised: bool = True) -> None:
     import onnxruntime
 
     model = MODELS[args.model]
     data = real_models.fetch(args.model)
     feeds = {**model.sample(real_models.SEED), **model.constants}
     report["version"] = onnxruntime.__version__
+    options = onnxruntime.SessionOptions()
+    if not optimised:
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
     measure_peer(
         args, report, save,
-        lambda: onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"]),
+        lambda: onnxruntime.InferenceSession(data, options, providers=["CPUExecutionProvider"]),
         lambda session: session.run(None, feeds),
     )  # fmt: skip
+
+
+def child_ort_disabled(args, report: dict, save) -> None:
+    child_ort(args, report, save, optimised=False)
 
 
 def child_openvino(args, report: dict, save) -> None:
@@ -173,7 +189,8 @@ def child_openvino(args, report: dict, save) -> None:
     measure_peer(args, report, save, create, run)
 
 
-CHILDREN = {"nbyoc": child_nbyoc, "ort": child_ort, "openvino": child_openvino}
+CHILDREN = {"nbyoc": child_nbyoc, "ort": child_ort, "ort-disabled": child_ort_disabled,
+            "openvino": child_openvino}  # fmt: skip
 
 
 def child(args) -> None:
@@ -200,13 +217,17 @@ def child(args) -> None:
 
 
 def run_child(
-    kind: str, name: str, backend: str, cache: Path | None, opts, work: Path, phase: str = "cold"
+    kind: str, name: str, column: str, cache: Path | None, opts, work: Path, phase: str = "cold"
 ) -> dict:
-    """One measurement in a fresh process; its report, with its outputs under "outputs"."""
-    tag = "-".join(p for p in (kind, name, backend, phase) if p)
+    """One measurement in a fresh process; its report, with its outputs under "outputs".
+    ``column``: a backend, or a backend and a QDQ reading (``column_of``)."""
+    backend, _, qdq = column.partition(" qdq=")
+    tag = "-".join(p for p in (kind, name, backend, qdq, phase) if p)
     report_path = work / f"{tag}.json"
     command = [sys.executable, __file__, "--child", kind, "--model", name, "--backend", backend,
                "--runs", str(opts.runs), "--report", str(report_path)]  # fmt: skip
+    if qdq:
+        command += ["--qdq", qdq]
     if phase == "resized":
         command.append("--resized")
     env = dict(os.environ)
@@ -271,6 +292,41 @@ def check(name: str, outputs: list | None) -> dict | None:
     }
 
 
+def column_of(backend: str, qdq: str) -> str:
+    """A table column: the backend, and the QDQ reading when one is asked for.
+
+    >>> column_of("llvm", "integer"), column_of("llvm", "")
+    ('llvm qdq=integer', 'llvm')
+    """
+    return f"{backend} qdq={qdq}" if qdq else backend
+
+
+def against_peers(outputs: list | None, peers: dict) -> dict:
+    """The largest difference of ``outputs`` from each ONNX Runtime session's (0: the same
+    bit for bit); None for a session whose outputs do not compare (another count,
+    shape or dtype)."""
+    found = {}
+    for peer, rep in peers.items():
+        theirs = rep.get("outputs")
+        if not outputs or not theirs or not peer.startswith("ort"):
+            continue
+        if len(theirs) != len(outputs) or any(
+            (a.shape, a.dtype) != (b.shape, b.dtype) for a, b in zip(outputs, theirs)
+        ):
+            found[peer] = None
+            continue
+        found[peer] = max(
+            (float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)), initial=0.0))
+             if not np.array_equal(a, b, equal_nan=a.dtype.kind in "fc") else 0.0)
+            for a, b in zip(outputs, theirs)
+        )  # fmt: skip
+    return found
+
+
+def fmt_diff(diff) -> str:
+    return "-" if diff is None else "exact" if diff == 0 else f"{diff:.2g}"
+
+
 def fmt_s(report: dict | None, key: str = "cold_s") -> str:
     if not report:
         return "-"
@@ -301,7 +357,9 @@ def markdown(head: list[str], rows: list[list[str]]) -> str:
 
 
 def tables(results: dict, backends: list[str], peers: list[str]) -> str:
-    """Three markdown tables: the models, compile times, run times and accuracy."""
+    """Three markdown tables: the models, compile times, run times and accuracy; a
+    fourth, each result's largest difference from each ONNX Runtime session's, when
+    there are some. ``backends``: the columns (``column_of``)."""
     models = [[name, MODELS[name].family, MODELS[name].wheel, f"{MODELS[name].size / 1e6:.1f}",
                str(r["nodes"]), r["refused"] or ""] for name, r in results.items()]  # fmt: skip
     compiles, runs = [], []
@@ -326,6 +384,9 @@ def tables(results: dict, backends: list[str], peers: list[str]) -> str:
                 run += f", WRONG: {verdict['why']}"
             row.append(run)
         runs.append(row)
+    ort = [p for p in peers if p.startswith("ort")]
+    exact = [[name, *(fmt_diff(r.get("vs_ort", {}).get(c, {}).get(p)) for c in backends
+                      for p in ort)] for name, r in results.items()]  # fmt: skip
     return "\n\n".join([
         markdown(["model", "family", "wheel", "MB", "ONNX nodes", "nbyoc refuses"], models),
         markdown(["model", *(f"{b} cold" for b in backends), *(f"{b} warm" for b in backends),
@@ -333,6 +394,8 @@ def tables(results: dict, backends: list[str], peers: list[str]) -> str:
                  compiles),
         markdown(["model (run: median; check against the truth, max abs diff from ORT)",
                   *[*backends, *peers]], runs),
+        *([markdown(["model (max abs diff from ONNX Runtime's result; exact: bit for bit)",
+                     *(f"{c} vs {p}" for c in backends for p in ort)], exact)] if ort else []),
     ])  # fmt: skip
 
 
@@ -345,6 +408,10 @@ def main(argv=None) -> None:
     parser.add_argument("--no-warm", action="store_true", help="skip the warm-cache runs")
     parser.add_argument("--no-peers", action="store_true", help="skip ONNX Runtime, OpenVINO")
     parser.add_argument("--no-check", action="store_true", help="skip the accuracy check")
+    parser.add_argument("--qdq", default="", help="QDQ readings (float,integer); default: "
+                        "from_onnx's own")  # fmt: skip
+    parser.add_argument("--ort-disabled", action="store_true",
+                        help="also ONNX Runtime with its graph optimisations off")  # fmt: skip
     parser.add_argument("--json", default="real_models.json", help="where to write results")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -358,12 +425,13 @@ def main(argv=None) -> None:
 
     import onnx
 
-    backends = opts.backends.split(",")
+    backends = [column_of(b, q) for b in opts.backends.split(",")
+                for q in (opts.qdq.split(",") if opts.qdq else [""])]  # fmt: skip
     names = opts.models.split(",")
     unknown = set(names) - set(MODELS)
     if unknown:
         parser.error(f"unknown models {sorted(unknown)}; the set: {', '.join(MODELS)}")
-    peers = [] if opts.no_peers else ["ort"]
+    peers = [] if opts.no_peers else ["ort", *(["ort-disabled"] if opts.ort_disabled else [])]
     notes = []
     if not opts.no_peers:
         import importlib.util
@@ -378,7 +446,7 @@ def main(argv=None) -> None:
         m = MODELS[name]
         nodes = len(onnx.load_from_string(data).graph.node)
         results[name] = {"nodes": nodes, "refused": m.refused, "cold": {}, "warm": {},
-                         "resized": {}, "peers": {}, "checks": {}}  # fmt: skip
+                         "resized": {}, "peers": {}, "checks": {}, "vs_ort": {}}  # fmt: skip
     runnable = [n for n in names if not MODELS[n].refused]
     work = Path(tempfile.mkdtemp(prefix="nbyoc-real-models-"))
     try:
@@ -386,7 +454,7 @@ def main(argv=None) -> None:
         print("cold (fresh process, empty cache):", flush=True)
         for name in runnable:
             for b in backends:
-                caches[name, b] = work / f"cache-{name}-{b}"
+                caches[name, b] = work / f"cache-{name}-{b.replace(' qdq=', '-')}"
                 caches[name, b].mkdir()
                 results[name]["cold"][b] = run_child("nbyoc", name, b, caches[name, b], opts, work)
         if not opts.no_warm:
@@ -407,6 +475,10 @@ def main(argv=None) -> None:
             print(f"{peer} (fresh process):", flush=True)
             for name in names:  # refused ones too: what the peer makes of them
                 results[name]["peers"][peer] = run_child(peer, name, "", None, opts, work)
+        for name in runnable:
+            for b in backends:
+                outputs = results[name]["cold"][b].get("outputs")
+                results[name]["vs_ort"][b] = against_peers(outputs, results[name]["peers"])
         if not opts.no_check:
             print("checking against the float64 truth:", flush=True)
             for name in runnable:

@@ -53,7 +53,7 @@ def from_onnx(model, shapes=None, constants=None, base_dir=None, qdq="float"):
     keeps one dynamic); the dims not fixed stay symbolic. ``constants``:
     ``{input name: array}`` to fix graph inputs as constants (for inputs an op needs
     the value of, such as a reshape's target shape). ``qdq``: ``"float"`` computes a
-    quantised model's DequantizeLinear -> MatMul/Conv -> QuantizeLinear as its graph
+    quantised model's DequantizeLinear -> MatMul/Conv/Gemm -> QuantizeLinear as its graph
     says (as ONNX Runtime does with its optimisations off); ``"integer"`` as integer
     products requantised once, as Runtime does with them on (``onnx.qdq``).
 

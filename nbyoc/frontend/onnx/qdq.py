@@ -1,16 +1,21 @@
-"""The QDQ pattern as integer arithmetic: a ``MatMul`` or ``Conv`` whose data inputs are
-``DequantizeLinear`` outputs (8-bit, per tensor; the weight per tensor or per output
-channel) and whose only reader is a ``QuantizeLinear`` becomes one ``QLinearMatMul`` or
-``QLinearConv`` (a ``Conv``'s int32 bias, dequantised, becomes its bias input), as ONNX
-Runtime rewrites such models when its graph optimisations are on. The product is then
-computed on the integers, its sum exact, and requantised once (``converters.quantize``),
-so each result is Runtime's (optimised) bit for bit; the float path computes the product
-of the dequantised values, as the graph itself says, and as Runtime does with its
-optimisations off.
+"""The QDQ pattern as integer arithmetic: a ``MatMul``, ``Conv`` or ``Gemm`` whose data
+inputs are ``DequantizeLinear`` outputs (8-bit, per tensor; the weight per tensor or per
+output channel) and whose only reader is a ``QuantizeLinear`` becomes one
+``QLinearMatMul``, ``QLinearConv`` or (ONNX Runtime's) ``QGemm`` (a dequantised int32
+bias becomes the bias input), as ONNX Runtime rewrites such models when its graph
+optimisations are on, and on the conditions it does (the output of the activation's
+type; a signed activation's weight signed; a Gemm with a bias: alpha and beta 1). The
+product is then computed on the integers, its sum exact, and requantised once
+(``converters.quantize``), so each result is Runtime's (optimised) bit for bit; the
+float path computes the product of the dequantised values, as the graph itself says,
+and as Runtime does with its optimisations off.
 
 ``from_onnx(..., qdq="integer")`` applies it before converting; a pattern that does not
 match exactly (blocked scales, a product read by other nodes too, a graph output) is
-left as it is.
+left as it is. Runtime fuses more than this (a Relu or Clip between the product and its
+QuantizeLinear, Softmax into ``QLinearSoftmax``, Add and Mul into ``QLinearAdd`` and
+``QLinearMul``, a product with no QuantizeLinear after it into one with a float
+output); those stay as the graph says.
 
 >>> from onnx import helper
 >>> nodes = [helper.make_node("DequantizeLinear", ["a", "sa", "za"], ["fa"]),
@@ -35,8 +40,9 @@ import numpy as np
 import onnx
 from onnx import helper
 
-#: The ops rewritten, and the integer op each becomes.
-_INTEGER_OPS = {"MatMul": "QLinearMatMul", "Conv": "QLinearConv"}
+#: The ops rewritten, and the integer op (and its domain) each becomes.
+_INTEGER_OPS = {"MatMul": ("QLinearMatMul", ""), "Conv": ("QLinearConv", ""),
+                "Gemm": ("QGemm", "com.microsoft")}  # fmt: skip
 _DEFAULT = ("", "ai.onnx")
 
 
@@ -49,31 +55,51 @@ def integer_products(
     (per tensor) or, for the weight, one per output channel along the axis the QLinear
     op reads them on."""
     producer = {o: n for n in graph.node for o in n.output}
-    readers = Counter(i for n in graph.node for i in n.input if i)
+    reading: dict[str, list[onnx.NodeProto]] = {}  # name -> the nodes reading it
+    for n in graph.node:
+        for i in n.input:
+            if i:
+                reading.setdefault(i, []).append(n)
+    readers = Counter({name: len(nodes) for name, nodes in reading.items()})
     readers.update(o.name for o in graph.output)
     replaced: dict[int, onnx.NodeProto] = {}  # id of the QuantizeLinear -> the QLinear node
     dropped: set[int] = set()
     for node in graph.node:
         if node.op_type not in _INTEGER_OPS or node.domain not in _DEFAULT:
             continue
-        quantize = _only_reader(graph, node.output[0], readers)
+        quantize = _only_reader(node.output[0], readers, reading)
         data = [producer.get(name) for name in node.input[:2]]
         if quantize is None or not all(_dequantize(d) for d in data):
             continue
         a, b = data
         if not (_per_tensor(a, known) and _per_tensor(quantize, known)):
             continue
-        if not (_per_tensor(b, known) or _per_channel(b, node.op_type, known)):
+        if not (_per_tensor(b, known) or _per_channel(b, node, known)):
             continue
-        inputs = [*_qdq_inputs(a), *_qdq_inputs(b), *_qdq_inputs(quantize, skip_data=True)]
-        if node.op_type == "Conv" and len(node.input) > 2 and node.input[2]:
+        if not _types_fuse(a, b, quantize, known):
+            continue
+        attrs = {x.name: helper.get_attribute_value(x) for x in node.attribute}
+        bias = None
+        if len(node.input) > 2 and node.input[2]:
             bias = producer.get(node.input[2])
-            if not _dequantize(bias):
+            if not (_dequantize(bias) and _int32(bias.input[0], known)):
                 continue
+        if node.op_type == "Gemm":
+            # (QGemm adds the int32 bias to the sum, then scales by alpha: so alpha 1 with
+            # a bias, and beta 1; it takes no beta)
+            if bias is not None and (attrs.get("alpha", 1.0) != 1 or attrs.get("beta", 1.0) != 1):
+                continue
+            attrs.pop("beta", None)
+        inputs = [*_qdq_inputs(a), *_qdq_inputs(b)]
+        if node.op_type == "Gemm":
+            inputs.append(bias.input[0] if bias is not None else "")
+        inputs += _qdq_inputs(quantize, skip_data=True)
+        if node.op_type == "Conv" and bias is not None:
             inputs.append(bias.input[0])  # (the int32 bias, whose scale is x's times w's)
+        op_type, domain = _INTEGER_OPS[node.op_type]
         replaced[id(quantize)] = helper.make_node(
-            _INTEGER_OPS[node.op_type], inputs, list(quantize.output), name=node.name,
-            **{x.name: helper.get_attribute_value(x) for x in node.attribute},
+            op_type, inputs, list(quantize.output), name=node.name, domain=domain or None,
+            **attrs,
         )  # fmt: skip
         dropped.add(id(node))
     if not replaced:
@@ -88,14 +114,13 @@ def integer_products(
     return copy
 
 
-def _only_reader(graph: onnx.GraphProto, name: str, readers: Counter):
-    if readers[name] != 1:
+def _only_reader(name: str, readers: Counter, reading: dict):
+    """The QuantizeLinear that is ``name``'s one reader (as its data), else None."""
+    if readers[name] != 1 or name not in reading:  # (read once, but by a graph output)
         return None
-    for node in graph.node:
-        if name in node.input:
-            ok = node.op_type == "QuantizeLinear" and node.domain in _DEFAULT
-            return node if ok and node.input[0] == name else None
-    return None
+    (node,) = reading[name]
+    ok = node.op_type == "QuantizeLinear" and node.domain in _DEFAULT
+    return node if ok and node.input[0] == name else None
 
 
 def _dequantize(node) -> bool:
@@ -119,19 +144,37 @@ def _per_tensor(node: onnx.NodeProto, known) -> bool:
     return found is not None and found[0].size == 1 and found[1].size == 1
 
 
-def _per_channel(node: onnx.NodeProto, op_type: str, known) -> bool:
+def _per_channel(node: onnx.NodeProto, product: onnx.NodeProto, known) -> bool:
     """A weight's DequantizeLinear with one scale per output channel: a Conv weight's
-    axis 0, a MatMul weight's last (2-D) axis."""
+    axis 0, a MatMul weight's last (2-D) axis, a Gemm weight's axis 1 (0 when
+    transposed)."""
     found = _quantisation(node, known)
     weight = known(node.input[0])
     if found is None or weight is None or found[3]:
         return False
     scale, zero, axis, _ = found
     axis %= weight.ndim
-    wanted = 0 if op_type == "Conv" else weight.ndim - 1
-    if op_type == "MatMul" and weight.ndim != 2:
-        return False
+    if product.op_type == "Conv":
+        wanted = 0
+    else:
+        transposed = any(x.name == "transB" and x.i for x in product.attribute)
+        wanted = 0 if product.op_type == "Gemm" and transposed else 1
+        if weight.ndim != 2:
+            return False
     return axis == wanted and scale.ndim == 1 and zero.shape == scale.shape
+
+
+def _types_fuse(a, b, quantize, known) -> bool:
+    """Runtime's own condition: the product's output of the activation's type, and a
+    signed activation's weight signed too (the zero points have the data's types)."""
+    a_type, b_type = known(a.input[2]).dtype, known(b.input[2]).dtype
+    y_type = known(quantize.input[2]).dtype
+    return a_type == y_type and (a_type != np.int8 or b_type == np.int8)
+
+
+def _int32(name: str, known) -> bool:
+    value = known(name)
+    return value is not None and value.dtype == np.int32
 
 
 def _qdq_inputs(node: onnx.NodeProto, skip_data: bool = False) -> list[str]:

@@ -27,7 +27,10 @@ from __future__ import annotations
 
 import math
 
-from ....ir.builder import call_op
+import numpy as np
+
+from .... import limits
+from ....ir.builder import call_op, const
 from ....ir.dtypes import dtype_info
 from ..dtypes import onnx_dtype
 from ..node import Node
@@ -129,9 +132,29 @@ def dequantize_linear(node: Node):
     return call_op("cast", y, to=onnx_dtype(code, f"{node.where}: output_dtype")) if code else y
 
 
+def _known_centred(node: Node, index: int, zero_index: int, dtype: str, zero_shape=None):
+    """``_centred``'s value when input ``index`` and its zero point are known (a
+    weight's: computed once, here, not at every call), else None."""
+    value = node.inputs[index]
+    zero = node.inputs[zero_index] if node.has(zero_index) else np.zeros((), np.int32)
+    if not (isinstance(value, np.ndarray) and isinstance(zero, np.ndarray)):
+        return None
+    limits.check("folded_bytes", value.size * np.dtype(dtype).itemsize,
+                 f"{node.where}: input {index} less its zero point")  # fmt: skip
+    if zero.size == 1:
+        zero = zero.reshape(())
+    elif zero_shape is not None:
+        zero = zero.reshape(zero_shape)
+    return value.astype(dtype) - zero.astype(dtype)
+
+
 def _centred(node: Node, index: int, zero_index: int, dtype: str, zero_shape=None):
     """Input ``index`` less its zero point (input ``zero_index``, when given; reshaped to
-    ``zero_shape`` when it holds one per row or channel), in ``dtype``."""
+    ``zero_shape`` when it holds one per row or channel), in ``dtype`` (a constant when
+    both are known)."""
+    known = _known_centred(node, index, zero_index, dtype, zero_shape)
+    if known is not None:
+        return const(known)
     x = call_op("cast", node.expr(index), to=dtype)
     if not node.has(zero_index):
         return x
@@ -192,8 +215,62 @@ def dynamic_quantize_linear(node: Node):
 # -- QLinear ops: integer products requantised ----------------------------------------
 # ONNX Runtime computes them as: the integer accumulator (int32), times one float32
 # multiplier (the operands' scales over the output's), rounded half to even, plus the
-# output's zero point, saturated. The accumulators here are exact (int32 products, or a
-# float64 conv of 8-bit values), so the results are Runtime's.
+# output's zero point, saturated. The accumulators here are exact (sums of products of
+# 8-bit values, in floats: ``_sum_type``), so the results are Runtime's.
+
+#: A sum of products of integers whose magnitudes add up to less than this is exact in
+#: float32, in any order and with or without fused multiply-adds: every partial sum is
+#: an integer its 24-bit mantissa holds.
+FLOAT32_EXACT = 2**24
+
+
+def _span(node: Node, index: int, zero_index: int):
+    """The centred values of input ``index`` (less its zero point), as far as known
+    while importing: the values when known, else the largest magnitude its type and
+    zero point allow."""
+    value, zero = node.inputs[index], node.inputs[zero_index] if node.has(zero_index) else 0
+    if isinstance(value, np.ndarray) and isinstance(zero, np.ndarray | int):
+        return value, zero
+    info = dtype_info(node.expr(index).type.dtype)
+    if not isinstance(zero, np.ndarray | int):
+        return None, int(info.max) - int(info.min)
+    zero = np.asarray(zero, np.int64)
+    return None, int(max(np.max(zero - int(info.min)), np.max(int(info.max) - zero)))
+
+
+def _sum_type(node: Node, a_index: int, b_index: int, b_zero_shape=None, b_transposed=False):
+    """float32 when every output of the product of inputs ``a_index`` and ``b_index``
+    (each less its zero point, the next input but one) is a sum of terms whose
+    magnitudes provably add up to less than ``FLOAT32_EXACT``, else float64 (exact up to
+    2**53: sums of up to 2**37 products of 8-bit values). B is a matrix (K, N) read by
+    columns (``b_transposed``: (N, K)), or a conv weight (N, ...) by its first axis
+    (``b_zero_shape`` broadcasts its zero points)."""
+    a_values, a_zero = _span(node, a_index, a_index + 2)
+    b_values, b_zero = _span(node, b_index, b_index + 2)
+    a_max = (int(np.max(np.abs(a_values.astype(np.int64) - np.asarray(a_zero, np.int64)),
+                        initial=0)) if a_values is not None else a_zero)  # fmt: skip
+    w = node.expr(b_index).type
+    conv = b_zero_shape is not None
+    if not all(isinstance(d, int) for d in w.shape):
+        return "float64"
+    if b_values is not None:
+        zero = np.asarray(b_zero, np.int64)
+        if zero.size == 1:
+            zero = zero.reshape(())
+        elif conv:
+            zero = zero.reshape(b_zero_shape)
+        elif b_transposed:
+            zero = zero.reshape(-1, 1)
+        centred = np.abs(b_values.astype(np.int64) - zero)
+        if conv:
+            sums = centred.reshape(w.shape[0], -1).sum(axis=1)
+        else:
+            sums = centred.sum(axis=-1 if b_transposed else -2)
+        column = int(np.max(sums, initial=0))
+    else:
+        k = math.prod(w.shape[1:]) if conv else w.shape[-1 if b_transposed else -2]
+        column = k * b_zero
+    return "float32" if a_max * column < FLOAT32_EXACT else "float64"
 
 
 def _scale_of(node: Node, index: int, shape=None):
@@ -224,10 +301,10 @@ def qlinear_matmul(node: Node):
     # a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point
     b = node.expr(3)
     columns = (b.type.shape[-1],) if b.type.ndim >= 1 else None
-    # (in float64 the products of 8-bit values and their sums up to 2**37 terms are exact:
-    # the int32 accumulator, on a backend's fast float product)
-    product = call_op("cast", call_op("matmul", _centred(node, 0, 2, "float64"),
-                                      _centred(node, 3, 5, "float64")), to="int32")  # fmt: skip
+    # (the int32 accumulator, exact, on a backend's fast float product)
+    exact = _sum_type(node, 0, 3) if b.type.ndim >= 2 and node.expr(0).type.ndim >= 1 else "float64"
+    product = call_op("cast", call_op("matmul", _centred(node, 0, 2, exact),
+                                      _centred(node, 3, 5, exact)), to="int32")  # fmt: skip
     multiplier = call_op(
         "divide", call_op("multiply", _scale_of(node, 1), _scale_of(node, 4, columns)),
         _scale_of(node, 6),
@@ -244,18 +321,56 @@ def qlinear_conv(node: Node):
     w = node.expr(3)
     _check_kernel(node, w.type.shape[2:])
     per_channel = (w.type.shape[0],) + (1,) * (w.type.ndim - 2)
-    weights = _centred(node, 3, 5, "float64", (w.type.shape[0],) + (1,) * (w.type.ndim - 1))
-    # (a float64 conv of 8-bit values is exact, as in ConvInteger)
-    y = conv_builder(_centred(node, 0, 2, "float64"), weights, None,
+    channels = (w.type.shape[0],) + (1,) * (w.type.ndim - 1)
+    # (a conv of 8-bit values is exact in float64, as in ConvInteger; in float32 when
+    # small enough: _sum_type)
+    exact = _sum_type(node, 0, 3, b_zero_shape=channels)
+    weights = _centred(node, 3, 5, exact, channels)
+    y = conv_builder(_centred(node, 0, 2, exact), weights, None,
                      group=node.attr("group", 1), **_window_attrs(node))  # fmt: skip
+    y = call_op("cast", y, to="int32")
     if node.has(8):
-        y = call_op("add", y, call_op("reshape", call_op("cast", node.expr(8), to="float64"),
+        y = call_op("add", y, call_op("reshape", call_op("cast", node.expr(8), to="int32"),
                                       newshape=per_channel))  # fmt: skip
     multiplier = call_op(
         "divide", call_op("multiply", _scale_of(node, 1), _scale_of(node, 4, per_channel)),
         _scale_of(node, 6),
     )  # fmt: skip
-    return _requantised(node, call_op("cast", y, to="int32"), multiplier, 7)
+    return _requantised(node, y, multiplier, 7)
+
+
+@converter("QGemm", domain="com.microsoft")
+def qgemm(node: Node):
+    # ONNX Runtime's QGemm: A, a_scale, a_zero_point, B, b_scale, b_zero_point, C, y_scale,
+    # y_zero_point; the int32 sum of the centred products and of C (the int32 bias), times
+    # alpha * a_scale * b_scale (/ y_scale), in float32: requantised as QLinearMatMul, or a
+    # float32 result when there is no y_zero_point (as Runtime computes either).
+    transposed = bool(node.attr("transB", 0))
+    exact = _sum_type(node, 0, 3, b_transposed=transposed)  # (exact, as QLinearMatMul's)
+    a = _centred(node, 0, 2, exact)
+    if node.attr("transA", 0):
+        a = call_op("transpose", a, axes=(1, 0))
+    n = node.expr(3).type.shape[0 if transposed else 1]
+    known = _known_centred(node, 3, 5, exact, (n, 1) if transposed else (n,))
+    if known is not None:  # (a weight: transposed once, here)
+        b = const(np.ascontiguousarray(known.T if transposed else known))
+    else:
+        b = _centred(node, 3, 5, exact, (n, 1) if transposed else (n,))
+        b = call_op("transpose", b, axes=(1, 0)) if transposed else b
+    columns = (n,)
+    accumulator = call_op("cast", call_op("matmul", a, b), to="int32")
+    if node.has(6):
+        accumulator = call_op("add", accumulator, call_op("cast", node.expr(6), to="int32"))
+    scale = _scale_of(node, 1)
+    alpha = float(node.attr("alpha", 1.0))
+    if alpha != 1.0:
+        scale = call_op("multiply", call_op("cast", alpha, to="float32"), scale)
+    scale = call_op("multiply", scale, _scale_of(node, 4, columns))
+    if node.has(7):
+        scale = call_op("divide", scale, _scale_of(node, 7))
+    if node.has(8):
+        return _requantised(node, accumulator, scale, 8)
+    return call_op("multiply", call_op("cast", accumulator, to="float32"), scale)
 
 
 def _qlinear_binary(node: Node, combine, zero_before_rounding: bool):
