@@ -422,7 +422,7 @@ def _qdq_model(op: str, per_channel: bool, seed: int = 0, y_scale: float = 0.3):
 @pytest.mark.parametrize("op", ["MatMul", "Conv", "Gemm"])
 def test_qdq_products_match_runtime_optimised_with_integers_and_as_written_without(op, per_channel):
     model, feeds = _qdq_model(op, per_channel)
-    integer = nbyoc.from_onnx(model, qdq="integer")
+    integer = nbyoc.from_onnx(model)  # (the default reading)
     calls = [n.op.name for n in nbyoc.ir.post_order([integer.body])
              if isinstance(n, nbyoc.ir.Call)]  # fmt: skip
     # (the product's operands are the integers less their zero points)
@@ -434,7 +434,7 @@ def test_qdq_products_match_runtime_optimised_with_integers_and_as_written_witho
     on, off = _ort_optimised(model, feeds), _ort_unoptimised(model, feeds)
     for backend in ("host", "llvm"):
         np.testing.assert_array_equal(nbyoc.compile(integer, backend)(feeds["x"]), on[0])
-        written = nbyoc.from_onnx(model)
+        written = nbyoc.from_onnx(model, qdq="float")
         np.testing.assert_array_equal(nbyoc.compile(written, backend)(feeds["x"]), off[0])
 
 

@@ -42,7 +42,7 @@ def require_onnx():
     return onnx
 
 
-def from_onnx(model, shapes=None, constants=None, base_dir=None, qdq="float"):
+def from_onnx(model, shapes=None, constants=None, base_dir=None, qdq="integer"):
     """The nbyoc ``Function`` computing an ONNX model.
 
     ``model``: a path, the model's bytes, or an ``onnx.ModelProto``. ``base_dir``: the
@@ -52,10 +52,12 @@ def from_onnx(model, shapes=None, constants=None, base_dir=None, qdq="float"):
     ``{input name: shape}`` fixes dynamic dims (``-1``, named or unknown; ``None``
     keeps one dynamic); the dims not fixed stay symbolic. ``constants``:
     ``{input name: array}`` to fix graph inputs as constants (for inputs an op needs
-    the value of, such as a reshape's target shape). ``qdq``: ``"float"`` computes a
-    quantised model's DequantizeLinear -> MatMul/Conv/Gemm -> QuantizeLinear as its graph
-    says (as ONNX Runtime does with its optimisations off); ``"integer"`` as integer
-    products requantised once, as Runtime does with them on (``onnx.qdq``).
+    the value of, such as a reshape's target shape). ``qdq``: ``"integer"`` (the default)
+    computes a quantised model's DequantizeLinear -> MatMul/Conv/Gemm -> QuantizeLinear
+    as integer products requantised once, as ONNX Runtime, OpenVINO and TensorRT run
+    them (each product bit for bit Runtime's default session's: ``onnx.qdq``);
+    ``"float"`` as its graph says, the product of the dequantised values (as Runtime
+    does with its graph optimisations off).
 
     Parameters are the graph inputs that are not initializers, in order, named after
     them (made valid identifiers); the body returns the graph outputs in order (a

@@ -213,7 +213,7 @@ def _symbol(dim_param: str, fallback: str, symbols: dict):
     return size_symbol(symbols[key])
 
 
-def import_model(model, shapes: dict, constants: dict, base_dir=None, qdq="float") -> Function:
+def import_model(model, shapes: dict, constants: dict, base_dir=None, qdq="integer") -> Function:
     """The nbyoc Function of ``model`` (see ``nbyoc.from_onnx``)."""
     proto = load_model(model)
     base_dir = model_directory(model, base_dir)

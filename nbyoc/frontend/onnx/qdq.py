@@ -10,7 +10,8 @@ product is then computed on the integers, its sum exact, and requantised once
 float path computes the product of the dequantised values, as the graph itself says,
 and as Runtime does with its optimisations off.
 
-``from_onnx(..., qdq="integer")`` applies it before converting; a pattern that does not
+``from_onnx`` applies it before converting (its default, ``qdq="integer"``; ``"float"``
+keeps the graph as written); a pattern that does not
 match exactly (blocked scales, a product read by other nodes too, a graph output) is
 left as it is. Runtime fuses more than this (a Relu or Clip between the product and its
 QuantizeLinear, Softmax into ``QLinearSoftmax``, Add and Mul into ``QLinearAdd`` and
