@@ -283,6 +283,7 @@ class _Reader:
 
     def __init__(self, places, sizes, stages, first_stage, symbols=frozenset()):
         self.symbols = symbols
+        self.read: dict[str, object] = {}  # (a literal's text -> its value, with symbols)
         self.places: dict[str, Place] = places
         self.sizes: dict[int, int] = sizes  # each base's bytes
         self.tables: dict[str, int] = {}  # a table's name -> where its run starts
@@ -337,7 +338,7 @@ class _Reader:
         if isinstance(value, ast.Name):
             return self.place(value, text)
         if isinstance(value, ast.Subscript):
-            return self.place(value.value, text).sliced(_slices(value.slice, text, self.symbols))
+            return self.place(value.value, text).sliced(_slices(value.slice, text, self.literal))
         if _called(value) == "np.ascontiguousarray" and len(value.args) == 1:
             place = self.view(value.args[0], text)
             if not place.contiguous:
@@ -461,7 +462,23 @@ class _Reader:
         self.table.pop()  # (its address only: no extent)
 
     def literal(self, node: ast.expr, text: str):
-        return _literal(node, text, self.symbols)
+        if not self.symbols:
+            return _literal(node, text)
+        # (a program lowered in symbols writes the same sizes many times: each text read
+        # once)
+        segment = self.segment(node)
+        found = self.read.get(segment)
+        if found is None:
+            found = self.read[segment] = _literal(node, text, self.symbols)
+        return found
+
+    def segment(self, node: ast.expr) -> str:
+        lines = self.lines[node.lineno - 1 : node.end_lineno]
+        if len(lines) == 1:
+            return lines[0][node.col_offset : node.end_col_offset]
+        return "\n".join(
+            [lines[0][node.col_offset :], *lines[1:-1], lines[-1][: node.end_col_offset]]
+        )
 
     def integer(self, node: ast.expr, text: str) -> int:
         if _called(node) == "np.int64" and len(node.args) == 1:
@@ -575,13 +592,13 @@ def _numba_scalar(dtype: str) -> str:
     return "nbt.boolean" if dtype == "bool" else f"nbt.{dtype}"
 
 
-def _slices(node: ast.expr, text: str, symbols: frozenset[str]) -> tuple[slice, ...]:
+def _slices(node: ast.expr, text: str, literal) -> tuple[slice, ...]:
     parts = node.elts if isinstance(node, ast.Tuple) else [node]
     slices = []
     for part in parts:
         if not isinstance(part, ast.Slice):
             raise NotAProgram(f"an index that is not a slice in {text!r}")
-        ends = [None if e is None else _integer(_literal(e, text, symbols), text)
+        ends = [None if e is None else _integer(literal(e, text), text)
                 for e in (part.lower, part.upper, part.step)]  # fmt: skip
         slices.append(slice(*ends))
     return tuple(slices)

@@ -31,6 +31,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ...ir.symbols import maximum, minimum
 from .drivers import (
     DRIVER_BODY,
     DRIVER_PARAMETERS,
@@ -271,6 +272,18 @@ class StageCall:
 
     def work(self) -> int:
         return math.prod(self.domain) * self.row_elements
+
+
+def _chunks(units, work):
+    """How many chunks a driver cuts ``units`` doing ``work`` into: one per
+    ``CHUNK_ELEMENTS`` of work, at most ``MAX_CHUNKS`` and ``units``, at least one. An
+    expression of the sizes when they are symbolic (a template's: ``templates``), not a
+    decision: the driver takes it as an argument.
+
+    >>> _chunks(10, 1 << 30), _chunks(10, 10)
+    (10, 1)
+    """
+    return maximum(1, minimum(minimum(units, work // CHUNK_ELEMENTS), MAX_CHUNKS))
 
 
 def can_join(pending: list[StageCall], call: StageCall) -> bool:
@@ -595,14 +608,14 @@ def emit_calls(calls: list[StageCall], stages: StageFunctions | None = None) -> 
         total = math.prod(first.domain[: lead_axes(first.domain, first.parallel)])
         if not first.parallel:
             return [c.call("0", str(total)) for c in calls]
-        chunks = max(1, min(total, first.work() // CHUNK_ELEMENTS, MAX_CHUNKS))
+        chunks = _chunks(total, first.work())
         cut, shares = (chunks, total, 1, total), [(1, 1)] * len(calls)
     else:
         unit = _coarsest_unit(calls)
         assert unit is not None, "internal: calls of different domains without nested leads"
         size = first.lead.size
         units = -(-size // unit)
-        chunks = max(1, min(units, sum(c.work() for c in calls) // CHUNK_ELEMENTS, MAX_CHUNKS))
+        chunks = _chunks(units, sum(c.work() for c in calls))
         cut, shares = (chunks, units, unit, size), [(c.lead.unit, c.lead.per) for c in calls]
     drive = None if stages is None else stages.add_driver([c.function for c in calls])
     if drive is not None:

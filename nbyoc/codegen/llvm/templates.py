@@ -14,9 +14,12 @@ guard, as torch.compile's guards are (``symbols.deciding``). Every size the lowe
 computes stays an expression in the symbols: the scratch arenas' lengths, the
 program's slots (``Lowered.program_sizes``), the inputs' and outputs' shapes. That
 lowering, the *template*, serves every binding its guards hold for: ``lowered_for``
-checks them and writes the binding's values into a copy of the program (a few hundred
-evaluations of small polynomials). A binding that fails some guard gets a template of
-its own, lowered the same way.
+checks them and writes the binding's values into a copy of the program (one compiled
+function of the symbols: ``symbols.size_function``). A binding that fails some guard
+gets a template of its own, lowered the same way. The first binding of a region is
+lowered for its shapes, as a function of fixed shapes is (a symbolic lowering costs 2
+to 3 times as much, and many symbolic functions only ever see one size); the template
+comes with the second, as torch.compile turns a dimension dynamic once it changes.
 
 A size used as a number by the lowering (``int()``, ``range()``) is a guard that it
 equals its value, and so is a symbol some stage function writes into its text (a size
@@ -30,12 +33,14 @@ lowering fails, gets no template: it is lowered for its concrete shapes as befor
 >>> from nbyoc.codegen.llvm import generic
 >>> x = nbyoc.var("x", ("n", 256))
 >>> symbolic = nbyoc.function([x], nbyoc.exp(x) * 2.0)
->>> regions = [specialize(symbolic, {"n": n}) for n in (300, 500)]
+>>> regions = [specialize(symbolic, {"n": n}) for n in (100, 300, 500)]
 >>> for region in regions:
 ...     generic.register(region, symbolic)
 >>> from nbyoc.codegen.llvm.lower import lower
 >>> lowering = lambda f: lower(f, True, 1 << 15, True, 1 << 30)
->>> (first, _), (second, lowered) = (lowered_for(r, "options", lowering) for r in regions)
+>>> lowered_for(regions[0], "options", lowering) is None  # (the first: for its shapes)
+True
+>>> (first, _), (second, lowered) = (lowered_for(r, "options", lowering) for r in regions[1:])
 >>> [t.shape for t in lowered.inputs], lowered.program is not None, first is second
 ([(500, 256)], True, True)
 """
@@ -51,7 +56,7 @@ from dataclasses import dataclass, replace
 from ...errors import NbyocError
 from ...ir.nodes import Function
 from ...ir.specialize import specialize
-from ...ir.symbols import Guards, SizeExpr, deciding, size, substitute
+from ...ir.symbols import Guards, SizeExpr, deciding, size, size_function
 from ...ir.types import TensorType
 from ...runtime.sizes import SizeBinder
 from . import generic
@@ -70,6 +75,8 @@ class Template:
     names: dict
     #: The symbols taken at their values because a stage writes them into its code.
     pinned: frozenset = frozenset()
+    #: Its lowering made for a binding (renamed): ``Instantiate``.
+    instantiate: Callable | None = None
 
     def holds(self, binding: dict[str, int]) -> bool:
         try:
@@ -85,6 +92,9 @@ class Template:
 _TEMPLATES: weakref.WeakKeyDictionary[Function, list[Template]] = weakref.WeakKeyDictionary()
 #: Each symbolic function's binder of its sizes from its parameters' shapes.
 _BINDERS: weakref.WeakKeyDictionary[Function, SizeBinder] = weakref.WeakKeyDictionary()
+#: The symbols each symbolic function's last template took at their values, by options
+#: (present once its first binding was lowered, for its shapes).
+_PINNED: weakref.WeakKeyDictionary[Function, dict] = weakref.WeakKeyDictionary()
 #: The symbolic functions a template was refused for (by options), with why.
 _REFUSED: weakref.WeakKeyDictionary[Function, dict] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
@@ -108,11 +118,19 @@ def lowered_for(region: Function, options: Hashable, lower: Callable) -> tuple |
         templates = _TEMPLATES.setdefault(symbolic, [])
         template = next((t for t in templates if t.options == options and t.holds(binding)), None)
         if template is None:
-            template = _make(symbolic, binding, options, lower)
+            pinned = _PINNED.setdefault(symbolic, {})
+            if options not in pinned:  # (the first binding: lowered for its shapes, as fast)
+                pinned[options] = frozenset()
+                return None
+            own = set().union(*(p.type.symbols for p in symbolic.params))
+            if own <= pinned[options]:  # (its stages write every size: one per binding)
+                return None
+            template = _make(symbolic, binding, options, lower, pinned[options])
             if template is None:
                 return None
+            pinned[options] = template.pinned
             templates.append(template)
-    return template, at(template.lowered, template.renamed(binding))
+    return template, template.instantiate(template.renamed(binding))
 
 
 def _binding(region: Function, symbolic: Function) -> dict[str, int] | None:
@@ -132,15 +150,18 @@ def _binding(region: Function, symbolic: Function) -> dict[str, int] | None:
         return None
 
 
-def _make(symbolic: Function, binding: dict, options, lower: Callable) -> Template | None:
+def _make(
+    symbolic: Function, binding: dict, options, lower: Callable, pinned=frozenset()
+) -> Template | None:
     """A template of ``symbolic`` lowered at ``binding``. A symbol whose size some stage
     writes into its code (rather than reading it at run time: ``sizes.Dim``) is taken at
     its value, as a guard, and the function lowered again: the template is then as
-    general as its stages let it be."""
+    general as its stages let it be (``pinned``: the symbols to take at their values
+    from the start, as the last template had to)."""
     symbols = sorted(binding)
     names = {name: f"{RENAMED}{k}" for k, name in enumerate(symbols)}
     hint = {names[k]: v for k, v in binding.items()}
-    pinned: set[str] = set()
+    pinned = set(pinned) & set(symbols)
     while True:
         values = {n: binding[n] if n in pinned else size(names[n]) for n in symbols}
         renamed = specialize(symbolic, values)  # (its types compared as written: outside)
@@ -159,7 +180,7 @@ def _make(symbolic: Function, binding: dict, options, lower: Callable) -> Templa
         pinned |= written
     for name in pinned:
         guards.value(size(names[name]))
-    return Template(lowered, guards, options, names, frozenset(pinned))
+    return Template(lowered, guards, options, names, frozenset(pinned), Instantiate(lowered))
 
 
 #: The prefix of a template's symbols (``Template.names``).
@@ -187,28 +208,35 @@ def at(template: Lowered, binding: dict[str, int]) -> Lowered:
     >>> lowered.inputs, lowered.scratch
     ([Tensor[(3, 2), float32]], [('float32', 12)])
     """
-
-    def concrete(t: TensorType) -> TensorType:
-        if not t.symbols:
-            return t
-        return TensorType(tuple(substitute(d, binding) for d in t.shape), t.dtype)
-
-    program = template.program
-    if program is not None and template.program_sizes:
-        arrays = [a.copy() if k != 1 else a for k, a in enumerate(program)]
-        for which, slot, size in template.program_sizes:
-            arrays[which][slot] = size.evaluate(binding)
-        program = tuple(arrays)
-    scratch = [(dtype, _value(n, binding)) for dtype, n in template.scratch]
-    return replace(
-        template,
-        inputs=[concrete(t) for t in template.inputs],
-        outputs=[concrete(t) for t in template.outputs],
-        scratch=scratch,
-        program=program,
-        program_sizes=(),
-    )
+    return Instantiate(template)(binding)
 
 
-def _value(n, binding) -> int:
-    return n.evaluate(binding) if isinstance(n, SizeExpr) else int(n)
+class Instantiate:
+    """A template's lowering made for one binding: every size in it (its inputs' and
+    outputs' shapes, its arenas' lengths, its program's slots) computed by one
+    compiled function of the symbols (``symbols.size_function``)."""
+
+    def __init__(self, template: Lowered):
+        self.template = template
+        types = [*template.inputs, *template.outputs]
+        sizes = [d for t in types for d in t.shape]
+        sizes += [n for _, n in template.scratch]
+        sizes += [size for _, _, size in template.program_sizes]
+        self.symbols = sorted(set().union(*(s.symbols for s in sizes if isinstance(s, SizeExpr))))
+        self.sizes = size_function(sizes, self.symbols)
+
+    def __call__(self, binding: dict[str, int]) -> Lowered:
+        template = self.template
+        values = iter(self.sizes(*[binding[name] for name in self.symbols]))
+        types = [TensorType(tuple(next(values) for _ in t.shape), t.dtype)
+                 for t in [*template.inputs, *template.outputs]]  # fmt: skip
+        scratch = [(dtype, next(values)) for dtype, _ in template.scratch]
+        program = template.program
+        if program is not None and template.program_sizes:
+            arrays = [a.copy() if k != 1 else a for k, a in enumerate(program)]
+            for (which, slot, _), value in zip(template.program_sizes, values):
+                arrays[which][slot] = value
+            program = tuple(arrays)
+        n_in = len(template.inputs)
+        return replace(template, inputs=types[:n_in], outputs=types[n_in:], scratch=scratch,
+                       program=program, program_sizes=())  # fmt: skip
