@@ -19,7 +19,10 @@ function of the symbols: ``symbols.size_function``). A binding that fails some g
 gets a template of its own, lowered the same way. The first binding of a region is
 lowered for its shapes, as a function of fixed shapes is (a symbolic lowering costs 2
 to 3 times as much, and many symbolic functions only ever see one size); the template
-comes with the second, as torch.compile turns a dimension dynamic once it changes.
+comes with the second, symbolic only in the sizes that changed (the others taken at
+their values, guarded), as torch.compile makes a dimension dynamic once it changes: an
+OCR model whose batch varies gets a template in the batch, not in the image's height
+and width too, whose expressions through every conv and pool would cost its lowering.
 
 A size used as a number by the lowering (``int()``, ``range()``) is a guard that it
 equals its value, and so is a symbol some stage function writes into its text (a size
@@ -51,7 +54,7 @@ import re
 import threading
 import weakref
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ...errors import NbyocError
 from ...ir.nodes import Function
@@ -92,9 +95,23 @@ class Template:
 _TEMPLATES: weakref.WeakKeyDictionary[Function, list[Template]] = weakref.WeakKeyDictionary()
 #: Each symbolic function's binder of its sizes from its parameters' shapes.
 _BINDERS: weakref.WeakKeyDictionary[Function, SizeBinder] = weakref.WeakKeyDictionary()
-#: The symbols each symbolic function's last template took at their values, by options
-#: (present once its first binding was lowered, for its shapes).
-_PINNED: weakref.WeakKeyDictionary[Function, dict] = weakref.WeakKeyDictionary()
+
+
+@dataclass
+class _Seen:
+    """What a symbolic function's bindings showed (by options): the first binding, the
+    symbols that have changed since (a template keeps only those symbolic: the others
+    are taken at their values, guarded, as torch.compile's automatic dynamic shapes
+    make a dimension dynamic once it changes), and the symbols its stages write into
+    their code (taken at their values in every template)."""
+
+    first: dict
+    varying: set = field(default_factory=set)
+    pinned: set = field(default_factory=set)
+
+
+#: Each symbolic function's ``_Seen``, by options.
+_SEEN: weakref.WeakKeyDictionary[Function, dict] = weakref.WeakKeyDictionary()
 #: The symbolic functions a template was refused for (by options), with why.
 _REFUSED: weakref.WeakKeyDictionary[Function, dict] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
@@ -118,17 +135,20 @@ def lowered_for(region: Function, options: Hashable, lower: Callable) -> tuple |
         templates = _TEMPLATES.setdefault(symbolic, [])
         template = next((t for t in templates if t.options == options and t.holds(binding)), None)
         if template is None:
-            pinned = _PINNED.setdefault(symbolic, {})
-            if options not in pinned:  # (the first binding: lowered for its shapes, as fast)
-                pinned[options] = frozenset()
+            seen = _SEEN.setdefault(symbolic, {})
+            if options not in seen:  # (the first binding: lowered for its shapes, as fast)
+                seen[options] = _Seen(dict(binding))
                 return None
+            state = seen[options]
+            state.varying |= {k for k, v in binding.items() if state.first.get(k) != v}
             own = set().union(*(p.type.symbols for p in symbolic.params))
-            if own <= pinned[options]:  # (its stages write every size: one per binding)
+            fixed = (set(binding) - state.varying) | state.pinned
+            if own <= fixed:  # (none of its sizes varies, or its stages write them all)
                 return None
-            template = _make(symbolic, binding, options, lower, pinned[options])
+            template = _make(symbolic, binding, options, lower, fixed)
             if template is None:
                 return None
-            pinned[options] = template.pinned
+            state.pinned |= template.pinned - (set(binding) - state.varying)
             templates.append(template)
     return template, template.instantiate(template.renamed(binding))
 
