@@ -6,11 +6,12 @@ before templates), side by side in one process.
     python bench/new_binding.py [--models nudenet-320n,...] [--scales 4,5,6,7,8,9]
                                 [--json new_binding.json]
 
-For each model (its batch dimension symbolic) and each way, an executable is compiled
+For each model (its batch dimension symbolic) and each way, in a process of its own (so
+that neither finds the other's compiled modules or grown scratch pool), an executable is
+compiled
 and called at the first two scales of the sample batch (which make the templates and
 compile the stage functions), then at each later scale once (the new binding) and three
-times more (warm), every thread's scratch pool let go first (else the second way would
-find the first's grown pool). The table gives, as medians over the new scales, the
+times more (warm). The table gives, as medians over the new scales, the
 build of a new binding (``runtime.sizes.SymbolicSizes._make``: specialising the model,
 taking or making each region's lowering, loading its modules) and the first call's
 time beyond a warm call's (the build and the first touch of scratch memory the larger
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,7 +36,7 @@ import numpy as np  # noqa: E402
 
 import nbyoc  # noqa: E402
 from nbyoc.codegen.llvm import templates  # noqa: E402
-from nbyoc.runtime import scratch, sizes  # noqa: E402
+from nbyoc.runtime import sizes  # noqa: E402
 from nbyoc.runtime.compiles import compile_counts  # noqa: E402
 from tests import real_models  # noqa: E402
 
@@ -71,7 +73,6 @@ def measure(name: str, scales: list[int], per_binding: bool) -> dict:
         return made
 
     sizes.SymbolicSizes._make = timed
-    scratch.release()
     try:
         fn = nbyoc.compile(func)
         arguments = {s: [np.concatenate([v] * s) for v in sample.values()] for s in scales}
@@ -98,20 +99,32 @@ def measure(name: str, scales: list[int], per_binding: bool) -> dict:
         templates.lowered_for, sizes.SymbolicSizes._make = saved, make
 
 
+def _measured(name: str, scales: str, way: str) -> dict:
+    command = [sys.executable, __file__, "--scales", scales, "--one", name, way]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--scales", default="4,5,6,7,8,9")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--one", nargs=2, metavar=("MODEL", "WAY"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     scales = [int(s) for s in args.scales.split(",")]
+    if args.one:  # (one measurement, in this process: its JSON on the last line)
+        name, way = args.one
+        print(json.dumps(measure(name, scales, per_binding=way == "per_binding")))
+        return
     rows = []
     print("| model | build, templates | build, lowered per binding | ratio | first call "
           "beyond warm (templates / per binding) | lowerings | modules compiled |")  # fmt: skip
     print("|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
-        generic = measure(name, scales, per_binding=False)
-        lowered = measure(name, scales, per_binding=True)
+        generic, lowered = (
+            _measured(name, args.scales, way) for way in ("templates", "per_binding")
+        )
         rows.append({"model": name, "templates": generic, "per_binding": lowered})
         print(
             f"| {name} | {generic['build_ms']:.1f} ms | {lowered['build_ms']:.1f} ms "
