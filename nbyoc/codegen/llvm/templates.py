@@ -200,6 +200,10 @@ def _make(
         pinned |= written
     for name in pinned:
         guards.value(size(names[name]))
+    # (its text, shown by get_source, in the function's own names)
+    lowered = replace(
+        lowered, source=_RENAMED_TOKEN.sub(lambda m: symbols[int(m[1])], lowered.source)
+    )
     return Template(lowered, guards, options, names, frozenset(pinned), Instantiate(lowered))
 
 
