@@ -1,5 +1,11 @@
 """``merge_compiler_regions``: join neighbouring regions of the same backend.
 
+Two passes: a region joins the regions of its operands (producer and consumer), then
+*siblings* join: regions of one backend that read the same value (a parameter or a
+computed value, not a constant), with no path between them, become one, so that
+``[a + b, a - b]`` is one region and its backend reads ``a`` and ``b`` once (one loop
+on llvm) instead of two kernels each passing over them.
+
 Two regions may be joined only if no path leads from one to the other
 through a third node or region: joining them would make the combined region
 depend on itself (the classic diamond ``A -> host op -> B`` with ``A -> B``).
@@ -15,10 +21,15 @@ cycles through several regions are caught too.
 >>> from nbyoc.transform import annotate_target
 >>> len(merge_compiler_regions(annotate_target(f, "doc_merge")).members())
 2
+>>> b = nbyoc.var("b", (2,))
+>>> siblings = nbyoc.function([a, b], nbyoc.tuple([a + b, a * b]))
+>>> len(merge_compiler_regions(annotate_target(siblings, "doc_merge")).members())
+1
 """
 
 from __future__ import annotations
 
+from ..ir.nodes import Constant
 from .regions import Graph, Regions
 
 
@@ -42,6 +53,20 @@ def merge_compiler_regions(regions: Regions, max_size: int | None = None) -> Reg
             producer = graph.nodes[p]
             if producer in regions.region and regions.target[producer] == regions.target[node]:
                 merger.try_merge(merger.find(p), merger.find(i))
+    # Siblings: the regions of one target reading one value, each tried against the
+    # first of them (in evaluation order) in turn.
+    for i, node in enumerate(graph.nodes):
+        if isinstance(node, Constant):
+            continue
+        first: dict[str, int] = {}
+        for u in graph.succs[i]:
+            reader = graph.nodes[u]
+            if reader in regions.region:
+                target = regions.target[reader]
+                if target in first:
+                    merger.try_merge(merger.find(first[target]), merger.find(u))
+                else:
+                    first[target] = u
     group = {graph.nodes[i]: merger.find(i) for i in range(len(graph.nodes))}
     group = {node: key for node, key in group.items() if node in regions.region}
     return Regions.grouped(regions.func, regions.target, group)

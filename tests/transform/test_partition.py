@@ -178,6 +178,60 @@ def test_two_independent_regions_sharing_an_input():
     run_both(f, [TRANSC, REDUCE])
 
 
+def test_siblings_reading_one_input_share_a_region():
+    a, b = nbyoc.var("a", (5,)), nbyoc.var("b", (5,))
+    f = nbyoc.function([a, b], [a + b, a - b])
+    mod = passes(f, ARITH)
+    assert list(externals(mod)) == ["t_arith_0"]
+    assert [p.type for p in mod["t_arith_0"].params] == [a.type, b.type]  # (each read once)
+    run_both(f, ARITH)
+    # (a computed value read by two regions: they join too)
+    shared = nbyoc.exp(a)  # (on the host)
+    f = nbyoc.function([a], [shared * shared, shared + 1.0])
+    assert len(externals(passes(f, ARITH))) == 1
+    run_both(f, ARITH)
+
+
+def test_siblings_with_a_path_between_them_through_the_host_stay_apart():
+    a = nbyoc.var("a", (4,))
+    first = a * a
+    second = a + nbyoc.sqrt(first)  # (reads a, and first through the host)
+    f = nbyoc.function([a], [first, second])
+    assert len(externals(passes(f, ARITH))) == 2
+    run_both(f, ARITH)
+
+
+def test_regions_sharing_only_a_constant_are_not_siblings():
+    a, b = nbyoc.var("a", (4,)), nbyoc.var("b", (4,))
+    one = nbyoc.const(np.ones(4, np.float32))
+    f = nbyoc.function([a, b], [nbyoc.exp(a) * one, nbyoc.exp(b) + one])
+    assert len(externals(passes(f, ARITH))) == 2
+    run_both(f, ARITH)
+
+
+def test_max_size_bounds_sibling_merging():
+    a = nbyoc.var("a", (4,))
+    f = nbyoc.function([a], [a + a, a * a, a - a])
+    assert len(externals(passes(f, ARITH, max_size=2))) == 2
+    assert len(externals(passes(f, ARITH))) == 1
+
+
+@pytest.mark.parametrize("backend", ["llvm", "csource", "examplejson"])
+def test_each_backend_runs_sibling_ops_as_one_region(backend):
+    """``[a + b, a - b]``: one external function on every backend; on llvm, one loop
+    computing both (its stage function reads a and b once per element)."""
+    a, b = nbyoc.var("a", (64, 64)), nbyoc.var("b", (64, 64))
+    f = nbyoc.function([a, b], [a + b, a - b])
+    fn = run_both(f, backend)
+    assert len(externals(fn.module)) == 1
+    if backend == "llvm":
+        from nbyoc.codegen.llvm.lower import lower
+
+        (region,) = externals(fn.module).values()
+        (stage,) = lower(region).schedule.stages  # (one loop nest, both ops in it)
+        assert sorted(n.op.name for n in stage.nodes) == ["add", "subtract"]
+
+
 def test_min_size_keeps_small_regions_on_the_host():
     a = nbyoc.var("a", (3,))
     f = nbyoc.function([a], nbyoc.exp((a + a) * a) - a)
