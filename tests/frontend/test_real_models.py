@@ -20,6 +20,7 @@ import pytest
 import nbyoc
 from nbyoc.errors import ModelImportError
 
+from .. import real_models
 from ..real_models import (
     BACKENDS,
     EPS32,
@@ -138,19 +139,7 @@ def test_the_set_is_pinned_and_varied():
 
 
 def symbolic_import(name: str) -> nbyoc.ir.Function:
-    """``name`` with its dynamic dims symbolic; where its import needs their values, with
-    all but the batch fixed as the record fixes them."""
-    model = MODELS[name]
-    data = model_bytes(name)
-    try:
-        return nbyoc.from_onnx(data, constants=model.constants)
-    except nbyoc.errors.NeedsConstantError:
-        shapes = {}
-        for k, i in model.inputs.items():
-            shape = list(i.shape)
-            shape[i.batch_axis] = None
-            shapes[k] = tuple(shape)
-        return nbyoc.from_onnx(data, shapes=shapes, constants=model.constants)
+    return real_models.symbolic_import(name, model_bytes(name))
 
 
 @pytest.mark.parametrize(("name", "backend"), cases(("host", "llvm"), refused=False))
