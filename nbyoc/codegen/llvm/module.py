@@ -188,9 +188,10 @@ def lower_ahead(funcs: list[Function], fuse: bool, parallel_threshold: int, mode
     with _LOCK:
         _AHEAD.clear()
         sources = []
+        templated = _kernel_key("template", fuse, parallel_threshold, model_work)
         for func in funcs:
-            if generic.source_of(func) is not None:
-                continue  # (a binding of a symbolic function: lowered from its template)
+            if templates.seen(func, templated):
+                continue  # (a later binding of a symbolic function: from its template)
             digest = structural_digest(func)
             key = _kernel_key(digest, fuse, parallel_threshold, model_work)
             if key in _LIVE:

@@ -153,6 +153,13 @@ def lowered_for(region: Function, options: Hashable, lower: Callable) -> tuple |
     return template, template.instantiate(template.renamed(binding))
 
 
+def seen(region: Function, options: Hashable) -> bool:
+    """Whether ``region`` is a later binding of a symbolic function (one lowered for
+    ``options`` before): made from a template, not lowered for its shapes."""
+    symbolic = generic.source_of(region)
+    return symbolic is not None and options in _SEEN.get(symbolic, {})
+
+
 def _binding(region: Function, symbolic: Function) -> dict[str, int] | None:
     """The binding ``region`` was made by: as registered, else from its parameters'
     shapes (None when they do not give every symbol: a region whose parameters have
