@@ -46,7 +46,8 @@ _BINDINGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def register(region: Function, symbolic: Function, binding: dict | None = None) -> None:
     """Note that ``region`` is ``symbolic`` specialised (``specialize``: node for node),
-    by ``binding`` when given (else its sizes are found from the parameters' shapes)."""
+    by ``binding`` when given (a region registered without one is never made from a
+    template: ``templates``)."""
     _SOURCES[region] = symbolic
     if binding is not None:
         _BINDINGS[region] = dict(binding)

@@ -37,8 +37,8 @@ lowering fails, gets no template: it is lowered for its concrete shapes as befor
 >>> x = nbyoc.var("x", ("n", 256))
 >>> symbolic = nbyoc.function([x], nbyoc.exp(x) * 2.0)
 >>> regions = [specialize(symbolic, {"n": n}) for n in (100, 300, 500)]
->>> for region in regions:
-...     generic.register(region, symbolic)
+>>> for region, n in zip(regions, (100, 300, 500)):
+...     generic.register(region, symbolic, {"n": n})
 >>> from nbyoc.codegen.llvm.lower import lower
 >>> lowering = lambda f: lower(f, True, 1 << 15, True, 1 << 30)
 >>> lowered_for(regions[0], "options", lowering) is None  # (the first: for its shapes)
@@ -56,12 +56,10 @@ import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 
-from ...errors import NbyocError
 from ...ir.nodes import Function
 from ...ir.specialize import specialize
 from ...ir.symbols import Guards, SizeExpr, deciding, size, size_function
 from ...ir.types import TensorType
-from ...runtime.sizes import SizeBinder
 from . import generic
 from .assemble import Lowered
 
@@ -93,8 +91,6 @@ class Template:
 
 #: Each symbolic function's templates (held while the function lives), by its options.
 _TEMPLATES: weakref.WeakKeyDictionary[Function, list[Template]] = weakref.WeakKeyDictionary()
-#: Each symbolic function's binder of its sizes from its parameters' shapes.
-_BINDERS: weakref.WeakKeyDictionary[Function, SizeBinder] = weakref.WeakKeyDictionary()
 
 
 @dataclass
@@ -123,11 +119,8 @@ def lowered_for(region: Function, options: Hashable, lower: Callable) -> tuple |
     when the region has no symbolic function or no template can serve it (it is then
     lowered for its shapes). ``lower(func)`` lowers a function with the ``options``
     (which key the templates)."""
-    symbolic = generic.source_of(region)
-    if symbolic is None:
-        return None
-    binding = _binding(region, symbolic)
-    if binding is None:
+    symbolic, binding = generic.source_of(region), generic.binding_of(region)
+    if symbolic is None or binding is None:  # (every symbol of the model: ``mark_symbolic``)
         return None
     with _LOCK:
         if options in _REFUSED.get(symbolic, {}):
@@ -158,23 +151,6 @@ def seen(region: Function, options: Hashable) -> bool:
     ``options`` before): made from a template, not lowered for its shapes."""
     symbolic = generic.source_of(region)
     return symbolic is not None and options in _SEEN.get(symbolic, {})
-
-
-def _binding(region: Function, symbolic: Function) -> dict[str, int] | None:
-    """The binding ``region`` was made by: as registered, else from its parameters'
-    shapes (None when they do not give every symbol: a region whose parameters have
-    only sizes computed from a symbol, such as ``floordiv(h + 1, 2)``)."""
-    given = generic.binding_of(region)
-    if given is not None:  # (every symbol of the model: an attribute may hold one too)
-        return given
-    binder = _BINDERS.get(symbolic)
-    try:
-        if binder is None:
-            params = [(p.name_hint, p.type) for p in symbolic.params]
-            binder = _BINDERS[symbolic] = SizeBinder(params, [], "region")
-        return binder.bind([p.type.shape for p in region.params])
-    except NbyocError:
-        return None
 
 
 def _make(
