@@ -18,7 +18,7 @@ from ._version import __version__
 from .codegen import csource as _csource_backend  # noqa: F401 - registers the backend
 from .codegen import examplejson as _examplejson_backend  # noqa: F401 - registers the backend
 from .codegen import llvm as _llvm_backend  # noqa: F401 - registers the backend
-from .codegen.registry import register_codegen, register_op_support
+from .codegen.registry import register_codegen
 from .compiler import compile
 from .errors import NbyocError
 from .frontend.numpy import jit
@@ -35,6 +35,7 @@ from .runtime.archive import load_executable as load
 from .runtime.executable import Executable
 from .runtime.module import load_module, register_loader
 from .transform.pipeline import partition
+from .transform.support import register_op_support
 
 __all__ = [
     "DTYPES",

@@ -12,9 +12,9 @@ that a backend lacks runs there "decomposed"; anything else runs on the host.
 
 from __future__ import annotations
 
-from .codegen.registry import declared_ops
 from .ir.op import get_op, list_ops
 from .ir.ops import FAMILY_NAMES, FAMILY_OF
+from .transform.support import declared_ops
 
 BACKENDS = ("llvm", "csource", "examplejson")
 

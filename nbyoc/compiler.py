@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .codegen.build import build
-from .codegen.registry import HOST, check_backend, supports
+from .codegen.registry import check_backend
 from .errors import NbyocError, PerShapeWarning
 from .ir.nodes import Call, Function, IRModule
 from .ir.specialize import specialize
@@ -28,6 +28,7 @@ from .runtime.sizes import is_symbolic, register_specializer
 from .transform.inline import inline_externals
 from .transform.partition import plain
 from .transform.pipeline import MAX_REGION_CALLS, partition
+from .transform.support import HOST, supports
 
 
 def compile(

@@ -79,5 +79,7 @@ def test_no_backend_imports_another_backends_internals(backend):
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("nbyoc.transform")))
 def test_passes_never_import_a_codegen(module):
+    """The passes know backends only through ``transform.support``, where backends
+    register: not even the codegen registry."""
     codegen = _existing({m for m in MODULES[module] if m.startswith("nbyoc.codegen")})
-    assert codegen <= {"nbyoc.codegen.registry"}, codegen
+    assert not codegen, codegen

@@ -1,6 +1,7 @@
 """Backend code generators and their registry.
 
-A codegen turns one external ``ir.Function`` into a ``nbyoc.runtime.Module``;
+What a backend supports is declared with the passes (``nbyoc.transform.support``);
+a codegen turns one external ``ir.Function`` into a ``nbyoc.runtime.Module``;
 ``build`` runs the right codegen for every external function of a module.
 """
 

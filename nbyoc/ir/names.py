@@ -103,3 +103,19 @@ def check_backend_name(name) -> str:
             f"with a letter, digit or '_'), got {shown(name)}"
         )
     return name
+
+
+def symbol_prefix(compiler: str) -> str:
+    """``compiler`` made into a C identifier, to prefix global symbols ``<prefix>_<n>``
+    (prefixed with ``b_`` when it would start as generated code's names do).
+
+    >>> symbol_prefix("my-backend.v2"), symbol_prefix("3d"), symbol_prefix("nbyoc_x")
+    ('my_backend_v2', '_3d', 'b_nbyoc_x')
+    """
+    name = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in compiler)
+    name = name if not name[0].isdigit() else "_" + name
+    try:
+        check_symbol(f"{name}_0")
+    except IRError:
+        name = f"b_{name}"
+    return name

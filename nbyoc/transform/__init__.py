@@ -5,7 +5,9 @@
 tags each op call with a backend, ``merge_compiler_regions`` joins neighbouring
 calls of one backend into regions (never into a cycle),
 ``partition_graph`` lifts each region into an external function, and
-``partition`` runs all five. Each pass returns new IR; ``verify`` checks it.
+``partition`` runs all five. ``support`` holds what each backend takes
+(``OperatorSupport``: the passes ask it, and it says why a backend refuses a call).
+Each pass returns new IR; ``verify`` checks it.
 """
 
 from .annotate import annotate_target
@@ -15,8 +17,10 @@ from .merge import merge_compiler_regions
 from .partition import partition_graph
 from .pipeline import partition
 from .regions import Regions
+from .support import OperatorSupport, register_op_support
 
 __all__ = [
+    "OperatorSupport",
     "Regions",
     "annotate_target",
     "fold_batch_norm",
@@ -24,4 +28,5 @@ __all__ = [
     "merge_compiler_regions",
     "partition",
     "partition_graph",
+    "register_op_support",
 ]

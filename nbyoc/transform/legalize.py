@@ -22,28 +22,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..codegen.registry import HOST, supports
 from ..errors import NbyocError, UndecidableSizeError
 from ..ir.nodes import Call, Expr, Function, Tuple, TupleGetItem
 from ..ir.op import Op
 from ..ir.traversal import post_order
+from .support import OperatorSupport
 
 #: How deeply decompositions may nest (softmax -> ... -> primitives is 1 or 2 levels);
 #: deeper means a decomposition that (indirectly) uses its own op.
 MAX_DEPTH = 16
 
 
-def legalize(func: Function, backends: Sequence[str]) -> Function:
-    """``func`` with every composite call no backend in ``backends`` takes replaced by
-    its decomposition (when a backend takes some of the result); ``func`` itself when
-    nothing changes."""
-    targets = [b for b in backends if b != HOST]
-    if not targets:
+def legalize(func: Function, backends: Sequence[str] | OperatorSupport) -> Function:
+    """``func`` with every composite call no backend in ``backends`` (names, or an
+    ``OperatorSupport``) takes replaced by its decomposition (when a backend takes some
+    of the result); ``func`` itself when nothing changes."""
+    support = backends if isinstance(backends, OperatorSupport) else OperatorSupport(backends)
+    if not support.backends:
         return func
     nodes = post_order([func.body])
     if not any(_is_composite(n) for n in nodes):
         return func
-    rewriter = _Rewriter(targets)
+    rewriter = _Rewriter(support)
     body = rewriter.rewrite(func.body, nodes)
     return func if body is func.body else Function(func.params, body, func.attrs)
 
@@ -53,11 +53,11 @@ def _is_composite(node: Expr) -> bool:
 
 
 class _Rewriter:
-    def __init__(self, targets: list[str]):
-        self.targets = targets
+    def __init__(self, support: OperatorSupport):
+        self.support = support
 
     def claimed(self, call: Call) -> bool:
-        return any(supports(t, call) for t in self.targets)
+        return self.support.takes(call)
 
     def rewrite(self, root: Expr, nodes: list[Expr], depth: int = 0) -> Expr:
         new: dict[Expr, Expr] = {}

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..codegen.registry import symbol_prefix
 from ..errors import WellFormednessError
+from ..ir.names import symbol_prefix
 from ..ir.nodes import Call, Constant, Expr, Function, GlobalVar, IRModule, Tuple, TupleGetItem, Var
 from ..ir.traversal import with_operands
 from .regions import Graph, Regions, unit_order

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..codegen.registry import HOST, check_known
 from ..errors import NbyocError
 from ..ir.nodes import Function, IRModule
 from .annotate import annotate_target
@@ -24,6 +23,7 @@ from .fold import fold_batch_norm
 from .legalize import legalize
 from .merge import merge_compiler_regions
 from .partition import partition_graph
+from .support import OperatorSupport
 
 #: The default ``max_size`` of a region, in calls. A region is compiled as one unit, and
 #: compilers take longer than linear in a unit's size (llvm's kernel for 200 residual MLP
@@ -53,14 +53,12 @@ def partition(
     parameters instead of binding them inside.
     """
     backends = [backends] if isinstance(backends, str) else list(backends)
-    for name in backends:
-        if name != HOST:
-            check_known(name)
+    support = OperatorSupport(backends)  # (refuses a backend it does not know)
     if not _positive_int(min_size):
         raise NbyocError(f"min_size must be a positive int, got {min_size!r}")
     if max_size is not None and not _positive_int(max_size):
         raise NbyocError(f"max_size must be a positive int or None, got {max_size!r}")
-    regions = annotate_target(legalize(fold_batch_norm(func), backends), backends)
+    regions = annotate_target(legalize(fold_batch_norm(func), support), support)
     if merge:
         regions = merge_compiler_regions(regions, max_size)
     if min_size > 1:

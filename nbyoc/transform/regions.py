@@ -15,13 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..codegen.registry import HOST
 from ..errors import WellFormednessError
 from ..ir.nodes import Call, Expr, Function
 from ..ir.op import Op
 from ..ir.printer import astext
 from ..ir.traversal import operands, post_order
 from ..ir.verify import verify
+from .support import HOST
 
 
 @dataclass(frozen=True)

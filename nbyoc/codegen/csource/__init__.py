@@ -17,7 +17,8 @@ from __future__ import annotations
 from ...ir.nodes import Function
 from ...ir.types import tensor_types
 from ...runtime.module import builtin_module_class
-from ..registry import register_codegen, register_op_support
+from ...transform.support import register_op_support
+from ..registry import register_codegen
 from .emit import Subgraph, emit_c
 from .rules import C_RULES, C_TYPES
 
@@ -53,5 +54,19 @@ def has_c_types(call) -> bool:
     return all(t.dtype in C_TYPES for t in [*(a.type for a in call.args), *tensor_types(call.type)])
 
 
+def c_support(call) -> bool | str:
+    """csource's support predicate: True, or why not (a dtype C has no type for).
+
+    >>> import nbyoc
+    >>> c_support(nbyoc.var("x", (2,), "bfloat16") + 1)
+    'dtype bfloat16 not supported (C has no type for it)'
+    """
+    if has_c_types(call):
+        return True
+    types = [*(a.type for a in call.args), *tensor_types(call.type)]
+    unheld = dict.fromkeys(t.dtype for t in types if t.dtype not in C_TYPES)
+    return f"dtype {', '.join(unheld)} not supported (C has no type for it)"
+
+
 for _op in lowerable_ops():
-    register_op_support(BACKEND, _op, has_c_types)
+    register_op_support(BACKEND, _op, c_support)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from ...ir.nodes import Function
 from ...runtime.module import builtin_module_class
+from ...transform.support import register_op_support
 from .. import llvm
-from ..registry import register_codegen, register_op_support
+from ..registry import register_codegen
 from .format import FROM_GUIDE, GUIDE_NAMES, to_examplejson
 
 __all__ = ["BACKEND", "FROM_GUIDE", "GUIDE_NAMES", "examplejson_codegen", "to_examplejson"]

@@ -29,9 +29,10 @@ from ...ir.nodes import Call, Function
 from ...ir.ops.recurrent import CELLS
 from ...ir.types import tensor_types
 from ...runtime.module import builtin_module_class
-from ..registry import register_codegen, register_op_support
+from ...transform.support import register_op_support
+from ..registry import register_codegen
 from .conv import conv_supported
-from .gemm import matmul_supported
+from .gemm import LOOP_MAX_WORK, matmul_supported
 from .ops import STAGE_RULES
 from .recurrent import recurrent_supported
 from .rules import NUMBA_TYPES, SCALAR_RULES, storage_dtype
@@ -171,9 +172,30 @@ def support_rules() -> dict:
 
 def _predicate(op: str):
     extra = CONDITIONS.get(op)
-    if extra is None:
-        return lambda call: nonempty(call) and numba_dtypes(call)
-    return lambda call: nonempty(call) and numba_dtypes(call) and extra(call)
+
+    def takes(call: Call) -> bool | str:
+        if not nonempty(call):
+            return "its result is empty (nothing to compute)"
+        unheld = unheld_dtypes(call)
+        if unheld:
+            return f"dtype {', '.join(unheld)} not supported (a kernel cannot hold it)"
+        if extra is not None and not extra(call):
+            return CONDITION_REASONS[op]
+        return True
+
+    return takes
+
+
+def unheld_dtypes(call: Call) -> list[str]:
+    """The dtypes of ``call``'s operands and result that a kernel cannot hold (see
+    ``numba_dtypes``), each once.
+
+    >>> import nbyoc
+    >>> unheld_dtypes(nbyoc.cast(nbyoc.var("x", (2,), "float8_e4m3fn"), "float32"))
+    ['float8_e4m3fn']
+    """
+    types = [*(a.type for a in call.args), *tensor_types(call.type)]
+    return list(dict.fromkeys(t.dtype for t in types if storage_dtype(t.dtype) not in NUMBA_TYPES))
 
 
 def numba_dtypes(call: Call) -> bool:
@@ -186,10 +208,7 @@ def numba_dtypes(call: Call) -> bool:
     >>> numba_dtypes(nbyoc.cast(x, "float32")), numba_dtypes(nbyoc.var("y", (2,), "bfloat16") + 1)
     (False, True)
     """
-    return all(
-        storage_dtype(t.dtype) in NUMBA_TYPES
-        for t in [*(a.type for a in call.args), *tensor_types(call.type)]
-    )
+    return not unheld_dtypes(call)
 
 
 def nonempty(call: Call) -> bool:
@@ -212,6 +231,13 @@ CONDITIONS = {
     "matmul": matmul_supported,
     "conv": conv_supported,
     **{cell: recurrent_supported for cell in CELLS},
+}
+#: What ``nbyoc.explain`` says when a condition refuses a call.
+CONDITION_REASONS = {
+    "matmul": "an integer matmul this large runs elsewhere (llvm tiles only float ones; "
+    f"integer products of more than {LOOP_MAX_WORK} multiply-adds are not lowered)",
+    "conv": "llvm lowers conv in float32 and float64, with every operand of that dtype",
+    **{cell: f"llvm lowers {cell} in float dtypes only" for cell in CELLS},
 }
 
 for _op, _condition in support_rules().items():
