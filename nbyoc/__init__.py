@@ -21,6 +21,7 @@ from .codegen import llvm as _llvm_backend  # noqa: F401 - registers the backend
 from .codegen.registry import register_codegen
 from .compiler import compile
 from .errors import NbyocError
+from .explanation import explain
 from .frontend.numpy import jit
 from .frontend.onnx import from_onnx
 from .ir.builder import call_op, const, function, tuple, var
@@ -49,6 +50,7 @@ __all__ = [
     "const",
     "dask",
     "errors",
+    "explain",
     "from_json",
     "from_onnx",
     "jit",

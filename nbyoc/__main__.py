@@ -1,4 +1,5 @@
-"""Command line: ``python -m nbyoc demo``, ``python -m nbyoc ops`` (see ``--help``)."""
+"""Command line: ``python -m nbyoc demo``, ``ops``, ``explain MODEL.onnx`` (see ``--help``;
+each subcommand beyond the first two lives in ``nbyoc.cli``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import argparse
 import sys
 
 from ._version import __version__
+from .cli import explain
+from .cli.errors import run_command
 
 
 def main(argv=None) -> int:
@@ -21,7 +24,10 @@ def main(argv=None) -> int:
     )  # fmt: skip
     demo.add_argument("--backend", action="append", help="only this backend (repeatable)")
     commands.add_parser("ops", help="print the op catalog: every op and the backends that run it")
+    explain.add_parser(commands)
     args = parser.parse_args(argv)
+    if hasattr(args, "run"):
+        return run_command(lambda: args.run(args))
     if args.command == "ops":
         import nbyoc  # noqa: F401 - registers the backends
 

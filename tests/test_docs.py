@@ -36,5 +36,28 @@ def test_each_python_block_runs_as_written_in_a_fresh_process(page, number, bloc
     assert done.returncode == 0, f"{page} block {number} failed:\n{block}\n{done.stderr}"
 
 
+def shown_outputs() -> list[tuple[str, str, str]]:
+    """(page, block, output) for each Python block followed by "prints" and the text it
+    prints, in a plain fenced block."""
+    pattern = r"```python\n((?:(?!```).)*)```\n\n(?:it )?prints\n\n```\n(.*?)```"
+    found = []
+    for page in sorted(DOCS.glob("**/*.md")):
+        for block, output in re.findall(pattern, page.read_text(), flags=re.DOTALL):
+            found.append((page.relative_to(DOCS).as_posix(), block, output))
+    return found
+
+
+@pytest.mark.parametrize("page, block, output", shown_outputs())
+def test_a_block_prints_what_the_page_shows(page, block, output, tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True,
+        env={**os.environ, "NBYOC_CACHE_DIR": str(tmp_path / "cache")}, timeout=600,
+    )  # fmt: skip
+    assert done.stdout == output, (
+        f"{page}: the page shows\n{output}\nbut the block prints\n{done.stdout}"
+    )
+
+
 def test_the_docs_have_blocks_to_run():
     assert any(page == "writing-a-backend.md" for page, _, _ in python_blocks())
+    assert shown_outputs()

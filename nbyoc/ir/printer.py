@@ -59,6 +59,22 @@ def astext(node: Node, show_types: bool = True, note: Callable[[Expr], str] | No
     raise TypeError(f"cannot print {node!r}")
 
 
+def value_names(func: Function) -> dict[Expr, str]:
+    """The name each parameter and intermediate value of ``func`` has in its text form
+    (``%a``, ``%0``, ``%1``, ...; the result, which the text does not name, is absent).
+
+    >>> import nbyoc
+    >>> a = nbyoc.var("a", (2,))
+    >>> t = nbyoc.exp(a)
+    >>> names = value_names(nbyoc.function([a], t * t))
+    >>> names[a], names[t]
+    ('%a', '%0')
+    """
+    printer = _Printer(show_types=False)
+    printer.function(func, "fn ")
+    return dict(printer.names)
+
+
 def _module_text(module: IRModule, show_types: bool) -> str:
     backend = {name: f.attrs.get("Compiler") for name, f in module.functions.items()}
 

@@ -94,6 +94,19 @@ class Executable:
         arrays = self._spec.check(args)
         return _fresh(self._main(*arrays), {id(a) for a in arrays}, set())
 
+    def explain(self, **options):
+        """Where each op of this executable runs and why not elsewhere: ``nbyoc.explain``
+        of its module for its backends (``options``: ``explain``'s).
+
+        >>> import nbyoc
+        >>> x = nbyoc.var("x", (3,))
+        >>> print(nbyoc.compile(nbyoc.function([x], x * 2.0)).explain().summary())
+        1 op calls (llvm 1) in 1 region
+        """
+        from ..explanation import explain
+
+        return explain(self, **options)
+
     def bind_sizes(self, shapes) -> dict[str, int]:
         """The value of each symbolic size for arguments of ``shapes`` (a
         ``ShapeMismatchError`` says which disagree or which constraint fails); ``{}``

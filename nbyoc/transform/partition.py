@@ -56,19 +56,16 @@ def partition_graph(regions: Regions, bind_constants: bool = True) -> IRModule:
         members[region_of[i]].append(i)
     bound = _bound_constants(graph, region_of) if bind_constants else {}
 
+    symbols = _symbols(regions, graph, order, members)
     mapped: dict[int, Expr] = {}  # original node index -> its value in main
     functions: dict[str, Function] = {}
-    counters: dict[str, int] = defaultdict(int)
     for kind, key in order:
         if kind == "node":
             node = graph.nodes[key]
             if key not in bound:
                 mapped[key] = with_operands(node, [mapped[p] for p in graph.preds[key]])
             continue
-        target = regions.target[graph.nodes[members[key][0]]]
-        prefix = symbol_prefix(target)
-        symbol = f"{prefix}_{counters[prefix]}"
-        counters[prefix] += 1
+        target, symbol = regions.target[graph.nodes[members[key][0]]], symbols[key]
         ext, inputs, outputs = _extract(graph, members[key], bound, key, graph.index[func.body])
         functions[symbol] = ext.with_attrs(Compiler=target, global_symbol=symbol)
         call = Call(GlobalVar(symbol, ext.type), [mapped[p] for p in inputs])
@@ -78,6 +75,39 @@ def partition_graph(regions: Regions, bind_constants: bool = True) -> IRModule:
     # own external-function attributes would make "main" claim another symbol.
     main = Function(func.params, mapped[graph.index[func.body]], plain(func).attrs)
     return IRModule({"main": main, **functions})
+
+
+def region_symbols(regions: Regions) -> dict[int, str]:
+    """Region id -> the global symbol ``partition_graph`` gives its external function.
+
+    >>> import nbyoc
+    >>> nbyoc.register_op_support("doc_symbols", "exp")
+    >>> from nbyoc.transform import annotate_target
+    >>> a = nbyoc.var("a", (2,))
+    >>> f = nbyoc.function([a], nbyoc.exp(-nbyoc.exp(a)))
+    >>> region_symbols(annotate_target(f, "doc_symbols"))
+    {0: 'doc_symbols_0', 1: 'doc_symbols_1'}
+    """
+    graph = Graph.of(regions.func)
+    region_of = {graph.index[c]: r for c, r in regions.region.items()}
+    order = unit_order(graph, region_of)
+    if order is None:
+        raise WellFormednessError("the regions depend on each other in a cycle")
+    members: dict[int, list[int]] = defaultdict(list)
+    for i in sorted(region_of):
+        members[region_of[i]].append(i)
+    return _symbols(regions, graph, order, members)
+
+
+def _symbols(regions: Regions, graph: Graph, order: list, members) -> dict[int, str]:
+    """``<backend>_<n>`` per region, numbered per backend in evaluation order."""
+    symbols, counters = {}, defaultdict(int)
+    for kind, key in order:
+        if kind == "region":
+            prefix = symbol_prefix(regions.target[graph.nodes[members[key][0]]])
+            symbols[key] = f"{prefix}_{counters[prefix]}"
+            counters[prefix] += 1
+    return symbols
 
 
 def _bound_constants(graph: Graph, region_of: dict[int, int]) -> dict[int, int]:
