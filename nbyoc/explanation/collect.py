@@ -58,12 +58,12 @@ def explain(
     >>> print(report)
     2 op calls (csource 1, host 1) in 1 region
     <BLANKLINE>
-    value     op      type                   runs on    why not elsewhere
-    %0        matmul  Tensor[(4, 4), int32]  host       csource: no rule for op matmul
-    (result)  add     Tensor[(4, 4), int32]  csource_0
+    value     op      runs on    why not elsewhere               type
+    %0        matmul  host       csource: no rule for op matmul  Tensor[(4, 4), int32]
+    (result)  add     csource_0                                  Tensor[(4, 4), int32]
     <BLANKLINE>
-    region     backend  calls  reads (bytes)  returns (bytes)  ops
-    csource_0  csource  1      1 (64)         1 (64)           add
+    region     backend  calls  reads  returns  bytes read  bytes returned  ops
+    csource_0  csource  1      1      1        64          64              add
     """
     func, backends = _function_and_backends(func, backend)
     support = OperatorSupport(backends)

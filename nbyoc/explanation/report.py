@@ -113,27 +113,28 @@ class Explanation:
 
 
 def _op_table(ops) -> list[str]:
-    rows = [("value", "op", "type", "runs on", "why not elsewhere")]
+    # The type goes last: a symbolic one is long, and would push the reasons off screen.
+    rows = [("value", "op", "runs on", "why not elsewhere", "type")]
     for row in ops:
-        where = row.symbol or row.target
         why = "; ".join(f"{b}: {reason}" for b, reason in row.asked)
         if row.note:
             why = f"{why}; {row.note}" if why else row.note
-        rows.append((row.name, row.op, row.type, where, why))
+        rows.append((row.name, row.op, row.symbol or row.target, why, row.type))
     return _aligned(rows)
 
 
 def _region_table(report: Explanation) -> list[str]:
     if not report.regions:
         return ["no regions: every op call runs on the host"]
-    rows = [("region", "backend", "calls", "reads (bytes)", "returns (bytes)", "ops")]
+    rows = [
+        ("region", "backend", "calls", "reads", "returns", "bytes read", "bytes returned", "ops")
+    ]
     apart = []
     for region in report.regions:
         ops = ", ".join(f"{op} {n}" if n > 1 else op for op, n in region.ops.items())
         rows.append((
-            region.symbol, region.backend, str(region.size),
-            f"{region.inputs} ({region.bytes_in})", f"{region.outputs} ({region.bytes_out})",
-            ops,
+            region.symbol, region.backend, str(region.size), str(region.inputs),
+            str(region.outputs), str(region.bytes_in), str(region.bytes_out), ops,
         ))  # fmt: skip
         apart += [f"{region.symbol} not merged with {other}: {why}" for other, why in region.apart]
     return _aligned(rows) + (["", *apart] if apart else [])
