@@ -389,3 +389,12 @@ def test_composites_with_symbolic_sizes_run_at_each_binding():
     for n in (1, 3):
         x, y = RNG.standard_normal((2, n, 4)).astype(np.float32)
         np.testing.assert_allclose(fn(x, y), np.exp(np.maximum(x + y, 0)), rtol=1e-6)
+
+
+def test_explain_partitions_with_the_composites_as_compile_does():
+    f = _model()
+    report = nbyoc.explain(f, backend=["pt_kernels", "llvm"])
+    by_op = {row.op: row.target for row in report.ops}
+    assert by_op["pt_kernels.dense_bias_gelu"] == "pt_kernels" and "gelu" not in by_op
+    symbols = {row.symbol for row in report.regions}
+    assert symbols == set(nbyoc.partition(f, ["pt_kernels", "llvm"]).functions) - {"main"}
