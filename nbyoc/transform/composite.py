@@ -2,7 +2,8 @@
 ``composite`` call (``Composite="vendor.conv_bias_relu"``, its body the matched calls).
 
 It runs before ``legalize``, so a pattern can name an op that legalize would decompose
-(``gelu``): a composite's body is an attribute, which no later pass looks into.
+(``gelu``): a composite's body is an attribute, which legalize and the partitioning
+passes do not look into.
 ``annotate_target`` then gives each composite to the backend whose table has it.
 
 Which matches are taken:
@@ -46,7 +47,7 @@ from .regions import is_op_call
 from .support import OperatorSupport, supports
 
 
-@dataclass
+@dataclass(eq=False)  # (IR nodes refuse ==)
 class Composites:
     """What ``find_composites`` found: the matches taken, each with its row, in the
     order they were taken, and those refused, as (row, root call, reason)."""
