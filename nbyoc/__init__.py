@@ -35,6 +35,7 @@ from .ir.verify import verify
 from .runtime.archive import load_executable as load
 from .runtime.executable import Executable
 from .runtime.module import load_module, register_loader
+from .transform.pattern_table import register_patterns
 from .transform.pipeline import partition
 from .transform.support import register_op_support
 
@@ -64,6 +65,7 @@ __all__ = [
     "register_codegen",
     "register_loader",
     "register_op_support",
+    "register_patterns",
     "split",
     "runtime",
     "structural_equal",

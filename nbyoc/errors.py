@@ -136,6 +136,12 @@ class UnknownBackendError(RegistryError):
     """No backend of that name is registered; the message lists the known ones."""
 
 
+class PatternError(NbyocError, ValueError):
+    """A composite pattern or a backend's pattern table is malformed (``nbyoc.transform.
+    patterns``, ``nbyoc.register_patterns``); the message says which part and how to
+    write it."""
+
+
 # --- compiling and running ----------------------------------------------------
 
 

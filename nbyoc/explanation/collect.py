@@ -1,6 +1,6 @@
 """``explain``: partition a function as ``nbyoc.compile`` would, and say why at each step.
 
-The partition is the compiler's own (``fold_batch_norm``, ``legalize``,
+The partition is the compiler's own (``fold_batch_norm``, ``merge_composite``, ``legalize``,
 ``annotate_target``, ``merge_compiler_regions``, ``without_small``, ``partition_graph``,
 run here one by one), so the report cannot drift from what a compile does. Along the way
 it asks each backend, in priority order, why it refused each op call
@@ -21,6 +21,7 @@ from ..ir.nodes import Function, IRModule, Var
 from ..ir.printer import value_names
 from ..ir.types import tensor_types
 from ..transform.annotate import annotate_target
+from ..transform.composite import merge_composite
 from ..transform.fold import fold_batch_norm
 from ..transform.inline import inline_externals
 from ..transform.legalize import legalize
@@ -67,7 +68,7 @@ def explain(
     """
     func, backends = _function_and_backends(func, backend)
     support = OperatorSupport(backends)
-    prepared = legalize(fold_batch_norm(func), support)
+    prepared = legalize(merge_composite(fold_batch_norm(func), support), support)
     annotated = annotate_target(prepared, support)
     merged = merge_compiler_regions(annotated, max_size) if merge else annotated
     final = merged.without_small(min_size) if min_size > 1 else merged
@@ -110,10 +111,15 @@ def _op_rows(final: Regions, annotated: Regions, support, names, symbols, min_si
             else ""
         )
         rows.append(OpRow(
-            names.get(call, "(result)"), call.op.name, repr(call.type), target,
+            names.get(call, "(result)"), _op_name(call), repr(call.type), target,
             symbols.get(final.region.get(call)), tuple(support.refusals(call)), note,
         ))  # fmt: skip
     return tuple(rows)
+
+
+def _op_name(call) -> str:
+    """A call's op, a composite by the name of its kernel (what its backend runs)."""
+    return call.attrs.get("Composite") or call.op.name
 
 
 def _region_rows(final: Regions, module, symbols, graph, names, max_size, merge) -> tuple:
@@ -125,7 +131,7 @@ def _region_rows(final: Regions, module, symbols, graph, names, max_size, merge)
         outputs = tensor_types(ext.ret_type)
         rows.append(RegionRow(
             symbol, final.target[calls[0]], len(calls),
-            dict(Counter(c.op.name for c in calls)),
+            dict(Counter(_op_name(c) for c in calls)),
             len(ext.params), len(outputs),
             _bytes([p.type for p in ext.params]), _bytes(outputs),
             tuple(_apart(rid, members, final, symbols, graph, names, max_size, merge)),

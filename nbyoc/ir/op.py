@@ -25,8 +25,10 @@ from .attrs import REQUIRED, Attr
 from .dtypes import computable
 from .types import TensorType, Type
 
-#: The kinds of op. Backends use them to decide what can be fused into one loop.
-OP_KINDS = ("elementwise", "reduce", "matmul", "layout", "control")
+#: The kinds of op. Backends use them to decide what can be fused into one loop. A
+#: ``control`` op's bodies are programs of their own, compiled for the executable's
+#: backends; a ``composite`` op's body is the definition of one backend's fused kernel.
+OP_KINDS = ("elementwise", "reduce", "matmul", "layout", "control", "composite")
 
 TypeRule = Callable[[tuple[TensorType, ...], dict], tuple[TensorType, dict]]
 

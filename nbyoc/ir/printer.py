@@ -88,7 +88,9 @@ def _module_text(module: IRModule, show_types: bool) -> str:
     for name, func in module.functions.items():
         text = _Printer(show_types, note).function(func, f"def @{name}")
         if backend[name]:
-            ops = [n.op.name for n in post_order([func.body]) if isinstance(n, Call)]
+            # (a composite by the name of its kernel: what the backend runs)
+            ops = [n.attrs.get("Composite") or n.op.name
+                   for n in post_order([func.body]) if isinstance(n, Call)]  # fmt: skip
             text = f"// @{name} runs on {backend[name]}: {', '.join(ops)}\n{text}"
         parts.append(text)
     return "\n\n".join(parts)

@@ -91,7 +91,7 @@ def _rebuild(func: Function, retype, binding, new_types: dict, globals_=None) ->
             rebuilt[node] = Call(globals_[node.op.name_hint], args)
         elif isinstance(node, Call):
             attrs = substitute_attrs(node.attrs, binding) if binding else node.attrs
-            if node.op.kind == "control":  # (its bodies take the operands' new types)
+            if node.op.kind in ("control", "composite"):  # (bodies take the new types)
                 attrs = retyped_bodies(node.op.name, [a.type for a in args], attrs)
             rebuilt[node] = Call(node.op, args, attrs)
         elif all(a is b for a, b in zip(args, operands(node))):

@@ -141,8 +141,12 @@ def _kernel(node: Expr, callees: Mapping[str, Callable], bodies=None) -> tuple[C
             fn = _as_array(fn)  # references may return NumPy scalars for 0-d results
         attrs = dict(node.attrs)
         for key, value in attrs.items():
-            if isinstance(value, Function):  # a control-flow op's body, compiled once here
-                attrs[key] = CompiledBody(value, (bodies or HostFunction)(value))
+            if isinstance(value, Function):  # an op's body, made ready to run once here
+                # (a control-flow body is compiled for the executable's backends; a
+                # composite's is one backend's kernel fallen back to the host, which runs
+                # it as it is: compiling it would match the same pattern again)
+                make = bodies if bodies and node.op.kind == "control" else HostFunction
+                attrs[key] = CompiledBody(value, make(value))
         return fn, attrs, f"{node.op.name}(...)"
     if isinstance(node, Tuple):
         return _make_tuple, {}, "(...)"

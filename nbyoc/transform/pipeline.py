@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from ..errors import NbyocError
 from ..ir.nodes import Function, IRModule
 from .annotate import annotate_target
+from .composite import merge_composite
 from .fold import fold_batch_norm
 from .legalize import legalize
 from .merge import merge_compiler_regions
@@ -44,8 +45,9 @@ def partition(
     """Partition ``func`` for ``backends`` (one name, or several in priority order).
 
     Batch norms with constant statistics are first folded into the convs before them
-    (``fold_batch_norm``), and composite ops no backend takes are decomposed
-    (``legalize``).
+    (``fold_batch_norm``), the sub-graphs the backends' patterns match become composite
+    calls (``merge_composite``, ``nbyoc.register_patterns``), and ops defined by
+    decomposition that no backend takes are decomposed (``legalize``).
     ``merge=False`` keeps every supported call in its own external function;
     regions with fewer than ``min_size`` calls stay on the host; merged regions hold
     at most ``max_size`` calls (``None``: no cap; see ``MAX_REGION_CALLS``);
@@ -58,7 +60,9 @@ def partition(
         raise NbyocError(f"min_size must be a positive int, got {min_size!r}")
     if max_size is not None and not _positive_int(max_size):
         raise NbyocError(f"max_size must be a positive int or None, got {max_size!r}")
-    regions = annotate_target(legalize(fold_batch_norm(func), support), support)
+    # (composites before legalize: a pattern may take an op legalize would decompose)
+    func = merge_composite(fold_batch_norm(func), support)
+    regions = annotate_target(legalize(func, support), support)
     if merge:
         regions = merge_compiler_regions(regions, max_size)
     if min_size > 1:

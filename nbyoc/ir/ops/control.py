@@ -72,11 +72,14 @@ def _check_params(op: str, name: str, body: Function, types) -> None:
 
 
 def body_parameter_types(op: str, operand_types) -> dict[str, list]:
-    """The types each body attribute of a ``cond`` or ``loop`` takes, from its operands'
-    types (a branch takes the operands after the predicate; a loop's body, the trip
-    number and the condition, then the operands after the condition)."""
+    """The types each body attribute of a ``cond``, ``loop`` or ``composite`` takes, from
+    its operands' types (a branch takes the operands after the predicate; a loop's body,
+    the trip number and the condition, then the operands after the condition; a
+    composite's body, its operands)."""
     if op == "cond":
         return {"then_branch": list(operand_types[1:]), "else_branch": list(operand_types[1:])}
+    if op == "composite":  # (ops/composite.py: its body takes its operands)
+        return {"body": list(operand_types)}
     return {"body": [_INDEX, _FLAG, *operand_types[1:]]}
 
 
