@@ -26,8 +26,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from nbyoc.ir.dtypes import dtype_info
-from nbyoc.ir.ops.recurrent import ACTIVATIONS, CELLS
+from ..ir.dtypes import dtype_info
+from ..ir.ops.recurrent import ACTIVATIONS, CELLS
 
 #: ulps an op's own rounding may be off by, with room for both sides (``tolerance``'s).
 ULPS_PER_OP = 4
