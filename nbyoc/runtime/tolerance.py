@@ -12,7 +12,10 @@ follows from the computation (depth, magnitudes, each op's conditioning), never
 from a machine.
 
 A recurrent op (lstm, gru, rnn) is replayed step by step with its bounds
-(``tolerance_recurrent``).
+(``tolerance_recurrent``). An op the model does not know is what its caller says
+(``unknown``); with ``unknown=ESTIMATE`` (what ``Executable.verify`` uses), an op defined
+by a decomposition (gelu, the norms, the global pools) is bounded through it, and any
+other (pools, resize, scatter) by a norm-wise estimate.
 
 Ops whose result jumps (comparisons, floor, round, sign, casts to integers or bool,
 a ``where`` on a number, argmax) are exact at an element whose inputs lie farther
@@ -95,6 +98,7 @@ BILINEAR = {
     "matmul": lambda a, b, attrs: a.shape[-1],
     "gemm": lambda a, b, attrs: a.shape[0 if attrs.get("trans_a") else 1],
     "conv": lambda x, w, attrs: math.prod(w.shape[1:]),
+    "conv_transpose": lambda x, w, attrs: w.shape[0] * math.prod(w.shape[2:]),
 }
 
 
@@ -118,14 +122,22 @@ JUMPS = {
 COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
 
 
-def error_bounds(func, args, unknown: float = np.inf) -> list[np.ndarray]:
+#: ``unknown=ESTIMATE``: bound an op the model does not know through its decomposition,
+#: else estimate it norm-wise (``_estimate``).
+ESTIMATE = "estimate"
+
+
+def error_bounds(func, args, unknown: float | str = np.inf) -> list[np.ndarray]:
     """Per output of ``func`` on ``args``: each element's largest absolute difference
     from the host's result that rounding allows (0: exact; ``inf``: uncertain).
 
     ``unknown``: the bound of an op this model does not know (GELU, the norms, pools,
     ...): ``inf`` (uncertain: a caller with nothing else to go by skips the element),
-    or 0 for a caller whose own fixed tolerance then applies there. Past an uncertain
-    operand it is ``inf`` either way.
+    or 0 for a caller whose own fixed tolerance then applies there, or ``ESTIMATE``:
+    through the op's decomposition if it has one, else norm-wise (the largest bound of
+    its operands plus roundings of the largest magnitude it reads or makes, right for
+    ops that move, pick or average their operands). Past an uncertain operand it is
+    ``inf`` either way.
 
     >>> import nbyoc
     >>> x, w = nbyoc.var("x", (2, 3)), nbyoc.var("w", (3, 2))
@@ -136,7 +148,14 @@ def error_bounds(func, args, unknown: float = np.inf) -> list[np.ndarray]:
     (True, inf)
     >>> float(error_bounds(f, args, unknown=0.0)[1].max())
     0.0
+    >>> bool(0 < error_bounds(f, args, unknown=ESTIMATE)[1].max() < 1e-4)
+    True
     """
+    return _bounds(func, args, [np.zeros(p.type.shape) for p in func.params], unknown)
+
+
+def _bounds(func, args, arg_bounds, unknown) -> list[np.ndarray]:
+    """``error_bounds`` for arguments that are themselves off by ``arg_bounds``."""
     nodes = [n for n in post_order([func.body]) if isinstance(n, Call)]
     with np.errstate(all="ignore"):
         results = HostFunction(Function(list(func.params), Tuple(nodes or list(func.params))))(
@@ -144,10 +163,10 @@ def error_bounds(func, args, unknown: float = np.inf) -> list[np.ndarray]:
         )
     value = dict(zip(map(id, nodes), results if isinstance(results, tuple) else (results,)))
     value.update({id(p): a for p, a in zip(func.params, args)})
-    bound: dict[int, object] = {}
+    bound: dict[int, object] = {id(p): b for p, b in zip(func.params, arg_bounds)}
     for node in post_order([func.body]):
         if isinstance(node, Var):
-            bound[id(node)] = np.zeros(node.type.shape)
+            bound.setdefault(id(node), np.zeros(node.type.shape))
         elif isinstance(node, Constant):
             value[id(node)] = node.data
             bound[id(node)] = np.zeros(node.type.shape)
@@ -195,12 +214,34 @@ def _call_bound(node, value, bound, unknown):
     if gains is None:
         # An op this model does not know (see ``error_bounds``); uncertain past an
         # uncertain operand.
-        uncertain = any(np.isinf(e).any() for e in errors)
-        return np.full(node.type.shape, np.inf if uncertain else unknown)
+        if any(np.isinf(e).any() for e in errors):
+            return np.full(node.type.shape, np.inf)
+        if unknown == ESTIMATE:
+            return _estimate(node, attrs, operands, errors, out)
+        return np.full(node.type.shape, unknown)
     total = rounding
     for gain, error in zip(gains(*operands, out), errors):
         total = total + np.where(error > 0, gain * error, 0)
     return total
+
+
+def _estimate(node, attrs, operands, errors, out):
+    """The bound of an op the model does not know: through its decomposition when it
+    has one (its own ops' bounds, on its operands' values and bounds), else norm-wise:
+    the largest bound of its operands, plus a rounding for each operand element that
+    may meet in one result element (as a sum's) of the largest magnitude it reads or
+    makes. Right for ops that move, pick or average elements (pools, resize, scatter);
+    an estimate for any other."""
+    if node.op.decompose is not None:
+        params = [Var(f"in{i}", a.type) for i, a in enumerate(node.args)]
+        (bound,) = _bounds(Function(params, node.op.decompose(*params, **attrs)),
+                           operands, errors, ESTIMATE)  # fmt: skip
+        return bound
+    worst = max((float(e.max()) for e in errors if e.size), default=0.0)
+    magnitudes = [np.abs(_f64(v)) for v in (*operands, out)]
+    scale = max((float(m[np.isfinite(m)].max(initial=0)) for m in magnitudes), default=0.0)
+    terms = max(1, math.ceil(sum(np.size(v) for v in operands) / max(1, out.size)))
+    return np.full(out.shape, worst + (terms + ULPS_PER_OP) * _ulp(node.type.dtype) * scale)
 
 
 def _bilinear_bound(node, attrs, operands, errors):
