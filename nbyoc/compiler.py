@@ -17,12 +17,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .codegen.build import build
+from .codegen.fallback import Fallbacks
 from .codegen.registry import check_backend
 from .errors import NbyocError, PerShapeWarning
 from .ir.nodes import Call, Function, IRModule
 from .ir.specialize import specialize
 from .ir.traversal import post_order
-from .ir.verify import verify
+from .ir.verify import verify as well_formed
 from .runtime.executable import _GENERIC_BACKENDS, Executable
 from .runtime.sizes import is_symbolic, register_specializer
 from .transform.inline import inline_externals
@@ -40,6 +41,8 @@ def compile(
     bind_constants: bool = True,
     max_size: int | None = MAX_REGION_CALLS,
     options: Mapping[str, Mapping] | None = None,
+    strict: bool = False,
+    verify: bool = False,
 ) -> Executable:
     """Compile ``func`` for ``backend`` (a registered name, or several in priority order;
     the default, ``"llvm"``, fuses what it can into Numba kernels).
@@ -52,14 +55,20 @@ def compile(
     ``{"csource": {"fused": True}}``.
     Calling the result checks argument count, shapes and dtypes and returns an
     ndarray, or a tuple of them for several outputs.
+
+    A region whose codegen raises, or whose module fails its first call, moves to the
+    next backend of ``backend`` that takes it, else to the host, with a
+    ``FallbackWarning`` (``fn.fallbacks`` lists the moves); ``strict=True`` raises
+    instead. ``verify=True`` checks the first call's external functions against the host
+    (``Executable.verify``) and raises ``VerificationError`` if one is off.
     """
     backends = [backend] if isinstance(backend, str) else list(backend)
     for name in backends:
         check_backend(name)
     if isinstance(func, IRModule):
-        module = verify(func)
+        module = well_formed(func)
     elif isinstance(func, Function):
-        func = plain(verify(func))
+        func = plain(well_formed(func))
         offload = [b for b in backends if b != HOST]
         if offload:
             module = partition(
@@ -77,11 +86,24 @@ def compile(
     if is_symbolic(module):
         # Built for each binding of the sizes at its first call (SymbolicSizes): the
         # kernels are per structure, so a later size reuses what the first compiled.
-        executable = Executable(module, {}, backend, options)
+        executable = Executable(module, {}, backend, options, strict=strict, verify=verify)
         if not executable.size_generic:
             _say_per_shape(module)
         return executable
-    return Executable(module, build(module, options), backend, options)
+    return _built(module, backend, options, strict, verify, options)
+
+
+def _built(module: IRModule, backend, options, strict: bool, verify: bool,
+           build_options) -> Executable:  # fmt: skip
+    """The executable of ``module`` (partitioned, of fixed shapes), each region built with
+    ``build_options`` (a region whose codegen fails moved elsewhere, unless ``strict``)."""
+    fallback = None if strict else Fallbacks(backend, options)
+    runtime_modules = build(module, build_options, fallback)
+    if fallback is not None:
+        module = fallback.apply(module)
+    records = fallback.records if fallback is not None else ()
+    return Executable(module, runtime_modules, backend, options, strict=strict,
+                      fallbacks=records, verify=verify)  # fmt: skip
 
 
 def _say_per_shape(module: IRModule) -> None:
@@ -97,7 +119,8 @@ def _say_per_shape(module: IRModule) -> None:
     )
 
 
-def _specialized(module: IRModule, binding, backend, options, generic: bool) -> Executable:
+def _specialized(module: IRModule, binding, backend, options, generic: bool,
+                 strict: bool = False, verify: bool = False) -> Executable:  # fmt: skip
     """``module`` (partitioned, symbolic) built for one binding of its sizes. ``generic``:
     a backend that can make its code size-generic is asked to (``SIZE_GENERIC``), and
     the executable's ``fixed_pays`` says whether a build for the binding's fixed shapes
@@ -107,16 +130,17 @@ def _specialized(module: IRModule, binding, backend, options, generic: bool) -> 
     (``inline_externals``)."""
     concrete = specialize(module, binding)
     if not _still_supported(concrete):
-        return compile(inline_externals(concrete), backend, options=options)
+        return compile(inline_externals(concrete), backend, options=options, strict=strict,
+                       verify=verify)  # fmt: skip
     if not generic:
-        return Executable(concrete, build(concrete, options), backend, options)
+        return _built(concrete, backend, options, strict, verify, options)
     used = [SIZE_GENERIC[name] for name in _backends_of(module) if name in SIZE_GENERIC]
     generic_options = dict(options)
     for generic_build in used:
         concrete = generic_build.prepare(module, concrete, binding)
         name = generic_build.backend
         generic_options[name] = {**generic_build.options, **options.get(name, {})}
-    made = Executable(concrete, build(concrete, generic_options), backend, options)
+    made = _built(concrete, backend, options, strict, verify, generic_options)
     made.fixed_pays = any(generic_build.fixed_pays(concrete) for generic_build in used)
     return made
 

@@ -149,6 +149,22 @@ class CompileError(NbyocError):
     """A backend failed to compile a function."""
 
 
+class CodegenError(CompileError):
+    """One backend's codegen failed on one external function (it raised, returned no
+    ``Module``, or a module that does not provide the function): unless ``strict=True``,
+    ``nbyoc.compile`` moves that region to the next backend or the host instead."""
+
+
+class VerificationError(NbyocError):
+    """An external function's results lie beyond their tolerance of the host's
+    (``nbyoc.compile(..., verify=True)``); ``report`` is the ``VerificationReport``,
+    naming each failing region and, where bisection found it, the first op that diverges."""
+
+    def __init__(self, message: str, report=None):
+        super().__init__(message)
+        self.report = report
+
+
 class ArgumentError(NbyocError, TypeError):
     """A compiled function was called with arguments that do not match its parameters."""
 
@@ -216,3 +232,10 @@ class NeedsConstantError(ModelImportError):
 class PerShapeWarning(UserWarning):
     """A function with symbolic sizes compiled for a backend that builds each binding of
     them for its shapes (csource, examplejson): every new size compiles there."""
+
+
+class FallbackWarning(UserWarning):
+    """A region moved off the backend it was given to (its codegen raised, or its module
+    failed its first call) to the next backend of the compile or to the host; the message
+    names the region, the backend and the reason, and ``fn.fallbacks`` records it.
+    ``nbyoc.compile(..., strict=True)`` raises instead."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Mapping
 
-from ..errors import CacheSecurityError, CompileError
+from ..errors import CacheSecurityError, CodegenError, CompileError
 from ..ir.nodes import Function, IRModule
 from ..progress import progress
 from ..runtime.module import Module
@@ -36,11 +36,15 @@ def module_being_built() -> IRModule | None:
     return _BUILDING.get()
 
 
-def build(module: IRModule, options: Mapping[str, Mapping] | None = None) -> dict[str, Module]:
+def build(
+    module: IRModule, options: Mapping[str, Mapping] | None = None, fallback=None
+) -> dict[str, Module]:
     """Run the codegen of each function with a ``Compiler`` attribute; return the
     runtime modules by global symbol. Every module must provide its symbol.
 
-    ``options[backend]`` holds keyword arguments for that backend's codegen.
+    ``options[backend]`` holds keyword arguments for that backend's codegen. A codegen
+    that fails raises ``CodegenError``, unless ``fallback(name, func, error)`` is given:
+    it returns the module built elsewhere, or None for the host (``codegen.fallback``).
     """
     options = dict(options or {})
     external = {n: f for n, f in module.functions.items() if f.attrs.get("Compiler") is not None}
@@ -53,7 +57,14 @@ def build(module: IRModule, options: Mapping[str, Mapping] | None = None) -> dic
         with progress(len(external), "compiling") as bar:
             for name, func in external.items():
                 with bar.region(name):
-                    built[name] = _build_one(name, func, options)
+                    try:
+                        built[name] = _build_one(name, func, options)
+                    except CodegenError as e:
+                        if fallback is None:
+                            raise
+                        moved = fallback(name, func, e)
+                        if moved is not None:
+                            built[name] = moved
     finally:
         _BUILDING.reset(token)
     return built
@@ -78,18 +89,18 @@ def _build_one(name: str, func: Function, options: Mapping) -> Module:
     except CacheSecurityError:
         raise  # not the codegen's failure: the cache's own message says what to fix
     except Exception as e:  # the original stays chained as __cause__
-        raise CompileError(
+        raise CodegenError(
             f"the {compiler!r} codegen failed on @{name}: {type(e).__name__}: {e}"
         ) from e
     if not isinstance(runtime_module, Module):
-        raise CompileError(
+        raise CodegenError(
             f"the {compiler!r} codegen returned {runtime_module!r}; it must return a "
             f"nbyoc.runtime.Module"
         )
     try:
         runtime_module.get_function(name)
     except Exception as e:
-        raise CompileError(
+        raise CodegenError(
             f"the {compiler!r} module built for @{name} does not provide it: {e}"
         ) from e
     return runtime_module

@@ -5,7 +5,9 @@ The file is a zip archive holding only data:
 - ``manifest.json``: format name and version, the nbyoc version that wrote
   it, the backend, and for each runtime module its global symbol,
   ``type_key``, member name and, as a hint for error messages only, the class
-  that wrote it;
+  that wrote it; ``fallbacks``, the regions moved off their backend
+  (``runtime.fallback.Fallback`` records), and ``strict`` (optional: an archive
+  without them has none and is not strict);
 - ``module.json``: the partitioned IR (``nbyoc.to_json``), constants by index;
 - ``constants/<k>.npy``: the constants, read with ``allow_pickle=False``;
 - ``runtime/<symbol>.bin``: each runtime module's ``save_to_bytes``.
@@ -47,6 +49,7 @@ from ..ir.dtypes import as_bits
 from ..ir.names import BACKEND_NAME
 from ..ir.nodes import IRModule
 from ..ir.serialize import from_json, to_json
+from .fallback import Fallback
 from .module import get_loader, unsavable_message
 from .sizes import is_symbolic
 
@@ -90,6 +93,9 @@ def save_executable(executable, path) -> None:
         "nbyoc_version": __version__,
         "backend": backend if isinstance(backend, str) else list(backend),
         "options": options,
+        # (optional keys, which older readers ignore: the format version stays)
+        "strict": bool(executable.strict),
+        "fallbacks": [record.to_json() for record in executable.fallbacks],
         "constants": [f"constants/{k}.npy" for k in range(len(constants))],
         "runtime_modules": [
             {
@@ -165,11 +171,25 @@ def load_executable(path):
     options = manifest.get("options", {})
     if not isinstance(options, dict) or not all(isinstance(v, dict) for v in options.values()):
         raise LoadError(f"{path}: manifest.json: options must map backends to keyword arguments")
+    strict, fallbacks = _fallbacks(manifest, str(path))
     try:
         return Executable(module, runtime, backend if isinstance(backend, str) else list(backend),
-                          options)  # fmt: skip
+                          options, strict=strict, fallbacks=fallbacks)  # fmt: skip
     except NbyocError as e:  # e.g. a runtime module that does not provide its symbol
         raise LoadError(f"{path}: {e}") from e
+
+
+def _fallbacks(manifest: dict, path: str) -> tuple[bool, list]:
+    """The manifest's ``strict`` flag and fallback records (none in an archive without)."""
+    strict, records = manifest.get("strict", False), manifest.get("fallbacks", [])
+    if not isinstance(strict, bool):
+        raise LoadError(f"{path}: manifest.json: strict must be true or false, not {shown(strict)}")
+    if not isinstance(records, list):
+        raise LoadError(f"{path}: manifest.json: fallbacks must be a list, not {shown(records)}")
+    try:
+        return strict, [Fallback.from_json(record) for record in records]
+    except LoadError as e:
+        raise LoadError(f"{path}: manifest.json: {e}") from None
 
 
 def _loader(entry: dict):

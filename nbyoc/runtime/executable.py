@@ -41,11 +41,18 @@ class Executable:
     global symbol of each external function to the runtime module running it.
     """
 
-    def __init__(self, module: IRModule, runtime_modules=None, backend="host", options=None):
+    def __init__(self, module: IRModule, runtime_modules=None, backend="host", options=None,
+                 *, strict: bool = False, fallbacks=(), verify: bool = False):  # fmt: skip
         self.module = module
         self.runtime_modules = dict(runtime_modules or {})
         self.backend = backend
         self.options = dict(options or {})
+        #: ``strict``: a runtime module failing its first call raises, instead of its
+        #: region moving to the next backend or the host (``runtime.fallback``).
+        self.strict = strict
+        self._fallbacks = list(fallbacks)
+        #: Whether the first call verifies every external function (``verify``) first.
+        self.verify_first = verify
         #: Whether a build for fixed shapes would run faster (one binding of a function
         #: with symbolic sizes, built size-generic: ``runtime.sizes.STABLE_CALLS``).
         self.fixed_pays = False
@@ -57,27 +64,60 @@ class Executable:
             self._call = self._sizes.call
             return
         self._sizes = None
-        callees: dict = {}
-        for name in callees_first(module):
-            if name in self.runtime_modules:
-                run = self.runtime_modules[name].get_function(name)
-                callees[name] = _allocating(run, module[name].ret_type)
-            elif name != "main":
-                callees[name] = HostFunction(module[name], callees, self._compile_body)
-        self._main = HostFunction(main, callees, self._compile_body)
-        self._direct = _direct_call(module, self.runtime_modules, self._spec)
+        self._plan()
+        if verify or (self.runtime_modules and not strict):
+            from .fallback import FirstCall
+
+            self._call = FirstCall(self)  # then the plan above, or one without the moved
+
+    def _plan(self) -> None:
+        """How a call runs: ``main`` on the host executor, or its one external function."""
+        self._main = self._host_plan()
+        self._direct = _direct_call(self.module, self.runtime_modules, self._spec)
         direct = self._direct
         if direct is not None and direct.checks_arguments:
             self._call = direct  # all of main is one external function: called directly
         else:
             self._call = self._call_main
 
+    def _host_plan(self, wrap=None) -> HostFunction:
+        """``main`` on the host executor, calling each external function through its
+        runtime module (``wrap(name, run)`` instead of ``run`` when given: the first call
+        guards them, ``verify`` records their inputs) and any other on the host."""
+        callees: dict = {}
+        for name in callees_first(self.module):
+            if name in self.runtime_modules:
+                run = self.runtime_modules[name].get_function(name)
+                run = _allocating(run, self.module[name].ret_type)
+                callees[name] = run if wrap is None else wrap(name, run)
+            elif name != "main":
+                callees[name] = HostFunction(self.module[name], callees, self._compile_body)
+        return HostFunction(self.module["main"], callees, self._compile_body)
+
+    def _run_plan(self, main: HostFunction, arrays) -> object:
+        return _fresh(main(*arrays), {id(a) for a in arrays}, set())
+
+    def _moved(self, moves) -> None:
+        """Take ``(function, module or None, record)`` for each region moved off its
+        backend (``runtime.fallback``), and plan the calls without them."""
+        moves = list(moves)
+        if moves:
+            functions = dict(self.module.functions)
+            for func, module, record in moves:
+                functions[record.symbol] = func
+                self.runtime_modules.pop(record.symbol)
+                if module is not None:
+                    self.runtime_modules[record.symbol] = module
+                self._fallbacks.append(record)
+            self.module = IRModule(functions)
+        self._plan()
+
     def _compile_body(self, body: Function):
         """A control-flow op's body compiled as this executable was (its backends and
         options): partitioned and built like any function."""
         from ..compiler import compile as compile_function
 
-        run = compile_function(body, self.backend, options=self.options)
+        run = compile_function(body, self.backend, options=self.options, strict=self.strict)
         return lambda *arrays: run(*arrays)
 
     #: ``fn(*arrays)`` calls ``self._call``, found by a C-level getter: when all of
@@ -106,6 +146,33 @@ class Executable:
         from ..explanation import explain
 
         return explain(self, **options)
+
+    def verify(self, *args, bisect: bool = True, rtol: float = 0.0, atol: float = 0.0):
+        """Run every external function on its real inputs for ``args`` next to the host
+        executor and compare each output, element by element, within the forward error
+        bound of its computation (``rtol`` and ``atol`` widen it); a region that fails is
+        bisected to the first op that diverges (``bisect=False``: not). Returns a
+        ``VerificationReport`` (``print`` it; ``.ok``, ``.failures``, ``.check()``). A
+        function with symbolic sizes verifies the build for the arguments' sizes. See
+        ``nbyoc.runtime.verify``."""
+        arrays = self._spec.check(args)
+        if self._sizes is not None:
+            made = self._sizes.executable_for(arrays)
+            return made.verify(*arrays, bisect=bisect, rtol=rtol, atol=atol)
+        from .verify import verify_executable
+
+        return verify_executable(self, arrays, bisect=bisect, rtol=rtol, atol=atol)
+
+    @property
+    def fallbacks(self) -> list:
+        """The regions moved off the backend they were given (their codegen raised, or
+        their module failed its first call), each a ``runtime.fallback.Fallback``:
+        symbol, from backend, to backend (or ``"host"``), reason, when. Saved with the
+        executable. For symbolic sizes: those of every build made so far."""
+        found = list(self._fallbacks)
+        for made in self.specializations.values():
+            found += [record for record in made.fallbacks if record not in found]
+        return found
 
     def bind_sizes(self, shapes) -> dict[str, int]:
         """The value of each symbolic size for arguments of ``shapes`` (a

@@ -149,10 +149,10 @@ def is_symbolic(module: IRModule) -> bool:
 #: made first goes first. Their kernels are shared, so one costs its plan and buffers.
 MAX_KEPT = 64
 
-#: ``(module, binding, backend, options, generic) -> Executable``: builds the module for
-#: one binding of its sizes, size-generic or not. Set by ``nbyoc.compiler`` (the runtime
-#: imports no codegen). The executable's ``fixed_pays`` says whether a build for fixed
-#: shapes would run faster (``STABLE_CALLS``).
+#: ``(module, binding, backend, options, generic, strict, verify) -> Executable``: builds
+#: the module for one binding of its sizes, size-generic or not. Set by
+#: ``nbyoc.compiler`` (the runtime imports no codegen). The executable's ``fixed_pays``
+#: says whether a build for fixed shapes would run faster (``STABLE_CALLS``).
 _SPECIALIZER: list[Callable] = []
 #: A binding called this many times is *stable*: when its size-generic build is one a
 #: build for its fixed shapes beats (``fixed_pays``: a region too small for a program's
@@ -211,12 +211,17 @@ class SymbolicSizes:
         if named:
             raise self.spec.keywords_refused(named)
         arrays = self.spec.check(args)
+        return self.executable_for(arrays)._call(*arrays)
+
+    def executable_for(self, arrays):
+        """The executable made for the binding of ``arrays`` (checked arguments; made
+        now if the binding is new)."""
         binding = self.binder.bind([a.shape for a in arrays])
         key = tuple(binding[name] for name in self.binder.symbols)
         made = self._made.get(key)
         if made is None:
             made = self._make(key, binding)
-        return made._call(*arrays)
+        return made
 
     def _count(self, key: tuple, made):
         """Count a call of binding ``key``; at its ``STABLE_CALLS``-th, the build for its
@@ -229,7 +234,8 @@ class SymbolicSizes:
             return made
         ex = self.executable
         binding = dict(zip(self.binder.symbols, key))
-        fixed = _SPECIALIZER[0](ex.module, binding, ex.backend, ex.options, generic=False)
+        fixed = _SPECIALIZER[0](ex.module, binding, ex.backend, ex.options, generic=False,
+                                strict=ex.strict)  # fmt: skip
         with self._lock:
             if self._made.get(key) is made:
                 self._made[key] = fixed
@@ -263,7 +269,15 @@ class SymbolicSizes:
                 if not _SPECIALIZER:
                     raise NbyocError("import nbyoc to run functions with symbolic sizes")
                 ex = self.executable
-                made = _SPECIALIZER[0](ex.module, binding, ex.backend, ex.options, generic=True)
+                made = _SPECIALIZER[0](
+                    ex.module,
+                    binding,
+                    ex.backend,
+                    ex.options,
+                    generic=True,
+                    strict=ex.strict,
+                    verify=ex.verify_first,
+                )
                 self._made[key] = made
                 if self.stable_calls and getattr(made, "fixed_pays", False):
                     self._calls[key] = 0

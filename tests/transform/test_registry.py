@@ -72,10 +72,10 @@ def test_codegen_failures_become_compile_errors():
     with pytest.raises(
         CompileError, match="'t_raising' codegen failed on @t_raising_0: RuntimeError"
     ):
-        nbyoc.compile(f, backend="t_raising")
+        nbyoc.compile(f, backend="t_raising", strict=True)
     f = register_broken("t_not_a_module", lambda func: "source text")
     with pytest.raises(CompileError, match=r"must return a nbyoc\.runtime\.Module"):
-        nbyoc.compile(f, backend="t_not_a_module")
+        nbyoc.compile(f, backend="t_not_a_module", strict=True)
 
     class Empty(NumpyModule):
         def get_function(self, symbol):
@@ -83,7 +83,7 @@ def test_codegen_failures_become_compile_errors():
 
     f = register_broken("t_empty", Empty)
     with pytest.raises(CompileError, match="does not provide it: no t_empty_0 here"):
-        nbyoc.compile(f, backend="t_empty")
+        nbyoc.compile(f, backend="t_empty", strict=True)
 
 
 class RunOnly(Module):
@@ -211,7 +211,7 @@ def test_a_codegen_error_names_backend_and_function_and_chains_the_original():
 
     f = register_broken("t_vendor", raising)
     with pytest.raises(CompileError) as info:
-        nbyoc.compile(f, backend="t_vendor")
+        nbyoc.compile(f, backend="t_vendor", strict=True)
     assert str(info.value) == (
         "the 't_vendor' codegen failed on @t_vendor_0: VendorError: unsupported tile size"
     )
