@@ -7,10 +7,12 @@ diverges is monotone in ``k`` (a prefix holds every value a shorter one returns)
 binary search over ``k`` finds the first diverging op in about ``log2(calls) + 1``
 builds. Each prefix is built by the region's own backend (its codegen, with the
 executable's options), run on the region's recorded inputs and compared as the region
-was (``runtime.verify.compare``). This needs nothing of the backend but its codegen;
-a backend that cannot build a prefix stops the bisection, and the report says why. An
-error that shows only when the region is built whole (a fused pattern, say) is
-reported as such: with every value an output, no op diverges.
+was (``runtime.verify.compare``). This needs nothing of the backend but its codegen
+and functions of several outputs; a backend that cannot build or run a prefix stops the
+bisection, and the report says why (unless the region itself raised: then the first op
+whose prefix raises is the one sought). An error that shows only when the region is
+built whole (a fused pattern, say) is reported as such: with every value an output, no
+op diverges.
 
 >>> import numpy as np, nbyoc
 >>> a = nbyoc.var("a", (3,))
@@ -36,16 +38,18 @@ class _Stopped(Exception):
     """The bisection cannot go on (a prefix the backend cannot build)."""
 
 
-def bisect_region(func: Function, inputs, options, rtol: float = 0.0,
-                  atol: float = 0.0) -> Divergence:  # fmt: skip
+def bisect_region(func: Function, inputs, options, rtol: float = 0.0, atol: float = 0.0,
+                  raised: bool = False) -> Divergence:  # fmt: skip
     """The first op of external function ``func`` whose value its backend computes
-    beyond tolerance on ``inputs`` (its recorded arguments), or why none was found."""
+    beyond tolerance on ``inputs`` (its recorded arguments), or why none was found.
+    ``raised``: the region raised instead of returning, so the first op whose prefix
+    raises is the one sought; otherwise a prefix that raises stops the bisection."""
     symbol, backend = func.attrs["global_symbol"], func.attrs["Compiler"]
     calls = [n for n in post_order([func.body]) if isinstance(n, Call)]
     found: dict[int, str] = {}
 
     def diverges(k: int) -> bool:
-        detail = _diverges(func, calls, k, inputs, options, rtol, atol)
+        detail = _diverges(func, calls, k, inputs, options, rtol, atol, raised)
         if detail:
             found[k] = detail
         return bool(detail)
@@ -74,7 +78,7 @@ def bisect_region(func: Function, inputs, options, rtol: float = 0.0,
                       names(func)[name].strip().rstrip(";"), found[bad])  # fmt: skip
 
 
-def _diverges(func, calls, k, inputs, options, rtol, atol) -> str:
+def _diverges(func, calls, k, inputs, options, rtol, atol, raised) -> str:
     """How the function of ``func``'s first ``k`` calls diverges (its last op's values
     first), or "" if it does not."""
     symbol, backend = func.attrs["global_symbol"], func.attrs["Compiler"]
@@ -99,7 +103,12 @@ def _diverges(func, calls, k, inputs, options, rtol, atol) -> str:
     try:
         got = _flat(run(*args))
     except Exception as e:
-        return f"the region's first {k} ops raised {reason(e)}"
+        if raised:
+            return f"the region's first {k} ops raised {reason(e)}"
+        raise _Stopped(  # (the region ran: this prefix's error is no wrong value)
+            f"the {backend} module raised on the region's first {k} ops ({reason(e)}), which "
+            f"return all {k} values (a tuple): bisection needs the backend to run those"
+        ) from None
     rows = compare(prefix, args, got, rtol, atol)
     bad = [row for row in rows[last:] + rows[:last] if not row.ok]
     if not bad:

@@ -48,8 +48,9 @@ def verify_executable(executable, arrays, *, bisect: bool = True, rtol: float = 
         if bisect and not all(row.ok for row in rows):
             from .bisect import bisect_region
 
-            options = executable.options
-            report.divergences.append(bisect_region(func, inputs, options, rtol, atol))
+            raised = isinstance(outputs, BaseException)
+            divergence = bisect_region(func, inputs, executable.options, rtol, atol, raised)
+            report.divergences.append(divergence)
     return report
 
 

@@ -14,11 +14,12 @@ from nbyoc.errors import VerificationError
 from nbyoc.runtime.verify import check_output
 
 from ..strategies import graphs, random_inputs
-from .faulty import op_names, register
+from .faulty import op_names, register, swapped
 
 ELEMENTWISE = ["add", "subtract", "multiply", "exp", "tanh", "negative", "abs"]
 #: Computes every multiply as an add: the bug verify must catch and name.
-WRONG = register("t_verify_wrong", ELEMENTWISE, swap={"multiply": "add"})
+SWAP = {"multiply": "add"}
+WRONG = register("t_verify_wrong", ELEMENTWISE, swap=SWAP)
 RIGHT = register("t_verify_right", ELEMENTWISE)
 
 
@@ -215,3 +216,32 @@ def test_the_bisection_builds_about_log2_prefixes():
     assert divergence.op == "negative" and divergence.line.startswith(f"{divergence.node} = neg")
     assert len(seen) <= 7  # the whole region once, then log2(34) halvings
     assert all("negative" in op_names(f) for f in seen[:1])
+
+
+def test_a_backend_that_cannot_run_a_prefix_stops_the_bisection_and_says_why():
+    class OneOutput(nbyoc.runtime.Module):
+        """Computes multiply as add, and cannot run a function of several outputs."""
+
+        type_key = "t_verify_one_output"
+
+        def __init__(self, func):
+            self.func, self.run = func, nbyoc.runtime.HostFunction(swapped(func, SWAP))
+
+        def get_function(self, symbol):
+            def impl(inputs, outputs):
+                if len(outputs) > 1:
+                    raise NotImplementedError("one output only")
+                np.copyto(outputs[0], self.run(*inputs))
+
+            return nbyoc.runtime.destination_passing(self.func, impl)
+
+    for op in ELEMENTWISE:
+        nbyoc.register_op_support("t_verify_one_output", op, replace=True)
+    nbyoc.register_codegen("t_verify_one_output", replace=True)(OneOutput)
+    a, b = nbyoc.var("a", (8,)), nbyoc.var("b", (8,))
+    fn = nbyoc.compile(nbyoc.function([a, b], nbyoc.exp(a) * b + a), "t_verify_one_output")
+    (divergence,) = fn.verify(*data()).divergences
+    assert not divergence.found
+    assert "raised on the region's first 3 ops (NotImplementedError: one output only)" in str(
+        divergence
+    )
