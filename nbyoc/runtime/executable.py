@@ -74,6 +74,9 @@ class Executable:
         """How a call runs: ``main`` on the host executor, or its one external function."""
         self._main = self._host_plan()
         self._direct = _direct_call(self.module, self.runtime_modules, self._spec)
+        self._plain_call()
+
+    def _plain_call(self) -> None:
         direct = self._direct
         if direct is not None and direct.checks_arguments:
             self._call = direct  # all of main is one external function: called directly
@@ -101,15 +104,17 @@ class Executable:
         """Take ``(function, module or None, record)`` for each region moved off its
         backend (``runtime.fallback``), and plan the calls without them."""
         moves = list(moves)
-        if moves:
-            functions = dict(self.module.functions)
-            for func, module, record in moves:
-                functions[record.symbol] = func
-                self.runtime_modules.pop(record.symbol)
-                if module is not None:
-                    self.runtime_modules[record.symbol] = module
-                self._fallbacks.append(record)
-            self.module = IRModule(functions)
+        if not moves:
+            self._plain_call()  # (the plan made first stands)
+            return
+        functions = dict(self.module.functions)
+        for func, module, record in moves:
+            functions[record.symbol] = func
+            self.runtime_modules.pop(record.symbol)
+            if module is not None:
+                self.runtime_modules[record.symbol] = module
+            self._fallbacks.append(record)
+        self.module = IRModule(functions)
         self._plan()
 
     def _compile_body(self, body: Function):

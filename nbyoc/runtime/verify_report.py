@@ -73,9 +73,10 @@ class Divergence:
         if not self.found:
             return f"@{self.symbol} on {self.backend}: bisection stopped: {self.detail}"
         attrs = ", ".join(f"{k}={v!r}" for k, v in self.attrs.items())
+        call = f"{self.op}({attrs})" if attrs else self.op
         return (
             f"@{self.symbol} on {self.backend}: the first op that diverges is {self.node}, "
-            f"{self.op}({attrs}): `{self.line}`: {self.detail}"
+            f"{call}: `{self.line}`: {self.detail}"
         )
 
 
@@ -103,8 +104,8 @@ class VerificationReport:
         regions = sorted({f"@{row.symbol} ({row.backend})" for row in self.failures})
         raise VerificationError(
             f"{', '.join(regions)} computed results beyond their tolerance of the host's; "
-            f"fix the backend at the op named below, or compile without it (strict=False "
-            f"keeps other failures off the host):\n{self}",
+            f"fix the backend's code for the op named below, or leave that op to another "
+            f"backend (its register_op_support predicate):\n{self}",
             self,
         )
 
