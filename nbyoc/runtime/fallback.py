@@ -153,16 +153,27 @@ class FirstCall:
                 main = ex._main
             else:
                 main = ex._host_plan(lambda name, run: self._guard(name, run, moves))
-            result = ex._run_plan(main, arrays)
+            try:
+                result = ex._run_plan(main, arrays)
+            except BaseException:
+                if moves:  # kept; the regions the call did not reach stay guarded
+                    ex._moved(moves.values())
+                    ex._call = self
+                    self._announce(moves)
+                raise
             ex._moved(moves.values())
             self.settled = True
-            for _, _, record in moves.values():
-                announce(record, stacklevel=2)
+            self._announce(moves)
             if ex.verify_first:
                 from .verify import verify_executable
 
                 verify_executable(ex, arrays).check()
         return result
+
+    @staticmethod
+    def _announce(moves: dict) -> None:
+        for _, _, record in moves.values():
+            announce(record, stacklevel=3)  # (the user's call)
 
     def _guard(self, name: str, run: Callable, moves: dict) -> Callable:
         ex = self.executable

@@ -241,3 +241,17 @@ def test_a_malformed_fallback_record_is_a_load_error(tmp_path, record, needle):
 
 def test_the_faulty_module_loader_is_what_the_archive_test_relies_on():
     assert nbyoc.runtime.get_loader(FaultyModule.type_key).__self__ is FaultyModule
+
+
+def test_a_first_call_that_fails_later_keeps_the_moves_it_made_and_stays_guarded():
+    a = nbyoc.var("a", (4,))
+    i = nbyoc.var("i", (2,), "int64")
+    first = nbyoc.tanh(a * 2.0)  # crashes on CRASHY: moved
+    f = nbyoc.function([a, i], nbyoc.gather(nbyoc.sqrt(first + 2.0), i, axis=0) * 3.0)
+    fn = nbyoc.compile(f, CRASHY)
+    with pytest.warns(FallbackWarning), pytest.raises(ExecutionError):
+        fn(X, np.array([0, 9]))  # the gather region fails on the host too: the inputs' fault
+    assert [r.symbol for r in fn.fallbacks] == ["t_fb_crashy_0"]
+    expected = np.sqrt(np.tanh(X * 2) + 2)[[3, 1]] * 3
+    np.testing.assert_allclose(fn(X, np.array([3, 1])), expected, rtol=1e-6)
+    assert len(fn.fallbacks) == 1
