@@ -29,8 +29,8 @@ from ..ir.nodes import Call, Function, IRModule
 from ..ir.traversal import post_order
 from ..runtime.fallback import Fallback, announce, move
 from ..runtime.rebuild import register_region_builder
-from .build import _build_one
 from ..transform.support import supports
+from .build import _build_one
 
 
 class Fallbacks:
