@@ -227,11 +227,15 @@ def _call_bound(node, value, bound, unknown):
 
 def _estimate(node, attrs, operands, errors, out):
     """The bound of an op the model does not know: through its decomposition when it
-    has one (its own ops' bounds, on its operands' values and bounds), else norm-wise:
+    has one, or a composite's body (their own ops' bounds, on its operands' values and
+    bounds), else norm-wise:
     the largest bound of its operands, plus a rounding for each operand element that
     may meet in one result element (as a sum's) of the largest magnitude it reads or
     makes. Right for ops that move, pick or average elements (pools, resize, scatter);
     an estimate for any other."""
+    if node.op.kind == "composite":  # (its body is what it computes, on its operands)
+        (bound,) = _bounds(attrs["body"], operands, errors, ESTIMATE)
+        return bound
     if node.op.decompose is not None:
         params = [Var(f"in{i}", a.type) for i, a in enumerate(node.args)]
         (bound,) = _bounds(Function(params, node.op.decompose(*params, **attrs)),

@@ -245,3 +245,47 @@ def test_a_backend_that_cannot_run_a_prefix_stops_the_bisection_and_says_why():
     assert "raised on the region's first 3 ops (NotImplementedError: one output only)" in str(
         divergence
     )
+
+
+def test_a_wrong_composite_kernel_is_named_by_its_composite():
+    from nbyoc.transform.patterns import is_op, wildcard
+
+    name = "t_verify_fused"
+    nbyoc.register_patterns(name, [(f"{name}.fma", is_op("add")(
+        is_op("multiply")(wildcard(), wildcard()), wildcard()))], replace=True)  # fmt: skip
+    nbyoc.register_op_support(name, "exp", replace=True)
+
+    def wrong_kernels(func):  # the fma kernel computes a * b - c
+        new = {p: p for p in func.params}
+        for node in nbyoc.ir.post_order([func.body], leaves=set(func.params)):
+            args = [new[a] for a in nbyoc.ir.operands(node)]
+            if isinstance(node, nbyoc.ir.Call) and node.op.name == "composite":
+                new[node] = args[0] * args[1] - args[2]
+            elif node not in new:
+                new[node] = nbyoc.ir.traversal.with_operands(node, args)
+        return nbyoc.function(func.params, new[func.body])
+
+    class Fused(nbyoc.runtime.Module):
+        type_key = "t_verify_fused"
+
+        def __init__(self, func):
+            self.func, self.run = func, nbyoc.runtime.HostFunction(wrong_kernels(func))
+
+        def get_function(self, symbol):
+            def impl(inputs, outputs):
+                results = self.run(*inputs)
+                for out, value in zip(
+                    outputs, results if isinstance(results, tuple) else [results]
+                ):
+                    np.copyto(out, value)
+
+            return nbyoc.runtime.destination_passing(self.func, impl)
+
+    nbyoc.register_codegen(name, replace=True)(Fused)
+    a, b = nbyoc.var("a", (8,)), nbyoc.var("b", (8,))
+    fn = nbyoc.compile(nbyoc.function([a, b], nbyoc.exp(nbyoc.exp(a) * b + a)), name)
+    report = fn.verify(*data())
+    assert not report.ok
+    (divergence,) = report.divergences
+    assert divergence.op == "composite" and divergence.attrs["Composite"] == f"{name}.fma"
+    assert 'Composite="t_verify_fused.fma"' in divergence.line
