@@ -1,5 +1,5 @@
 """Every backend, by every path a user reaches it, against the host executor on random
-graphs (``tests/strategies.py``: mixed signed/unsigned operands, non-bool ``where``
+graphs (``nbyoc.testing.strategies``: mixed signed/unsigned operands, non-bool ``where``
 conditions, ``clip`` with missing bounds, 0-d tensors, many-operand concatenates,
 outputs that are views of intermediates), and no path may change an input array.
 
