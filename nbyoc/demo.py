@@ -21,6 +21,7 @@ from ._version import __version__
 from .codegen.registry import registered_backends
 from .ir.builder import function, var
 from .ir.nodes import Function
+from .runtime.report_text import seconds_text
 
 
 def reference_graph(shape: Sequence[int], dtype: str = "float32") -> Function:
@@ -54,13 +55,6 @@ def median_seconds(
             fn(*args)
         samples.append((time.perf_counter() - start) / loops)
     return statistics.median(samples)
-
-
-def _format_seconds(seconds: float) -> str:
-    for unit, scale in (("s", 1), ("ms", 1e-3), ("us", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
 
 
 #: Where the interesting part of each backend's generated code starts (a line beginning
@@ -112,7 +106,7 @@ def run_demo(
         for n in sizes:
             start = time.perf_counter()
             compiled[backend, n] = compiler.compile(reference_graph((n, n)), backend=backend)
-            out(f" {n}x{n} {_format_seconds(time.perf_counter() - start)},", end="", flush=True)
+            out(f" {n}x{n} {seconds_text(time.perf_counter() - start)},", end="", flush=True)
         out(" done")
     out("")
     for backend in backends:
@@ -136,7 +130,7 @@ def run_demo(
             nbyoc_time = median_seconds(fn, args)
             out(
                 f"{f'{n}x{n}':>12}  {backend:<12} {'ok' if ok else 'MISMATCH':<8} "
-                f"{_format_seconds(nbyoc_time):>10} {_format_seconds(numpy_time):>10} "
+                f"{seconds_text(nbyoc_time):>10} {seconds_text(numpy_time):>10} "
                 f"{numpy_time / nbyoc_time:>11.2f}x"
             )
     out("")

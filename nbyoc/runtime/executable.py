@@ -229,6 +229,22 @@ class Executable:
         """Parameters and result type of ``main``, as text."""
         return f"({self._spec.signature()}) -> {self.module['main'].ret_type!r}"
 
+    def profile(self, *arrays, repeat: int = 10):
+        """Where the time of ``self(*arrays)`` goes: a ``Profile`` (``runtime.profile``)
+        of each region (with its backend) and host op, median time per call over
+        ``repeat`` calls after a warm-up, share of the total, bytes moved; ``print`` it
+        for a table, read ``.rows`` and ``.total`` for numbers.
+
+        >>> import numpy as np, nbyoc
+        >>> fn = nbyoc.compile(nbyoc.function([x := nbyoc.var("x", (3,))], nbyoc.exp(x)))
+        >>> p = fn.profile(np.ones(3, np.float32), repeat=2)
+        >>> [(row.name, row.backend) for row in p.rows]
+        [('@llvm_0', 'llvm'), ('(executor)', 'host')]
+        """
+        from .profile import profile
+
+        return profile(self, arrays, repeat)
+
     def save(self, path) -> None:
         """Write this executable to one file (see ``nbyoc.runtime.archive``).
 
