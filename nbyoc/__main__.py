@@ -1,5 +1,5 @@
-"""Command line: ``python -m nbyoc demo``, ``ops``, ``explain MODEL.onnx`` (see ``--help``;
-each subcommand beyond the first two lives in ``nbyoc.cli``)."""
+"""Command line: ``python -m nbyoc demo``, ``ops``, ``explain MODEL.onnx``, ``profile
+MODEL.onnx`` (see ``--help``; each subcommand beyond the first two lives in ``nbyoc.cli``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from ._version import __version__
-from .cli import explain
+from .cli import explain, profile
 from .cli.errors import run_command
 
 
@@ -25,6 +25,7 @@ def main(argv=None) -> int:
     demo.add_argument("--backend", action="append", help="only this backend (repeatable)")
     commands.add_parser("ops", help="print the op catalog: every op and the backends that run it")
     explain.add_parser(commands)
+    profile.add_parser(commands)
     args = parser.parse_args(argv)
     if hasattr(args, "run"):
         return run_command(lambda: args.run(args))

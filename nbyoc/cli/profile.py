@@ -1,0 +1,59 @@
+"""``nbyoc profile MODEL.onnx``: where the time of an ONNX model goes, region by region
+(with its backend) and host op by host op (``Executable.profile``), on random inputs of
+the model's dtypes, as a table or JSON.
+
+>>> import argparse
+>>> commands = argparse.ArgumentParser(prog="nbyoc").add_subparsers()
+>>> add_parser(commands)
+>>> args = commands.choices["profile"].parse_args(["m.onnx", "--shapes", "x=1x3", "--json"])
+>>> args.shapes, args.repeat, args.json
+(['x=1x3'], 10, True)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..errors import NbyocError
+from .explain import add_shapes_argument
+from .models import parse_shapes, read_model
+
+
+def add_parser(commands) -> None:
+    profile = commands.add_parser(
+        "profile",
+        help="time each region (with its backend) and host op of an ONNX model on random inputs",
+    )
+    profile.add_argument("model", help="an .onnx file")
+    profile.add_argument(
+        "--backend", action="append",
+        help="a backend to offload to, repeatable, in priority order (default: llvm)",
+    )  # fmt: skip
+    add_shapes_argument(profile)
+    profile.add_argument("--repeat", type=int, default=10, help="timed calls (default 10)")
+    profile.add_argument("--json", action="store_true", help="print the profile as JSON")
+    profile.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import nbyoc
+    from nbyoc.testing.inputs import random_inputs
+
+    backends = args.backend or ["llvm"]
+    func = read_model(args.model, parse_shapes(args.shapes))
+    dynamic = [p for p in func.params if p.type.symbols]
+    if dynamic:  # (random inputs need sizes: any would do, so the user picks them)
+        named = ", ".join(f"{p.name_hint} {p.type.shape}" for p in dynamic)
+        example = "x".join(str(d) if isinstance(d, int) else "1" for d in dynamic[0].type.shape)
+        raise NbyocError(
+            f"inputs with dynamic dims: {named}; give their sizes, e.g. "
+            f"--shapes {dynamic[0].name_hint}={example}"
+        )
+    fn = nbyoc.compile(func, backends)
+    profile = fn.profile(*random_inputs(func), repeat=args.repeat)
+    if args.json:
+        print(json.dumps({"model": args.model, "backends": backends, **profile.as_dict()}))
+    else:
+        print(f"{args.model} on {', '.join(backends)}\n{profile}")
+    return 0
