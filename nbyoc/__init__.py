@@ -77,3 +77,13 @@ __all__ = [
     "verify",
     *ir.ops.__all__,
 ]  # fmt: skip
+
+
+def __getattr__(name):
+    # nbyoc.testing (the backend test kit) is imported when first used: a program that
+    # only runs models never pays for it.
+    if name == "testing":
+        import importlib
+
+        return importlib.import_module(".testing", __name__)
+    raise AttributeError(f"module 'nbyoc' has no attribute {name!r}")

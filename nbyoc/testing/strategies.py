@@ -14,7 +14,7 @@ operands, and outputs that are views (reshape, transpose) of intermediates.
 >>> import nbyoc
 >>> from hypothesis import given, settings
 >>> @settings(max_examples=5, deadline=None, database=None)
-... @given(graphs(max_nodes=3))
+... @given(graphs(max_nodes=3, dtypes=["float32", "float64"]))
 ... def agrees_with_the_host(f):
 ...     args = random_inputs(f)
 ...     assert_same_results(nbyoc.compile(f, "examplejson")(*args), nbyoc.compile(f, "host")(*args))
@@ -45,6 +45,7 @@ __all__ = [
     "UNARY",
     "assert_same_results",
     "graphs",
+    "op_cases",
     "random_inputs",
     "shapes",
 ]
@@ -252,3 +253,27 @@ _ZERO_D_OPS = [
     lambda s, other: nbyoc.call_op("less", s, other),
     lambda s, other: nbyoc.call_op("multiply", other, s),
 ]
+
+
+@st.composite
+def op_cases(draw, op: str, dtype: str, context: bool = True):
+    """An ``OpCase`` (``nbyoc.testing.cases``): a small graph around one call of ``op``
+    on ``dtype`` operands, its shapes and attributes drawn by hypothesis (so it explores
+    and shrinks them); what ``nbyoc.testing.check_backend`` runs.
+
+    >>> from hypothesis import given, settings
+    >>> @settings(max_examples=3, database=None)
+    ... @given(op_cases("matmul", "float64"))
+    ... def a_matmul(case):
+    ...     assert case.call.op.name == "matmul" and case.call.type.dtype == "float64"
+    >>> a_matmul()
+    """
+    from hypothesis import reject
+
+    from .cases import op_case
+    from .choices import DrawnChoices
+
+    try:
+        return op_case(op, dtype, DrawnChoices(draw), context)
+    except NbyocTypeError:
+        reject()  # (what was drawn does not type: the op refuses the dtype, or the sizes)
