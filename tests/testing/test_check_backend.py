@@ -14,11 +14,12 @@ from nbyoc.errors import NbyocError
 from nbyoc.runtime import HostFunction, Module, destination_passing
 from nbyoc.testing.check import check_backend
 
-#: The slice CI runs: every op each backend declares, on a few dtypes, one graph each
-#: (about 15 s a backend from a cold cache); --run-slow runs all of it.
+#: The slice CI runs: every op each backend declares, on a dtype or few, one graph each
+#: (measured from a cold cache: 12 to 18 s of CPU a backend); --run-slow runs all of it
+#: (llvm: 1500 graphs, 10 minutes).
 SLICES = {
     "csource": ["float32", "int8", "bool"],
-    "llvm": ["float32", "uint16"],
+    "llvm": ["float32"],
     "examplejson": ["float64"],
 }
 
@@ -34,7 +35,7 @@ def test_a_shipped_backend_passes_its_slice(backend):
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", sorted(SLICES))
 def test_a_shipped_backend_passes_all_of_it(backend):
-    report = check_backend(backend, examples=3)
+    report = check_backend(backend, examples=2)
     assert report.ok, str(report)
 
 
