@@ -2,9 +2,8 @@
 and shape exactly, and in value within the forward error bound of the computation
 (``nbyoc.runtime.tolerance``, estimated for an op the model lacks, as ``fn.verify``
 bounds it), and at least ``FALLBACK_ULPS`` ulps of the dtype at the value's magnitude
-plus one.
-Integers and bools are exact; NaN matches NaN; elements whose result may jump (a
-comparison of values within their bounds) are not compared.
+plus one. Integers and bools are exact; NaN matches NaN; elements whose result may
+jump (a comparison of values within their bounds) are not compared.
 
 >>> import numpy as np, nbyoc
 >>> x = nbyoc.var("x", (3,))
@@ -24,7 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from ..ir.dtypes import dtype_info
-from ..runtime.tolerance import ESTIMATE, error_bounds
+from ..runtime.tolerance import ESTIMATE, beyond, error_bounds
 
 #: The least tolerance of a float result, in ulps of its dtype times its magnitude plus
 #: one (a floor under an estimated bound: a tiny result of a sum that cancels).
@@ -46,51 +45,63 @@ class Difference:
 def difference(func, args, got, expected) -> Difference | None:
     """None when ``got`` (a backend's ``func(*args)``) agrees with ``expected`` (the
     host's), else the ``Difference``."""
+    with np.errstate(all="ignore"):
+        bounds = error_bounds(func, args, unknown=ESTIMATE)
+
+    def output(k, g, e):
+        bound = bounds[k]
+        if dtype_info(e.dtype).is_float:
+            floor = FALLBACK_ULPS * float(ml_dtypes.finfo(dtype_info(e.dtype).numpy).eps)
+            with np.errstate(all="ignore"):
+                least = floor * (np.abs(e.astype(np.float64)) + 1)
+            bound = np.where(np.isfinite(bound), np.maximum(bound, least), np.inf)
+        return elements_beyond(k, g, e, bound)
+
+    return outputs_difference(got, expected, output)
+
+
+def outputs_difference(got, expected, output) -> Difference | None:
+    """Outputs ``got`` against ``expected`` (an array or a tuple of them, alike): their
+    count, dtypes and shapes, then ``output(k, got_k, expected_k)`` for each, which
+    returns the ``Difference`` of its values or None; all of them as one."""
     if not isinstance(expected, tuple):
         got, expected = (got,) if not isinstance(got, tuple) else got, (expected,)
     if not isinstance(got, tuple) or len(got) != len(expected):
         return Difference(float("nan"), 0, f"{len(expected)} output(s) expected, got {got!r}")
-    with np.errstate(all="ignore"):
-        bounds = error_bounds(func, args, unknown=ESTIMATE)
     found = []
-    for k, (g, e, bound) in enumerate(zip(got, expected, bounds)):
+    for k, (g, e) in enumerate(zip(got, expected)):
         g, e = np.asarray(g), np.asarray(e)
         if (g.dtype, g.shape) != (e.dtype, e.shape):
             return Difference(
                 float("nan"), 0,
                 f"output {k}: {g.dtype}{list(g.shape)}, expected {e.dtype}{list(e.shape)}",
             )  # fmt: skip
-        found.append(_beyond(k, g, e, bound))
+        found.append(output(k, g, e))
     found = [d for d in found if d is not None]
     if not found:
         return None
-    worst = max(found, key=lambda d: d.worst)
     message = "; ".join(d.message for d in found)
-    return Difference(worst.worst, sum(d.elements for d in found), message)
+    return Difference(max(d.worst for d in found), sum(d.elements for d in found), message)
 
 
-def _beyond(k: int, got, expected, bound) -> Difference | None:
-    checked = np.isfinite(bound)
-    exact_g, exact_e = got[checked], expected[checked]
-    g, e = exact_g.astype(np.float64), exact_e.astype(np.float64)  # (bfloat16 exactly too)
-    with np.errstate(all="ignore"):
-        error = np.abs(g - e)
-        info = dtype_info(expected.dtype)
-        if info.is_float:
-            eps = float(ml_dtypes.finfo(info.numpy).eps)
-            allowed = np.maximum(bound[checked], FALLBACK_ULPS * eps * (np.abs(e) + 1))
-            bad = ~((g == e) | (np.isnan(g) & np.isnan(e)) | (error <= allowed))
-        else:  # (compared as they are: int64 past 2**53 is not exact in float64)
-            bad = exact_g != exact_e
-            error = np.maximum(error, 1.0)
+def elements_beyond(k: int, got, expected, allowed, what: str = "their bound"):
+    """The ``Difference`` of output ``k``'s elements farther from ``expected`` than
+    ``allowed`` (each element's tolerance; ``inf``: not compared; integers and bools
+    exactly wherever it is finite), NaN matching NaN; None when none is
+    (``nbyoc.runtime.tolerance.beyond``)."""
+    bad = beyond(got, expected, np.broadcast_to(allowed, expected.shape))
     if not bad.any():
         return None
-    error = np.where(np.isnan(error), np.inf, error)[bad]
-    where = tuple(int(i) for i in np.argwhere(checked)[np.flatnonzero(bad)[0]])
+    with np.errstate(all="ignore"):
+        error = np.abs(got.astype(np.float64) - expected.astype(np.float64))[bad]
+    error = np.where(np.isnan(error), np.inf, error)
+    if not dtype_info(expected.dtype).is_float:
+        error = np.maximum(error, 1.0)  # (int64 past 2**53 differs by less in float64)
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
     return Difference(
         float(error.max()),
         int(bad.sum()),
-        f"output {k}: {int(bad.sum())} element(s) beyond their bound, e.g. at {where} got "
+        f"output {k}: {int(bad.sum())} element(s) beyond {what}, e.g. at {where} got "
         f"{_value(got[where])}, expected {_value(expected[where])}",
     )
 

@@ -103,6 +103,14 @@ def test_a_wrong_op_is_a_mismatch_with_its_worst_error_and_a_reproducer(wrongmat
     assert "reproducer: f = nbyoc.parse(TEXT)" in printed
 
 
+def test_a_wrong_op_fails_onnx_s_node_cases_too(wrongmath):
+    pytest.importorskip("onnx")
+    report = check_backend(wrongmath, ops=["multiply"], dtypes=["float32"], examples=1)
+    (onnx,) = [f for f in report.failures if f.source == "onnx"]
+    assert onnx.kind == "mismatch" and onnx.worst == pytest.approx(1)
+    assert "beyond rtol=" in onnx.message and "test_mul" in onnx.reproducer
+
+
 def test_an_op_that_raises_is_an_error_and_a_refused_dtype_a_skipped_row(wrongmath):
     report = check_backend(wrongmath, ops=["maximum", "subtract"], dtypes=["float32", "int8"],
                            examples=1, onnx=False)  # fmt: skip
