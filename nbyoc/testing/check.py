@@ -195,7 +195,26 @@ def _hypothesis(op: str, dtype: str, examples: int, seed: int, run: Callable) ->
 def _run_graph_case(name: str, case: OpCase, tally: _Tally, failures: list) -> bool:
     """Run one generated case on the backend and on the host and tally it; False when it
     did not count (the backend refused the call, or the host the inputs)."""
-    if not supports(name, case.call):
+    reproducer = (
+        f"reproducer: f = nbyoc.parse(TEXT); args = nbyoc.testing.random_inputs(f, "
+        f"seed={case.seed}); nbyoc.compile(f, {name!r})(*args), with TEXT:\n{case.func}"
+    )
+
+    def counted(kind: str | None = None, worst=None, message: str = "") -> bool:
+        tally.graphs += 1
+        if kind is None:
+            tally.passed += 1
+        else:
+            failures.append(Failure(case.op, case.dtype, "graphs", kind, worst, message,
+                                    reproducer))  # fmt: skip
+            tally.failure(worst)
+        return True
+
+    try:
+        claimed = supports(name, case.call)
+    except NbyocError as e:  # (the predicate raised: a bug of the backend's, as any)
+        return counted("error", None, str(e))
+    if not claimed:
         tally.refused += 1
         return False
     args = random_inputs(case.func, case.seed)
@@ -205,10 +224,6 @@ def _run_graph_case(name: str, case: OpCase, tally: _Tally, failures: list) -> b
     except Exception:
         tally.void += 1
         return False
-    reproducer = (
-        f"reproducer: f = nbyoc.parse(TEXT); args = nbyoc.testing.random_inputs(f, "
-        f"seed={case.seed}); nbyoc.compile(f, {name!r})(*args), with TEXT:\n{case.func}"
-    )
     try:
         fn = compile_function(case.func, name)
         if not _runs_on(fn.module, name, case.op):
@@ -217,21 +232,11 @@ def _run_graph_case(name: str, case: OpCase, tally: _Tally, failures: list) -> b
         with np.errstate(all="ignore"):
             got = fn(*args)
     except Exception as e:
-        message = f"{type(e).__name__}: {e}"
-        failures.append(Failure(case.op, case.dtype, "graphs", "error", None, message,
-                                reproducer))  # fmt: skip
-        tally.graphs += 1
-        tally.failure(None)
-        return True
-    tally.graphs += 1
+        return counted("error", None, f"{type(e).__name__}: {e}")
     found = difference(case.func, args, got, expected)
     if found is None:
-        tally.passed += 1
-    else:
-        failures.append(Failure(case.op, case.dtype, "graphs", "mismatch", found.worst,
-                                found.message, reproducer))  # fmt: skip
-        tally.failure(found.worst)
-    return True
+        return counted()
+    return counted("mismatch", found.worst, found.message)
 
 
 def _runs_on(module, name: str, op: str) -> bool:

@@ -123,6 +123,14 @@ def test_an_op_that_raises_is_an_error_and_a_refused_dtype_a_skipped_row(wrongma
     assert skipped.cases == 0 and "predicate refused" in skipped.note
 
 
+def test_a_predicate_that_raises_is_an_error():
+    nbyoc.register_op_support("crashpred", "abs", lambda call: 1 / 0, replace=True)
+    nbyoc.register_codegen("crashpred", replace=True)(WrongModule)
+    report = check_backend("crashpred", dtypes=["int8"], examples=1, onnx=False)
+    assert report.row("abs", "int8").failed == 1
+    assert "predicate of crashpred/abs failed" in report.failures[0].message
+
+
 def test_an_op_without_a_generator_is_a_row_saying_so():
     nbyoc.register_op_support("loopy", "loop", replace=True)
     nbyoc.register_codegen("loopy", replace=True)(WrongModule)
