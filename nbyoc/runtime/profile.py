@@ -39,8 +39,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from ..errors import NbyocError
 from ..ir.nodes import Call, GlobalVar
 from ..ir.op import Op
@@ -155,11 +153,11 @@ def profile(executable, arrays, repeat: int = 10) -> Profile:
 def _built_for(executable, arrays) -> tuple:
     """The executable that runs ``arrays`` (for symbolic sizes: the build made for
     their binding) and that binding."""
-    if getattr(executable, "_sizes", None) is None:
+    sizes = executable._sizes
+    if sizes is None:
         return executable, {}
-    binding = executable.bind_sizes([np.shape(a) for a in arrays])
-    key = tuple((name, binding[name]) for name in sorted(binding))
-    return executable.specializations[key], binding
+    checked = executable._spec.check(arrays)
+    return sizes.executable_for(checked), sizes.binder.bind([a.shape for a in checked])
 
 
 def _entry(executable, node, name: str) -> _Entry | None:
