@@ -29,13 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..codegen.registry import check_backend as registered
-from ..codegen.registry import declared_ops, supports
 from ..compiler import compile as compile_function
 from ..errors import NbyocError, NbyocTypeError
 from ..ir.dtypes import DTYPES
 from ..ir.nodes import Call
 from ..ir.op import Op
 from ..ir.traversal import post_order
+from ..transform.support import declared_ops, refusal
 from .calls import GENERATORS
 from .cases import OpCase, op_case
 from .choices import FirstChoices, RandomChoices
@@ -54,6 +54,7 @@ class _Tally:
     failed: int = 0
     worst: float | None = None
     refused: int = 0  # (calls the predicate refused, or that the partitioner left elsewhere)
+    reason: str = ""  # (the predicate's last reason)
     void: int = 0  # (inputs the host refused: integers to negative powers, ...)
     note: str = ""
 
@@ -66,7 +67,7 @@ class _Tally:
         note = self.note
         if not self.graphs + self.onnx and not note:
             if self.refused:
-                note = f"the backend's predicate refused all {self.refused} generated calls"
+                note = f"refused all {self.refused} generated calls: {self.reason}"
             elif self.void:
                 note = "the host refused every generated input"
         return OpRow(op, dtype, self.graphs, self.onnx, self.passed, self.failed, self.worst,
@@ -211,11 +212,11 @@ def _run_graph_case(name: str, case: OpCase, tally: _Tally, failures: list) -> b
         return True
 
     try:
-        claimed = supports(name, case.call)
+        reason = refusal(name, case.call)
     except NbyocError as e:  # (the predicate raised: a bug of the backend's, as any)
         return counted("error", None, str(e))
-    if not claimed:
-        tally.refused += 1
+    if reason is not None:
+        tally.refused, tally.reason = tally.refused + 1, reason
         return False
     args = random_inputs(case.func, case.seed)
     try:
@@ -227,7 +228,7 @@ def _run_graph_case(name: str, case: OpCase, tally: _Tally, failures: list) -> b
     try:
         fn = compile_function(case.func, name)
         if not _runs_on(fn.module, name, case.op):
-            tally.refused += 1
+            tally.refused, tally.reason = tally.refused + 1, "the partitioner left it elsewhere"
             return False
         with np.errstate(all="ignore"):
             got = fn(*args)

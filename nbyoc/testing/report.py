@@ -4,7 +4,7 @@ worst error, or why it was skipped) and each failure with a reproducer.
 
 >>> report = BackendReport(
 ...     "mine", (OpRow("add", "float32", 3, 1, 4, 0, None, ""),
-...              OpRow("add", "int8", 0, 0, 0, 0, None, "the predicate refused every call")),
+...              OpRow("add", "int8", 0, 0, 0, 0, None, "refused: float32 only")),
 ...     (), "random")
 >>> report.ok, report.cases
 (True, 4)
@@ -13,7 +13,7 @@ check_backend('mine'): 1 op, 2 op/dtype pairs (graphs drawn by random)
 4 cases run: 4 passed, 0 failed; 1 pair skipped
 op   dtype    graphs  onnx  passed  failed  worst  note
 add  float32       3     1       4       0
-add  int8          0     0       0       0         the predicate refused every call
+add  int8          0     0       0       0         refused: float32 only
 """
 
 from __future__ import annotations
