@@ -12,13 +12,16 @@ non-binding bounds, every kind of op on 0-d tensors, concatenates of many
 operands, and outputs that are views (reshape, transpose) of intermediates.
 
 >>> import nbyoc
->>> from hypothesis import given, settings
->>> @settings(max_examples=5, deadline=None, database=None)
-... @given(graphs(max_nodes=3, dtypes=["float32", "float64"]))
-... def agrees_with_the_host(f):
+>>> from hypothesis import given, seed, settings
+>>> @seed(0)
+... @settings(max_examples=5, deadline=None, database=None)
+... @given(graphs(max_nodes=3))
+... def reads_back_and_runs(f):
+...     g = nbyoc.parse(str(f))
+...     assert nbyoc.structural_equal(f, g)
 ...     args = random_inputs(f)
-...     assert_same_results(nbyoc.compile(f, "examplejson")(*args), nbyoc.compile(f, "host")(*args))
->>> agrees_with_the_host()
+...     assert_same_results(nbyoc.compile(g, "host")(*args), nbyoc.compile(f, "host")(*args))
+>>> reads_back_and_runs()
 """
 
 from __future__ import annotations
