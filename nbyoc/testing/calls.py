@@ -72,9 +72,10 @@ def _unary(op, c, dtype, operand):
 def _binary(op, c, dtype, operand):
     base = shape(c)
     a, b = operand(base, dtype), operand(broadcasting(c, base), dtype)
+    a, b = (a, b) if c.boolean() else (b, a)
     if op == "power" and dtype_info(dtype).kind == "int":
         b = call_op("abs", b)  # (NumPy refuses integers to negative powers)
-    return call_op(op, *((a, b) if c.boolean() else (b, a)))
+    return call_op(op, a, b)
 
 
 def _where(op, c, dtype, operand):
