@@ -9,10 +9,13 @@ from nbyoc.codegen.llvm import stages as llvm_stages
 from nbyoc.runtime import get_loader
 
 
-def examples(full: int) -> int:
+def examples(full: int, default: int | None = None) -> int:
     """Hypothesis examples for a heavy property test: ``full`` with --run-slow (or
-    NBYOC_RUN_SLOW=1), half of it in the default run (each example compiles kernels)."""
-    return full if os.environ.get("NBYOC_RUN_SLOW") == "1" else max(5, full // 2)
+    NBYOC_RUN_SLOW=1); in the default run ``default``, else half of ``full`` (each
+    example compiles kernels)."""
+    if os.environ.get("NBYOC_RUN_SLOW") == "1":
+        return full
+    return default if default is not None else max(5, full // 2)
 
 
 def reload(fn: nbyoc.Executable) -> nbyoc.Executable:

@@ -46,7 +46,7 @@ def cases(slow: bool, directory=None) -> dict[str, list]:
 
     directory = pathlib.Path(directory or tempfile.mkdtemp(prefix="nbyoc-archives-"))
     rng = random.Random(35)
-    return {"load": mutations(rng, seeds(slow, directory), 1000 if slow else 100, mutate_archive)}
+    return {"load": mutations(rng, seeds(slow, directory), 1000 if slow else 50, mutate_archive)}
 
 
 @pytest.mark.parametrize("slow", [False, pytest.param(True, marks=pytest.mark.slow)])
