@@ -15,21 +15,17 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ..errors import NbyocError
 from ..ir.nodes import Function, IRModule, Var
 from ..ir.printer import value_names
 from ..ir.types import tensor_types
-from ..transform.annotate import annotate_target
-from ..transform.composite import merge_composite
-from ..transform.fold import fold_batch_norm
 from ..transform.inline import inline_externals
-from ..transform.legalize import legalize
-from ..transform.merge import merge_compiler_regions
 from ..transform.partition import partition_graph, plain, region_symbols
-from ..transform.pipeline import MAX_REGION_CALLS
+from ..transform.pipeline import MAX_REGION_CALLS, partition_stages
 from ..transform.regions import Graph, Regions, is_op_call
-from ..transform.support import HOST, OperatorSupport
+from ..transform.support import HOST
 from .report import Explanation, OpRow, RegionRow
 
 
@@ -66,27 +62,31 @@ def explain(
     region     backend  calls  reads  returns  bytes read  bytes returned  ops
     csource_0  csource  1      1      1        64          64              add
     """
-    func, backends = _function_and_backends(func, backend)
-    support = OperatorSupport(backends)
-    prepared = legalize(merge_composite(fold_batch_norm(func), support), support)
-    annotated = annotate_target(prepared, support)
-    merged = merge_compiler_regions(annotated, max_size) if merge else annotated
-    final = merged.without_small(min_size) if min_size > 1 else merged
+    func, backends, fallbacks = _function_and_backends(func, backend)
+    stages = partition_stages(func, backends, merge, min_size, max_size)
+    support, annotated, final = stages.support, stages.annotated, stages.regions
+    prepared = final.func
     names = value_names(prepared)
     graph = Graph.of(prepared)
     symbols = region_symbols(final)
     module = partition_graph(final)
     ops = _op_rows(final, annotated, support, names, symbols, min_size)
     regions = _region_rows(final, module, symbols, graph, names, max_size, merge)
+    if fallbacks:
+        ops, regions = _moved(ops, regions, fallbacks)
     inputs = tuple(names[p] for p in prepared.params)
     return Explanation(tuple(support.backends), ops, regions, inputs, _edges(graph, names))
 
 
-def _function_and_backends(func, backend) -> tuple[Function, list[str]]:
+def _function_and_backends(func, backend) -> tuple[Function, list[str], list]:
+    """The function to partition, the backends, and an executable's fallbacks (the
+    regions it moved: its partition is this one, then those moves)."""
     from ..runtime.executable import Executable
 
+    fallbacks = []
     if isinstance(func, Executable):
         backend = func.backend if backend is None else backend
+        fallbacks = func.fallbacks
         func = func.module
     if isinstance(func, IRModule):
         func = inline_externals(func)
@@ -97,7 +97,27 @@ def _function_and_backends(func, backend) -> tuple[Function, list[str]]:
         )
     backend = "llvm" if backend is None else backend
     backends = [backend] if isinstance(backend, str) else list(backend)
-    return plain(func), backends
+    return plain(func), backends, fallbacks
+
+
+def _moved(ops, regions, fallbacks) -> tuple[tuple, tuple]:
+    """The rows with each region an executable moved (``fn.fallbacks``) on its new home."""
+    moves = {record.symbol: record for record in fallbacks}
+
+    def note(record) -> str:
+        return f"moved from {record.backend} at {record.when}: {record.reason}"
+
+    ops = tuple(
+        replace(row, target=moves[row.symbol].to, note=note(moves[row.symbol]))
+        if row.symbol in moves
+        else row
+        for row in ops
+    )
+    regions = tuple(
+        replace(row, backend=moves[row.symbol].to) if row.symbol in moves else row
+        for row in regions
+    )
+    return ops, regions
 
 
 def _op_rows(final: Regions, annotated: Regions, support, names, symbols, min_size) -> tuple:

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..errors import NbyocError
 from ..ir.nodes import Function, IRModule
@@ -24,6 +25,7 @@ from .fold import fold_batch_norm
 from .legalize import legalize
 from .merge import merge_compiler_regions
 from .partition import partition_graph
+from .regions import Regions
 from .support import OperatorSupport
 
 #: The default ``max_size`` of a region, in calls. A region is compiled as one unit, and
@@ -54,7 +56,30 @@ def partition(
     ``bind_constants=False`` passes constants to external functions as
     parameters instead of binding them inside.
     """
-    backends = [backends] if isinstance(backends, str) else list(backends)
+    stages = partition_stages(func, backends, merge, min_size, max_size)
+    return partition_graph(stages.regions, bind_constants)
+
+
+@dataclass(frozen=True, eq=False)
+class Stages:
+    """What ``partition`` decides before it cuts: the ``support`` it asked, the function
+    the regions are over (batch norms folded, composites made, ops legalised), the
+    regions as annotated (each call alone) and as kept (merged, small ones dropped)."""
+
+    support: OperatorSupport
+    annotated: Regions
+    regions: Regions
+
+
+def partition_stages(
+    func: Function,
+    backends: str | Sequence[str],
+    merge: bool = True,
+    min_size: int = 1,
+    max_size: int | None = MAX_REGION_CALLS,
+) -> Stages:
+    """The steps of ``partition`` up to its regions (``nbyoc.explain`` reports them), with
+    the same options."""
     support = OperatorSupport(backends)  # (refuses a backend it does not know)
     if not _positive_int(min_size):
         raise NbyocError(f"min_size must be a positive int, got {min_size!r}")
@@ -62,12 +87,12 @@ def partition(
         raise NbyocError(f"max_size must be a positive int or None, got {max_size!r}")
     # (composites before legalize: a pattern may take an op legalize would decompose)
     func = merge_composite(fold_batch_norm(func), support)
-    regions = annotate_target(legalize(func, support), support)
+    annotated = regions = annotate_target(legalize(func, support), support)
     if merge:
         regions = merge_compiler_regions(regions, max_size)
     if min_size > 1:
         regions = regions.without_small(min_size)
-    return partition_graph(regions, bind_constants)
+    return Stages(support, annotated, regions)
 
 
 def _positive_int(value) -> bool:

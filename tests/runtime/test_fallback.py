@@ -255,3 +255,18 @@ def test_a_first_call_that_fails_later_keeps_the_moves_it_made_and_stays_guarded
     expected = np.sqrt(np.tanh(X * 2) + 2)[[3, 1]] * 3
     np.testing.assert_allclose(fn(X, np.array([3, 1])), expected, rtol=1e-6)
     assert len(fn.fallbacks) == 1
+
+
+def test_explain_shows_where_a_moved_region_runs_and_why():
+    with pytest.warns(FallbackWarning):
+        fn = nbyoc.compile(graph(), [NO_EXP, "csource"])
+    report = fn.explain()
+    moved = [r for r in report.ops if r.symbol == "t_fb_no_exp_0"]
+    assert moved and all(r.target == "csource" for r in moved)
+    assert all(
+        r.note.startswith(f"moved from {NO_EXP} at codegen: NotImplementedError") for r in moved
+    )
+    region = next(r for r in report.regions if r.symbol == "t_fb_no_exp_0")
+    assert region.backend == "csource"
+    kept = {r.symbol: r.backend for r in report.regions if r.symbol.startswith("t_fb_no_exp")}
+    assert kept == {"t_fb_no_exp_0": "csource", "t_fb_no_exp_1": NO_EXP, "t_fb_no_exp_2": NO_EXP}
