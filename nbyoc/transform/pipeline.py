@@ -21,6 +21,7 @@ from ..errors import NbyocError
 from ..ir.nodes import Function, IRModule
 from .annotate import annotate_target
 from .composite import merge_composite
+from .constants import fold_constant_layout
 from .fold import fold_batch_norm
 from .legalize import legalize
 from .merge import merge_compiler_regions
@@ -48,8 +49,9 @@ def partition(
 
     Batch norms with constant statistics are first folded into the convs before them
     (``fold_batch_norm``), the sub-graphs the backends' patterns match become composite
-    calls (``merge_composite``, ``nbyoc.register_patterns``), and ops defined by
-    decomposition that no backend takes are decomposed (``legalize``).
+    calls (``merge_composite``, ``nbyoc.register_patterns``), ops defined by
+    decomposition that no backend takes are decomposed (``legalize``), and layout ops of
+    constants are laid out once (``fold_constant_layout``).
     ``merge=False`` keeps every supported call in its own external function;
     regions with fewer than ``min_size`` calls stay on the host; merged regions hold
     at most ``max_size`` calls (``None``: no cap; see ``MAX_REGION_CALLS``);
@@ -87,7 +89,8 @@ def partition_stages(
         raise NbyocError(f"max_size must be a positive int or None, got {max_size!r}")
     # (composites before legalize: a pattern may take an op legalize would decompose)
     func = merge_composite(fold_batch_norm(func), support)
-    annotated = regions = annotate_target(legalize(func, support), support)
+    # (layout of constants folded after legalize, which makes some: Gemm's transposed weight)
+    annotated = regions = annotate_target(fold_constant_layout(legalize(func, support)), support)
     if merge:
         regions = merge_compiler_regions(regions, max_size)
     if min_size > 1:
