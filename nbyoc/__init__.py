@@ -20,6 +20,7 @@ from .codegen import examplejson as _examplejson_backend  # noqa: F401 - registe
 from .codegen import llvm as _llvm_backend  # noqa: F401 - registers the backend
 from .codegen.registry import register_codegen
 from .compiler import compile
+from .config import show_config
 from .errors import NbyocError
 from .explanation import explain
 from .frontend.numpy import jit
@@ -65,6 +66,7 @@ __all__ = [
     "register_codegen",
     "register_loader",
     "register_op_support",
+    "show_config",
     "register_patterns",
     "split",
     "runtime",

@@ -1,5 +1,6 @@
 """Command line: ``python -m nbyoc demo``, ``ops``, ``explain MODEL.onnx``, ``profile
-MODEL.onnx`` (see ``--help``; each subcommand beyond the first two lives in ``nbyoc.cli``)."""
+MODEL.onnx``, ``info``, ``cache info|clear|prune`` (see ``--help``; each subcommand beyond
+the first two lives in ``nbyoc.cli``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import argparse
 import sys
 
 from ._version import __version__
-from .cli import explain, profile
+from .cli import explain, info, profile
 from .cli.errors import run_command
 
 
@@ -26,19 +27,24 @@ def main(argv=None) -> int:
     commands.add_parser("ops", help="print the op catalog: every op and the backends that run it")
     explain.add_parser(commands)
     profile.add_parser(commands)
+    info.add_parsers(commands)
     args = parser.parse_args(argv)
     if hasattr(args, "run"):
         return run_command(lambda: args.run(args))
     if args.command == "ops":
-        import nbyoc  # noqa: F401 - registers the backends
-
-        from .catalog import op_table
-
-        print(op_table())
-        return 0
+        return run_command(_print_ops)
     from .demo import run_demo
 
-    return run_demo(args.sizes, args.backend)
+    return run_command(lambda: run_demo(args.sizes, args.backend))
+
+
+def _print_ops() -> int:
+    import nbyoc  # noqa: F401 - registers the backends
+
+    from .catalog import op_table
+
+    print(op_table())
+    return 0
 
 
 if __name__ == "__main__":

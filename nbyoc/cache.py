@@ -30,6 +30,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from .errors import CacheSecurityError, ConfigurationError
@@ -231,6 +232,38 @@ def clear() -> int:
                 {p for p in _CHECKED if p == str(folder) or p.startswith(inside)}
             )
     return freed
+
+
+def prune(older_than: float) -> dict:
+    """Delete the cache entries not written or read for ``older_than`` seconds (as the
+    file system keeps access times); return {"entries": removed, "bytes": freed}. An
+    entry goes whole, with its companions (sources, machine code, Numba's index, digest:
+    every file whose name starts with its key), and only when every one of them is that
+    old. Kernels already loaded in this process keep working.
+
+    >>> prune(older_than=10 * 365 * 86400)["entries"] >= 0
+    True
+    """
+    if not isinstance(older_than, (int, float)) or older_than < 0:
+        raise ConfigurationError(f"older_than must be seconds >= 0, got {older_than!r}")
+    cutoff = time.time() - older_than
+    removed = freed = 0
+    root = cache_dir()
+    for kind in _ENTRY_SUFFIX:
+        groups: dict[str, list[Path]] = {}
+        for path in (root / kind).rglob("*") if (root / kind).exists() else ():
+            if path.is_file():
+                groups.setdefault(path.name.split(".", 1)[0], []).append(path)
+        for files in groups.values():
+            stats = [f.stat() for f in files]
+            if max(max(s.st_atime, s.st_mtime) for s in stats) >= cutoff:
+                continue
+            for f, st in zip(files, stats):
+                with contextlib.suppress(FileNotFoundError):
+                    f.unlink()
+                    freed += st.st_size
+            removed += any(f.name.endswith(_ENTRY_SUFFIX[kind]) for f in files)
+    return {"entries": removed, "bytes": freed}
 
 
 def kernels_kept() -> int:

@@ -18,7 +18,8 @@ import numpy as np
 
 from . import compiler
 from ._version import __version__
-from .codegen.registry import registered_backends
+from .codegen.registry import check_backend, registered_backends
+from .errors import NbyocError
 from .ir.builder import function, var
 from .ir.nodes import Function
 from .runtime.report_text import seconds_text
@@ -95,8 +96,10 @@ def run_demo(
     """Compile the reference graph on every backend (showing progress, the partitioned
     module and some generated code), check each result against NumPy and time it;
     return 0 if every backend matched NumPy, 1 otherwise."""
-    backends = list(backends or registered_backends())
+    backends = [check_backend(b) for b in backends or registered_backends()]
     sizes = list(sizes)
+    if not sizes or any(not isinstance(n, int) or n < 1 for n in sizes):
+        raise NbyocError(f"the demo's sizes must be positive ints, got {sizes}")
     out(f"nbyoc {__version__} demo: the reference graph ((a + b) - c) * d, float32")
     out(str(reference_graph((sizes[0], sizes[0]))))
     out("")
