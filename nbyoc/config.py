@@ -5,7 +5,7 @@ Reading it imports Numba and llvmlite (for their versions and the CPU's features
 compiles nothing.
 
 >>> sorted(config())
-['cache', 'c_compiler', 'cpu', 'platform', 'threads', 'versions']
+['c_compiler', 'cache', 'cpu', 'platform', 'threads', 'versions']
 """
 
 from __future__ import annotations
