@@ -12,6 +12,7 @@ array([[4., 4.],
 from __future__ import annotations
 
 import difflib
+import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ def compile(
     instead. ``verify=True`` checks the first call's external functions against the host
     (``Executable.verify``) and raises ``VerificationError`` if one is off.
     """
+    started = time.perf_counter()
     backends = [backend] if isinstance(backend, str) else list(backend)
     for name in backends:
         check_backend(name)
@@ -89,8 +91,10 @@ def compile(
         executable = Executable(module, {}, backend, options, strict=strict, verify=verify)
         if not executable.size_generic:
             _say_per_shape(module)
-        return executable
-    return _built(module, backend, options, strict, verify, options)
+    else:
+        executable = _built(module, backend, options, strict, verify, options)
+    executable.compile_seconds = time.perf_counter() - started
+    return executable
 
 
 def _built(module: IRModule, backend, options, strict: bool, verify: bool,

@@ -22,6 +22,7 @@ backend and kept; later calls with the signature go straight to it.
 
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import os
@@ -40,7 +41,7 @@ from ..errors import (
 from ..ir.builder import const, function, var, weak_scalar
 from ..ir.nodes import Expr, Function
 from ..ir.numpy_protocol import elementwise_equality
-from ..ir.types import tensor_types
+from ..ir.types import TensorType, tensor_types
 from .weak_ranges import check_int64, range_checker
 
 #: Python scalar types traced as weak scalars (the dtype they take follows their partner).
@@ -109,6 +110,8 @@ class JitFunction:
         self._runners: dict[tuple, Callable] = {}
         #: signature key -> (its traced Function, its text, its Executable)
         self._compiled: dict[tuple, tuple] = {}
+        #: runner -> the Executable it calls (``lower``)
+        self._executables: dict[Callable, object] = {}
         #: the runner of the last signature called, when it checks its own arguments
         self._last: Callable | None = None
         self._dynamic = dynamic
@@ -173,6 +176,25 @@ class JitFunction:
         args = self._bind(args, kwargs)
         return self._trace(args)[0]
 
+    def lower(self, *args, **kwargs):
+        """The compiled ``Executable`` the arguments' signature runs on, compiled now if the
+        signature is new: its ``get_source()``, ``module``, ``explain()``, ``profile()``,
+        ``save()`` and ``compile_seconds``. (A size-generic version serves the signature
+        when ``dynamic`` made one: its executable has symbolic sizes.)
+
+        >>> import numpy as np, nbyoc
+        >>> scale = nbyoc.jit(lambda x: x * 2.0)
+        >>> fn = scale.lower(np.ones((2, 3), np.float32))
+        >>> fn.module["main"].params, fn.compile_seconds > 0
+        ((Var(x: Tensor[(2, 3), float32]),), True)
+        >>> fn.explain().summary()
+        '1 op calls (llvm 1) in 1 region'
+        """
+        args = self._bind(args, kwargs)
+        key = tuple([_key(a) for a in args])
+        run = self._runners.get(key) or self._choose(args, key)
+        return self._executables[run]
+
     def __repr__(self) -> str:
         return f"<nbyoc.jit {self.__name__} ({len(self._compiled)} signature(s))>"
 
@@ -228,6 +250,7 @@ class JitFunction:
         run = _runner(executable, args, structure, func.ret_type, check, symbolic is not None)
         self._compiled[key] = (func, text, executable)
         self._runners[key] = run
+        self._executables[run] = executable
         return run
 
     def _trace(self, args, symbolic=None) -> tuple[Function, object, str]:
@@ -256,7 +279,7 @@ class JitFunction:
         except NbyocError as error:
             raise type(error)(f"{error}\n{_user_line(error)}") from None
         outputs, structure = _outputs(result, self.__name__)
-        func = function(params, outputs[0] if structure == "one" else outputs)
+        func = function(params, outputs[0] if len(outputs) == 1 else outputs)
         return func, structure, f"({', '.join(described)})"
 
 
@@ -377,21 +400,60 @@ def _role(value) -> str:
 
 def _outputs(result, name: str) -> tuple[list[Expr], object]:
     """The graph values ``result`` holds, and how to rebuild it from arrays: "one" for a
-    single value, else the list/tuple type of several."""
-    many = isinstance(result, (tuple, list))
-    values = list(result) if many else [result]
-    outputs = []
-    for value in values:
-        if isinstance(value, Expr):
-            outputs.append(value)
-        elif isinstance(value, (np.ndarray, np.generic, bool, int, float)):
-            outputs.append(const(value))  # computed from static values only
-        else:
-            raise NbyocTypeError(
-                f"{name} returned {type(value).__name__}; nbyoc.jit functions return arrays, "
-                f"or a tuple or list of them"
-            )
-    return outputs, (type(result) if many else "one")
+    single value, else a ``_Tree`` of the tuples, lists, named tuples and dicts holding
+    them (``nbyoc.jit`` functions return their results in that structure)."""
+    if not isinstance(result, (tuple, list, dict)):
+        return [_leaf(result, name)], "one"
+    leaves: list[Expr] = []
+    return leaves, _Tree.of(result, leaves, name)
+
+
+def _leaf(value, name: str) -> Expr:
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, (np.ndarray, np.generic, bool, int, float)):
+        return const(value)  # computed from static values only
+    raise NbyocTypeError(
+        f"{name} returned {type(value).__name__}; nbyoc.jit functions return arrays, or "
+        f"tuples, lists, named tuples and dicts of them"
+    )
+
+
+class _Tree:
+    """How a result nests its arrays: a tuple, list, named tuple or dict (by key, in
+    order) of leaves and of other trees, rebuilt from the arrays in order (``build``)."""
+
+    __slots__ = ("keys", "kind", "parts")
+
+    def __init__(self, kind: type, keys, parts: list):
+        self.kind, self.keys, self.parts = kind, keys, parts
+
+    @classmethod
+    def of(cls, value, leaves: list, name: str):
+        """The tree of ``value``, its leaves appended to ``leaves``; None for a leaf."""
+        if isinstance(value, dict):
+            if type(value) not in (dict, collections.OrderedDict):
+                raise NbyocTypeError(
+                    f"{name} returned a {type(value).__name__}; nbyoc.jit rebuilds dicts "
+                    f"and OrderedDicts, so return dict(...) of it"
+                )
+            keys = list(value)
+            return cls(type(value), keys, [cls.of(value[k], leaves, name) for k in keys])
+        if isinstance(value, tuple) and hasattr(type(value), "_fields"):  # a named tuple
+            return cls(type(value), None, [cls.of(v, leaves, name) for v in value])
+        if type(value) in (tuple, list):
+            return cls(type(value), None, [cls.of(v, leaves, name) for v in value])
+        leaves.append(_leaf(value, name))
+        return None
+
+    def build(self, arrays) -> object:
+        """The result, from an iterator over its arrays in order."""
+        parts = [next(arrays) if part is None else part.build(arrays) for part in self.parts]
+        if self.keys is not None:
+            return self.kind(zip(self.keys, parts))
+        if self.kind in (tuple, list):
+            return self.kind(parts)
+        return self.kind(*parts)  # a named tuple
 
 
 def _runner(executable, args, structure, ret_type, check=None, generic=False) -> Callable:
@@ -414,6 +476,7 @@ def _runner(executable, args, structure, ret_type, check=None, generic=False) ->
         return result[()] if type(result) is np.ndarray and result.ndim == 0 else result
 
     count = len(args)
+    several = len(tensor_types(ret_type)) != 1 or not isinstance(ret_type, TensorType)
     arrays = [
         (k, _key(a)) for k, (a, role) in enumerate(zip(args, roles)) if role in ("array", "scalar")
     ]
@@ -441,7 +504,9 @@ def _runner(executable, args, structure, ret_type, check=None, generic=False) ->
         results = executable(*values)
         if structure == "one":
             return scalars(results)
-        return structure(scalars(r) for r in results)
+        if not several:
+            results = (results,)
+        return structure.build(scalars(r) for r in results)
 
     return run
 

@@ -56,6 +56,9 @@ class Executable:
         #: Whether a build for fixed shapes would run faster (one binding of a function
         #: with symbolic sizes, built size-generic: ``runtime.sizes.STABLE_CALLS``).
         self.fixed_pays = False
+        #: Seconds ``nbyoc.compile`` took to make it (partition and build; with symbolic
+        #: sizes, the builds of later bindings are not counted). None when not compiled.
+        self.compile_seconds: float | None = None
         main = module["main"]
         self._spec = ArgumentSpec.of([(p.name_hint, p.type) for p in main.params], "main")
         if is_symbolic(module):
