@@ -43,8 +43,6 @@ UFUNC_GRAPHS = {
 }
 #: (ufunc, method) without an op of their own, and what to write instead.
 UFUNC_HINTS = {
-    (np.expm1, "__call__"): "write np.exp(x) - 1 (less accurate near 0)",
-    (np.log1p, "__call__"): "write np.log(1 + x) (less accurate near 0)",
     (np.exp2, "__call__"): "write np.exp(x * np.log(2))",
     (np.cbrt, "__call__"): "write np.sign(x) * np.abs(x) ** (1 / 3)",
 }

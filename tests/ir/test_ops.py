@@ -80,6 +80,8 @@ UNARY = {
     "sin": np.sin,
     "cos": np.cos,
     "erf": erf,
+    "log1p": np.log1p,
+    "expm1": np.expm1,
     "isnan": np.isnan,
     "isinf": np.isinf,
     "logical_not": np.logical_not,
@@ -179,7 +181,10 @@ def test_binary_ops_broadcast_like_numpy(name, dtypes, shapes):
 @pytest.mark.parametrize("shape", [(), (5,), (2, 3), (2, 1, 3), (1, 2, 1, 2)])
 def test_unary_ops(name, dtype, shape):
     x = arrays_for(
-        shape, dtype, np.random.default_rng(2), low=-3 if name not in ("log", "sqrt") else 1
+        shape,
+        dtype,
+        np.random.default_rng(2),
+        low=-3 if name not in ("log", "sqrt", "log1p") else 1,
     )
     expected = numpy_or_error(UNARY[name], x)
     if expected is None:

@@ -343,6 +343,9 @@ SCALAR_RULES: dict[str, ScalarRule] = {
     "sin": _numpy("sin", heavy=True),
     "cos": _numpy("cos", heavy=True),
     "erf": _vectorised("erf", ScalarRule(lambda args, dtype: cast(f"math.erf({args[0]})", dtype))),
+    # libm's log1p and expm1 (log1pf, expm1f for float32), as NumPy's own loops call them.
+    "log1p": _numpy("log1p", heavy=True),
+    "expm1": _numpy("expm1", heavy=True),
     "equal": _compare("=="),
     "not_equal": _compare("!="),
     "less": _compare("<"),
