@@ -264,6 +264,7 @@ def test_every_registered_op_has_a_builder_and_a_test():
     tested |= {"slice", "gather", "squeeze", "unsqueeze", "flatten", "broadcast_to", "expand",
                "tile", "pad", "identity"}  # tests/ir/test_index.py  # fmt: skip
     tested |= {"scatter_elements", "scatter_nd"}  # tests/ir/test_scatter.py
+    tested |= {"cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"}  # tests/ir/test_scan.py
     tested |= {"conv", "conv_transpose", "resize", "max_pool", "avg_pool", "batch_norm", "layer_norm", "gemm",
                "global_avg_pool", "global_max_pool"}  # tests/ir/test_conv.py  # fmt: skip
     tested |= {
