@@ -28,6 +28,7 @@ from .ir.builder import call_op, const, function, tuple, var
 from .ir.dtypes import DTYPES
 from .ir.ops import *  # noqa: F403 - a builder per op (nbyoc.ir.ops.BUILDERS)
 from .ir.ops.index import split
+from .ir.ops.sort import top_k
 from .ir.parser import parse
 from .ir.serialize import from_json, to_json
 from .ir.structural import structural_equal, structural_hash
@@ -67,6 +68,7 @@ __all__ = [
     "register_op_support",
     "register_patterns",
     "split",
+    "top_k",
     "runtime",
     "structural_equal",
     "structural_hash",

@@ -32,6 +32,7 @@ import functools
 import numpy as np
 
 from ..errors import NbyocTypeError
+from . import numpy_functions
 
 #: ``ufunc.reduce`` -> the reduction it computes.
 UFUNC_REDUCTIONS = {np.add: "sum", np.maximum: "max", np.minimum: "min", np.multiply: "prod"}
@@ -358,12 +359,12 @@ ARRAY_FUNCTIONS = {
     np.shape: lambda a: a.shape,
     np.ndim: lambda a: a.ndim,
     np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
+    **numpy_functions.FUNCTIONS,
 }
 # fmt: on
 #: Array functions without a counterpart, and what to write instead.
 FUNCTION_HINTS = {
     np.copy: "use x itself (graph values are immutable)",
-    np.sort: "nbyoc has no sort op yet",
     np.any: "write np.max(x != 0) (or x.max() of a bool array)",
     np.all: "write np.min(x != 0) (or x.min() of a bool array)",
 }
@@ -441,7 +442,7 @@ def _comparison(op: str):
     return compare
 
 
-class ArrayMethods:
+class ArrayMethods(numpy_functions.SortingMethods):
     """The NumPy-style methods and attributes of tensor-typed graph values."""
 
     __slots__ = ()

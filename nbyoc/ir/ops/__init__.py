@@ -17,7 +17,7 @@ from ..op import list_ops
 
 #: The families, in the order their modules register their ops.
 FAMILY_NAMES = (
-    "elementwise", "compare", "reduce", "scan", "tensor", "index", "scatter", "nn", "conv",
+    "elementwise", "compare", "reduce", "scan", "sort", "tensor", "index", "scatter", "nn", "conv",
     "recurrent", "control", "composite",
 )  # fmt: skip
 #: op name -> the family module that registered it.
