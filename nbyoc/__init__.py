@@ -26,8 +26,10 @@ from .frontend.numpy import jit
 from .frontend.onnx import from_onnx
 from .ir.builder import call_op, const, function, tuple, var
 from .ir.dtypes import DTYPES
+from .ir.einsum import einsum
 from .ir.ops import *  # noqa: F403 - a builder per op (nbyoc.ir.ops.BUILDERS)
 from .ir.ops.index import split
+from .ir.ops.linalg import norm
 from .ir.ops.sort import top_k
 from .ir.parser import parse
 from .ir.serialize import from_json, to_json
@@ -51,6 +53,7 @@ __all__ = [
     "compile",
     "const",
     "dask",
+    "einsum",
     "errors",
     "explain",
     "from_json",
@@ -61,6 +64,7 @@ __all__ = [
     "limits",
     "load",
     "load_module",
+    "norm",
     "parse",
     "partition",
     "register_codegen",

@@ -1,6 +1,6 @@
-"""NumPy's sorting, searching and interpolation functions on graph values, for
-``nbyoc.ir.numpy_protocol`` (which merges ``FUNCTIONS`` into its table): each takes
-NumPy's arguments and builds the graph of nbyoc ops that computes the same.
+"""NumPy's sorting, searching, interpolation, differences, einsum and norms on graph
+values, for ``nbyoc.ir.numpy_protocol`` (which merges ``FUNCTIONS`` into its table):
+each takes NumPy's arguments and builds the graph of nbyoc ops that computes the same.
 
 Every sort is stable, so ``np.argsort``'s ties come in their order whatever ``kind``
 says (NumPy's default kind may order them otherwise; ``kind="stable"`` agrees).
@@ -73,6 +73,76 @@ def _interp(x, xp, fp, left=None, right=None, period=None):
     return _ops().interp(x, xp, fp, left=left, right=right)
 
 
+def _diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
+    """np.diff: ``n`` rounds of differences of neighbours along ``axis`` (slices and a
+    subtract; bools: not_equal, as NumPy), after joining ``prepend`` and ``append``."""
+    ops = _ops()
+    if n < 0:
+        _no("diff", f"order must be non-negative but got {n}")
+    if a.ndim == 0:
+        _no("diff", "diff requires input that is at least one dimensional")
+    axis = axis % a.ndim
+    parts = []
+    for extra in (prepend, append):
+        if extra is np._NoValue:
+            parts.append(None)
+            continue
+        if np.ndim(extra) == 0:  # a scalar: one slice of it along the axis
+            shape = tuple(1 if k == axis else d for k, d in enumerate(a.shape))
+            # (NumPy makes an array of it first: a Python 0 is an int64, not weak)
+            value = extra if hasattr(extra, "op") else np.asarray(extra)
+            extra = ops.broadcast_to(value, shape)
+        parts.append(extra)
+    if parts[0] is not None or parts[1] is not None:
+        joined = [x for x in (parts[0], a, parts[1]) if x is not None]
+        a = ops.concatenate(joined, axis=axis)
+    for _ in range(n):
+        length = a.shape[axis]
+        head = a[(slice(None),) * axis + (slice(1, None),)]
+        tail = a[(slice(None),) * axis + (slice(0, max(length - 1, 0)),)]
+        a = ops.not_equal(head, tail) if a.dtype == "bool" else ops.subtract(head, tail)
+    return a
+
+
+def _einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=False):
+    from .einsum import einsum
+
+    if out is not None or dtype is not None:
+        _no("einsum", "takes no out= or dtype= on graph values; cast the result instead")
+    return einsum(*operands)
+
+
+def _norm(x, ord=None, axis=None, keepdims=False):
+    from .ops.linalg import norm
+
+    return norm(x, ord, axis, keepdims)
+
+
+def _vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    """np.linalg.vector_norm: over the flattened x without an axis; a tuple of axes is
+    one vector of all of them (moved last and flattened)."""
+    ops = _ops()
+    if axis is None:
+        out = _norm(ops.reshape(x, (-1,)), ord, 0)
+        return ops.reshape(out, (1,) * x.ndim) if keepdims else out
+    axes = (axis,) if isinstance(axis, int) else tuple(a % x.ndim for a in axis)
+    others = [k for k in range(x.ndim) if k not in axes]
+    moved = ops.transpose(x, (*others, *axes))
+    flat = ops.reshape(moved, (*(x.shape[k] for k in others), -1))
+    out = _norm(flat, ord, -1)
+    if keepdims:
+        out = ops.reshape(out, tuple(1 if k in axes else d for k, d in enumerate(x.shape)))
+    return out
+
+
+def _matrix_norm(x, /, *, keepdims=False, ord="fro"):
+    return _norm(x, ord, (-2, -1), keepdims)
+
+
+def _svdvals(x, /):
+    return _ops().svdvals(x)
+
+
 #: NumPy array function -> builder taking NumPy's arguments.
 FUNCTIONS = {
     np.sort: _sorting("sort", "sort"),
@@ -82,6 +152,19 @@ FUNCTIONS = {
     np.take_along_axis: _take_along_axis,
     np.searchsorted: _searchsorted,
     np.interp: _interp,
+    np.diff: _diff,
+    np.einsum: _einsum,
+    np.linalg.norm: _norm,
+    # (NumPy 2's array-API spellings)
+    **(
+        {
+            np.linalg.vector_norm: _vector_norm,
+            np.linalg.matrix_norm: _matrix_norm,
+            np.linalg.svdvals: _svdvals,
+        }
+        if hasattr(np.linalg, "vector_norm")
+        else {}
+    ),
 }
 
 

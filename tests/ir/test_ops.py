@@ -267,6 +267,7 @@ def test_every_registered_op_has_a_builder_and_a_test():
     tested |= {"cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"}  # tests/ir/test_scan.py
     tested |= {"sort", "argsort", "argtopk", "take_along_axis", "searchsorted", "interp"}
     # (tests/ir/test_sort.py)
+    tested |= {"svdvals"}  # tests/ir/test_linalg.py
     tested |= {"conv", "conv_transpose", "resize", "max_pool", "avg_pool", "batch_norm", "layer_norm", "gemm",
                "global_avg_pool", "global_max_pool"}  # tests/ir/test_conv.py  # fmt: skip
     tested |= {
