@@ -143,6 +143,29 @@ def _svdvals(x, /):
     return _ops().svdvals(x)
 
 
+def logaddexp(a, b):
+    """np.logaddexp as ops: ``max(a, b) + log1p(exp(-|a - b|))`` (``a + log 2`` where
+    the two are equal, so that two infinities of one sign stay infinite), in NumPy's
+    loop dtype (integers in floats).
+
+    >>> import nbyoc
+    >>> logaddexp(nbyoc.var("a", (3,), "int32"), 0.5).type
+    Tensor[(3,), float64]
+    """
+    from .dtypes import promote, scalar_dtype
+    from .nodes import Expr
+    from .ops.elementwise import numpy_loop
+
+    ops = _ops()
+    partner = promote(*(x.dtype for x in (a, b) if isinstance(x, Expr)))
+    dtypes = tuple(x.dtype if isinstance(x, Expr) else scalar_dtype(x, partner) for x in (a, b))
+    dtype = numpy_loop(np.logaddexp, dtypes)[-1]
+    a, b = (ops.cast(x, dtype) if isinstance(x, Expr) and x.dtype != dtype else x for x in (a, b))
+    larger = ops.maximum(a, b)
+    tail = ops.log1p(ops.exp(ops.negative(ops.abs(ops.subtract(a, b)))))
+    return ops.where(ops.equal(a, b), ops.add(larger, float(np.log(2))), ops.add(larger, tail))
+
+
 #: NumPy array function -> builder taking NumPy's arguments.
 FUNCTIONS = {
     np.sort: _sorting("sort", "sort"),

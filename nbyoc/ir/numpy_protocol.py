@@ -44,6 +44,7 @@ UFUNC_GRAPHS = {
     np.square: lambda x: x * x,
     np.positive: lambda x: x,
     np.conjugate: lambda x: x,  # real dtypes only: nbyoc has no complex ones
+    np.logaddexp: numpy_functions.logaddexp,
 }
 #: (ufunc, method) without an op of their own, and what to write instead.
 UFUNC_HINTS = {

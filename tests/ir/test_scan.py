@@ -181,3 +181,16 @@ def test_scans_on_every_backend(backend):
         check(got, want)
         if op != "logcumsumexp":  # (step by step in NumPy's order and dtype: to the bit)
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("backend", ["host", "llvm"])
+def test_logaddexp_itself_like_numpy_at_the_edges(backend):
+    def f(a, b):
+        return np.logaddexp(a, b), np.logaddexp(a, 0.5), np.logaddexp(b.astype(np.int8), 2)
+
+    a = np.array([1.0, -np.inf, np.inf, np.inf, np.nan, 1000.0, -1000.0, 3.0, 1e-300])
+    b = np.array([2.0, -np.inf, np.inf, -np.inf, 0.0, 1000.0, -999.0, 3.0, 0.0])
+    with np.errstate(all="ignore"):
+        for got, want in zip(nbyoc.jit(f, backend=backend)(a, b), f(a, b)):
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=1e-15 if want.dtype == np.float64 else 1e-3)
