@@ -1,7 +1,7 @@
 """The error of nbyoc's vectorised float32 functions (``nbyoc.runtime.llvm.vecmath``) over
 every float32 input, against float64 libm rounded to float32.
 
-    python bench/vecmath_accuracy.py            # all five, every finite input
+    python bench/vecmath_accuracy.py            # all seven, every finite input
     python bench/vecmath_accuracy.py exp tanh   # some of them
     python bench/vecmath_accuracy.py --csource  # the C versions csource compiles
 
@@ -34,6 +34,8 @@ REFERENCES = {
     "tanh": njit(lambda x: math.tanh(x)),
     "sigmoid": _sigmoid64,
     "erf": njit(lambda x: math.erf(x)),
+    "log1p": njit(lambda x: math.log1p(x) if x > -1 else (-math.inf if x == -1 else math.nan)),
+    "expm1": njit(lambda x: math.expm1(x)),
 }
 
 

@@ -27,8 +27,11 @@ from .frontend.numpy import jit
 from .frontend.onnx import from_onnx
 from .ir.builder import call_op, const, function, tuple, var
 from .ir.dtypes import DTYPES
+from .ir.einsum import einsum
 from .ir.ops import *  # noqa: F403 - a builder per op (nbyoc.ir.ops.BUILDERS)
 from .ir.ops.index import split
+from .ir.ops.linalg import norm
+from .ir.ops.sort import top_k
 from .ir.parser import parse
 from .ir.serialize import from_json, to_json
 from .ir.structural import structural_equal, structural_hash
@@ -51,6 +54,7 @@ __all__ = [
     "compile",
     "const",
     "dask",
+    "einsum",
     "errors",
     "explain",
     "from_json",
@@ -61,6 +65,7 @@ __all__ = [
     "limits",
     "load",
     "load_module",
+    "norm",
     "parse",
     "partition",
     "register_codegen",
@@ -69,6 +74,7 @@ __all__ = [
     "show_config",
     "register_patterns",
     "split",
+    "top_k",
     "runtime",
     "structural_equal",
     "structural_hash",

@@ -32,19 +32,22 @@ import functools
 import numpy as np
 
 from ..errors import NbyocTypeError
+from . import numpy_functions
 
 #: ``ufunc.reduce`` -> the reduction it computes.
 UFUNC_REDUCTIONS = {np.add: "sum", np.maximum: "max", np.minimum: "min", np.multiply: "prod"}
+#: ``ufunc.accumulate`` -> the scan it computes.
+UFUNC_SCANS = {np.add: "cumsum", np.multiply: "cumprod", np.maximum: "cummax",
+               np.minimum: "cummin", np.logaddexp: "logcumsumexp"}  # fmt: skip
 #: Ufuncs without an op of their own that are exactly a short graph of ops.
 UFUNC_GRAPHS = {
     np.square: lambda x: x * x,
     np.positive: lambda x: x,
     np.conjugate: lambda x: x,  # real dtypes only: nbyoc has no complex ones
+    np.logaddexp: numpy_functions.logaddexp,
 }
 #: (ufunc, method) without an op of their own, and what to write instead.
 UFUNC_HINTS = {
-    (np.expm1, "__call__"): "write np.exp(x) - 1 (less accurate near 0)",
-    (np.log1p, "__call__"): "write np.log(1 + x) (less accurate near 0)",
     (np.exp2, "__call__"): "write np.exp(x * np.log(2))",
     (np.cbrt, "__call__"): "write np.sign(x) * np.abs(x) ** (1 / 3)",
 }
@@ -85,6 +88,8 @@ def array_ufunc(ufunc, method: str, inputs, kwargs):
             f"{name}(..., out=...) cannot write into a graph value; use the result instead"
         )
     kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+    if method == "accumulate" and ufunc in UFUNC_SCANS:
+        return _accumulate(ufunc, *inputs, **kwargs)
     reduce = method == "reduce" and ufunc in UFUNC_REDUCTIONS
     axis, keepdims = (kwargs.pop("axis", 0), kwargs.pop("keepdims", False)) if reduce else (0, 0)
     unsupported = sorted(k for k, v in kwargs.items() if v is not None)
@@ -104,6 +109,58 @@ def array_ufunc(ufunc, method: str, inputs, kwargs):
     raise NbyocTypeError(
         f"{what} has no nbyoc op yet; " + (hint or f"nbyoc's ops are {op_names()}")
     )
+
+
+def _accumulate(ufunc, array, axis=0, dtype=None):
+    """``ufunc.accumulate``: the scan, in ``dtype`` (or the dtype NumPy accumulates the
+    array's in: ``np.add.accumulate`` of int8 gives int64, of float32 float32)."""
+    from .dtypes import normalize_dtype
+
+    want = normalize_dtype(dtype or ufunc.accumulate(np.zeros(1, array.dtype)).dtype)
+    return _scan(UFUNC_SCANS[ufunc], array, axis, want)
+
+
+def _scan(op: str, a, axis, dtype=None):
+    """The scan ``op`` of ``a`` along ``axis`` (None: of the flattened ``a``) computed in
+    and giving ``dtype`` (None: the op's own result dtype). Wrapping integer sums and
+    products computed wider then cast to ``dtype`` give what NumPy's in ``dtype`` give."""
+    from .dtypes import normalize_dtype
+
+    if dtype is not None:
+        dtype = normalize_dtype(dtype)
+        a = a if a.dtype == dtype else _ops().cast(a, dtype)
+    out = getattr(_ops(), op)(a, axis=axis)
+    return out if dtype is None or out.dtype == dtype else _ops().cast(out, dtype)
+
+
+def _cumulative(op: str):
+    def build(a, axis=None, dtype=None, out=None):
+        if out is not None:
+            _no(op, "takes no out= on graph values")
+        return _scan(op, a, axis, dtype)
+
+    return build
+
+
+def _cumulative_array_api(op: str, identity: int):
+    """np.cumulative_sum / np.cumulative_prod (NumPy 2.1): the scan, with the identity
+    first along the axis when ``include_initial``."""
+
+    def build(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+        if out is not None:
+            _no(op, "takes no out= on graph values")
+        if axis is None and x.ndim != 1:
+            _no(op, "needs axis= for an array of more than one dimension (as NumPy)")
+        axis = 0 if axis is None else axis
+        scanned = _scan(op, x, axis, dtype)
+        if not include_initial:
+            return scanned
+        shape = list(scanned.shape)
+        shape[axis % len(shape)] = 1
+        first = _ops().broadcast_to(np.asarray(identity, scanned.dtype), tuple(shape))
+        return _ops().concatenate([first, scanned], axis=axis)
+
+    return build
 
 
 def _no(name: str, what: str):
@@ -263,6 +320,7 @@ def _outer(a, b, out=None):
 
 
 #: NumPy array function -> builder taking NumPy's arguments.
+# fmt: off
 ARRAY_FUNCTIONS = {
     np.sum: _reduction("sum"),
     np.mean: _reduction("mean"),
@@ -273,6 +331,12 @@ ARRAY_FUNCTIONS = {
     np.prod: _reduction("prod"),
     np.argmax: _arg_reduction("argmax"),
     np.argmin: _arg_reduction("argmin"),
+    np.cumsum: _cumulative("cumsum"),
+    np.cumprod: _cumulative("cumprod"),
+    # (NumPy 2.1's array-API spellings)
+    **({np.cumulative_sum: _cumulative_array_api("cumsum", 0),
+        np.cumulative_prod: _cumulative_array_api("cumprod", 1)}
+       if hasattr(np, "cumulative_sum") else {}),
     np.var: _variance,
     np.std: lambda a, *args, **kwargs: _ops().sqrt(_variance(a, *args, **kwargs)),
     np.reshape: _reshape,
@@ -296,12 +360,12 @@ ARRAY_FUNCTIONS = {
     np.shape: lambda a: a.shape,
     np.ndim: lambda a: a.ndim,
     np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
+    **numpy_functions.FUNCTIONS,
 }
+# fmt: on
 #: Array functions without a counterpart, and what to write instead.
 FUNCTION_HINTS = {
     np.copy: "use x itself (graph values are immutable)",
-    np.cumsum: "nbyoc has no scan op yet",
-    np.sort: "nbyoc has no sort op yet",
     np.any: "write np.max(x != 0) (or x.max() of a bool array)",
     np.all: "write np.min(x != 0) (or x.min() of a bool array)",
 }
@@ -379,7 +443,7 @@ def _comparison(op: str):
     return compare
 
 
-class ArrayMethods:
+class ArrayMethods(numpy_functions.SortingMethods):
     """The NumPy-style methods and attributes of tensor-typed graph values."""
 
     __slots__ = ()
@@ -458,6 +522,14 @@ class ArrayMethods:
     def prod(self, axis=None, keepdims=False, **kwargs):
         """Like ``ndarray.prod``: ``nbyoc.prod(self, axis, keepdims)``."""
         return _reduction("prod")(self, axis=axis, keepdims=keepdims, **kwargs)
+
+    def cumsum(self, axis=None, dtype=None, out=None):
+        """Like ``ndarray.cumsum``: ``np.cumsum(self, axis, dtype)``."""
+        return _cumulative("cumsum")(self, axis, dtype, out)
+
+    def cumprod(self, axis=None, dtype=None, out=None):
+        """Like ``ndarray.cumprod``: ``np.cumprod(self, axis, dtype)``."""
+        return _cumulative("cumprod")(self, axis, dtype, out)
 
     def argmax(self, axis=None, keepdims=False):
         """Like ``ndarray.argmax``: ``nbyoc.argmax(self, axis, keepdims)``."""

@@ -85,6 +85,8 @@ GAINS = {
     "sin": lambda x, _: (1.0,),
     "cos": lambda x, _: (1.0,),
     "erf": lambda x, _: (2 / math.sqrt(math.pi),),
+    "log1p": lambda x, _: (1 / np.abs(1 + _f64(x)),),
+    "expm1": lambda x, out: (np.abs(_f64(out) + 1),),
 }
 #: Ops that only move or repeat elements: the op itself moves the bounds.
 MOVES = {"reshape", "transpose", "slice", "gather", "concatenate", "broadcast_to", "squeeze",

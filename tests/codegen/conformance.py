@@ -192,6 +192,8 @@ VECTORISED_OPS = {
         v >= 0, 1 / (1 + np.exp(-np.abs(v))), np.exp(-np.abs(v)) / (1 + np.exp(-np.abs(v)))
     ),
     "erf": np.vectorize(math.erf, otypes=[np.float64]),
+    "log1p": np.log1p,
+    "expm1": np.expm1,
 }
 
 

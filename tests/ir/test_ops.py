@@ -80,6 +80,8 @@ UNARY = {
     "sin": np.sin,
     "cos": np.cos,
     "erf": erf,
+    "log1p": np.log1p,
+    "expm1": np.expm1,
     "isnan": np.isnan,
     "isinf": np.isinf,
     "logical_not": np.logical_not,
@@ -179,7 +181,10 @@ def test_binary_ops_broadcast_like_numpy(name, dtypes, shapes):
 @pytest.mark.parametrize("shape", [(), (5,), (2, 3), (2, 1, 3), (1, 2, 1, 2)])
 def test_unary_ops(name, dtype, shape):
     x = arrays_for(
-        shape, dtype, np.random.default_rng(2), low=-3 if name not in ("log", "sqrt") else 1
+        shape,
+        dtype,
+        np.random.default_rng(2),
+        low=-3 if name not in ("log", "sqrt", "log1p") else 1,
     )
     expected = numpy_or_error(UNARY[name], x)
     if expected is None:
@@ -259,6 +264,10 @@ def test_every_registered_op_has_a_builder_and_a_test():
     tested |= {"slice", "gather", "squeeze", "unsqueeze", "flatten", "broadcast_to", "expand",
                "tile", "pad", "identity"}  # tests/ir/test_index.py  # fmt: skip
     tested |= {"scatter_elements", "scatter_nd"}  # tests/ir/test_scatter.py
+    tested |= {"cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"}  # tests/ir/test_scan.py
+    tested |= {"sort", "argsort", "argtopk", "take_along_axis", "searchsorted", "interp"}
+    # (tests/ir/test_sort.py)
+    tested |= {"svdvals"}  # tests/ir/test_linalg.py
     tested |= {"conv", "conv_transpose", "resize", "max_pool", "avg_pool", "batch_norm", "layer_norm", "gemm",
                "global_avg_pool", "global_max_pool"}  # tests/ir/test_conv.py  # fmt: skip
     tested |= {

@@ -222,6 +222,9 @@ C_RULES: dict[str, CRule] = {
     "sin": CRule(1, body=_math_call("sin")),
     "cos": CRule(1, body=_math_call("cos")),
     "erf": CRule(1, body=_vectorised("erf")),
+    # accurate near 0: float32 by vecmath's, double by C99's (as NumPy's loops)
+    "log1p": CRule(1, body=_vectorised("log1p")),
+    "expm1": CRule(1, body=_vectorised("expm1")),
     "equal": CRule(2, operator="=="),
     "not_equal": CRule(2, operator="!="),
     "less": CRule(2, operator="<"),

@@ -1,4 +1,5 @@
-"""float32 exp, log, tanh, sigmoid and erf in C that the C compiler vectorises, for
+"""float32 exp, log, tanh, sigmoid, erf, log1p and expm1 in C that the C compiler
+vectorises, for
 csource kernels: the same range reductions and polynomials as the llvm backend's
 (``nbyoc.runtime.llvm.vecmath``, constants shared through ``vecmath_constants``).
 
@@ -138,10 +139,33 @@ static inline float nbyoc_erf_f32(float x) {{
   const float large = 1.0f - nbyoc_exp_nonpositive_f32(-z) / a * {_horner(C.ERF_H, "t")};
   return copysignf(a < {_f(C.ERF_SMALL)} ? small : large, x); /* odd; NaN stays NaN */
 }}""",
+    "log1p": """\
+/* log(1 + x), accurate near 0 (see nbyoc.runtime.llvm.vecmath.log1p_f32): log of the
+   rounded 1 + x, times x / (u - 1); the product in double, rounded once. */
+static inline float nbyoc_log1p_f32(float x) {
+  const float u = x + 1.0f;
+  const float r = (float)((double)nbyoc_log_f32(u) * ((double)x / (double)(u - 1.0f)));
+  const float result = u == 1.0f ? x : r; /* tiny x, -0.0 included */
+  return u == INFINITY ? u : result;
+}""",
+    "expm1": """\
+/* e**x - 1, accurate near 0 (see nbyoc.runtime.llvm.vecmath.expm1_f32): (u - 1) * x / log(u)
+   with u = e**x rounded; in double, rounded once. */
+static inline float nbyoc_expm1_f32(float x) {
+  const float u = nbyoc_exp_f32(x), um1 = u - 1.0f;
+  const float r = (float)((double)um1 * ((double)x / (double)nbyoc_log_f32(u)));
+  float result = u == 1.0f ? x : r; /* tiny x, -0.0 included */
+  result = um1 == -1.0f ? -1.0f : result; /* e**x underflows */
+  return u == INFINITY ? u : result; /* overflows; NaN stays NaN */
+}""",
 }
 
 #: The functions each one calls.
-_CALLS = {op: ("exp_nonpositive",) for op in ("tanh", "sigmoid", "erf")}
+_CALLS = {
+    **{op: ("exp_nonpositive",) for op in ("tanh", "sigmoid", "erf")},
+    "log1p": ("log",),
+    "expm1": ("exp", "log"),
+}
 
 
 def function_name(op: str) -> str:

@@ -3,7 +3,7 @@ Numba ``@njit`` kernel (see ``lower`` for the lowering, ``nbyoc.codegen.llvm.mod
 for calling and caching).
 
 It takes the ops its lowering has a rule for (``lowerable_ops``: the elementwise
-ops of ``rules.SCALAR_RULES``, the stage ops of ``ops.STAGE_RULES`` - reductions,
+ops of ``rules.SCALAR_RULES``, the stage ops of ``ops.STAGE_RULES`` - reductions, scans,
 matmul, conv, pools... - and reshape, transpose and slice as views). Float
 matmuls of any size run as register-blocked tiles in the kernel (``gemm``); integer
 ones only while small (``gemm.matmul_supported``). conv is taken in float32 and

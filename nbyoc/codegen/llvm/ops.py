@@ -34,6 +34,7 @@ from .recurrent import (
 )
 from .reduce import arg_stage, column_reduction, concatenate_stage, reduce_stage
 from .reductions import REDUCTIONS
+from .scan import SCANS, scan_stage
 from .stages import StageBody
 from .windows import (
     gather_checks,
@@ -113,6 +114,7 @@ STAGE_RULES: dict[str, StageRule] = {
     **{op: StageRule(reduce_stage, blocks=True, tasks=column_reduction) for op in REDUCTIONS},
     "argmax": StageRule(arg_stage, blocks=True),
     "argmin": StageRule(arg_stage, blocks=True),
+    **{op: StageRule(scan_stage, blocks=True) for op in SCANS},
     "matmul": StageRule(
         matmul_stage,
         function=True,

@@ -188,7 +188,7 @@ def nbyoc_sigmoid(x):
     # SIMD tanh 2.8 ms), imported from ``nbyoc.runtime.llvm.vecmath``.
     **{
         f"{op}_f32": f"from nbyoc.runtime.llvm.vecmath import {op}_f32\n"
-        for op in ("exp", "exp_nonpositive", "log", "tanh", "sigmoid", "erf")
+        for op in ("exp", "exp_nonpositive", "log", "tanh", "sigmoid", "erf", "log1p", "expm1")
     },
 }
 
@@ -343,6 +343,9 @@ SCALAR_RULES: dict[str, ScalarRule] = {
     "sin": _numpy("sin", heavy=True),
     "cos": _numpy("cos", heavy=True),
     "erf": _vectorised("erf", ScalarRule(lambda args, dtype: cast(f"math.erf({args[0]})", dtype))),
+    # accurate near 0: float32 by vecmath's, float64 by libm's (as NumPy's loops)
+    "log1p": _vectorised("log1p", _numpy("log1p", heavy=True)),
+    "expm1": _vectorised("expm1", _numpy("expm1", heavy=True)),
     "equal": _compare("=="),
     "not_equal": _compare("!="),
     "less": _compare("<"),

@@ -17,8 +17,8 @@ from ..op import list_ops
 
 #: The families, in the order their modules register their ops.
 FAMILY_NAMES = (
-    "elementwise", "compare", "reduce", "tensor", "index", "scatter", "nn", "conv", "recurrent",
-    "control", "composite",
+    "elementwise", "compare", "reduce", "scan", "sort", "tensor", "linalg", "index", "scatter",
+    "nn", "conv", "recurrent", "control", "composite",
 )  # fmt: skip
 #: op name -> the family module that registered it.
 FAMILY_OF: dict[str, str] = {}

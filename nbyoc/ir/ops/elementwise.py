@@ -198,7 +198,11 @@ UNARY_OPS = {
     "sin": (np.sin, "Elementwise sine"),
     "cos": (np.cos, "Elementwise cosine"),
     "erf": (_erf, "Elementwise error function"),
-}
+    "log1p": (np.log1p, "Elementwise ``log(1 + x)``, accurate near 0 (where ``log(1 + x)`` "
+              "loses x's digits to the rounding of ``1 + x``)"),
+    "expm1": (np.expm1, "Elementwise ``exp(x) - 1``, accurate near 0 (where ``exp(x) - 1`` "
+              "cancels)"),
+}  # fmt: skip
 
 
 def same_type(types, attrs):

@@ -63,4 +63,4 @@ def converter_for(op_type: str, opset: int, domain: str = "") -> Callable | None
     return chosen
 
 
-from . import elementwise, nn, quantize, recurrent, reduce, tensor  # noqa: E402, F401 - register their rows
+from . import elementwise, linalg, nn, quantize, recurrent, reduce, scan, sort, tensor  # noqa: E402, F401 - register their rows
