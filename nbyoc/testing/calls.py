@@ -344,6 +344,12 @@ def _scatter_nd(op, c, dtype, operand):
     return call_op(op, data, const(np.array(picked, np.int64)), updates, reduction=reduction)
 
 
+def _scan(op, c, dtype, operand):
+    x = operand(shape(c, min_rank=1), dtype)
+    axis = c.integer(-x.type.ndim, x.type.ndim - 1)
+    return call_op(op, x, axis=axis, reverse=c.boolean(), exclusive=c.boolean())
+
+
 Generator = Callable[..., object]
 _BY_NAME: dict[str, Generator] = {
     "where": _where, "cast": _cast, "clip": _clip, "broadcast_to": _to_shape,
@@ -355,7 +361,8 @@ _BY_NAME: dict[str, Generator] = {
     "flatten": _flatten, "tile": _tile, "pad": _pad, "prelu": _prelu,
     "batch_norm": _batch_norm, "layer_norm": _layer_norm, "lstm": _recurrent,
     "gru": _recurrent, "rnn": _recurrent, "scatter_elements": _scatter_elements,
-    "scatter_nd": _scatter_nd,
+    "scatter_nd": _scatter_nd, "cumsum": _scan, "cumprod": _scan, "cummax": _scan,
+    "cummin": _scan, "logcumsumexp": _scan,
 }  # fmt: skip
 
 
