@@ -41,6 +41,7 @@ from ..errors import (
 from ..ir.builder import const, function, var, weak_scalar
 from ..ir.nodes import Expr, Function
 from ..ir.numpy_protocol import elementwise_equality
+from ..ir.numpy_support import supported
 from ..ir.types import TensorType, tensor_types
 from .weak_ranges import check_int64, range_checker
 
@@ -48,6 +49,9 @@ from .weak_ranges import check_int64, range_checker
 WEAK_KINDS = (bool, int, float)
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _NUMPY = os.path.dirname(os.path.abspath(np.__file__))
+
+
+__all__ = ["JitFunction", "jit", "supported"]
 
 
 def jit(fn: Callable | None = None, *, backend="llvm", static_argnames: Sequence[str] = (),

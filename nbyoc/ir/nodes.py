@@ -147,6 +147,7 @@ class Expr(Node, ArrayMethods):
         if isinstance(self.type, TensorType):
             from .ops.index import index as tensor_index
 
+            _refuse_boolean_mask(index)
             return tensor_index(self, index)
         return TupleGetItem(self, index)
 
@@ -169,6 +170,20 @@ class Expr(Node, ArrayMethods):
         if not isinstance(self.type, TensorType):
             raise TypeError(f"this expression is a tuple {self.type!r}; index it first")
         return self.type
+
+
+def _refuse_boolean_mask(index) -> None:
+    """``x[mask]`` with a boolean graph value: its shape would depend on the data."""
+    parts = index if isinstance(index, tuple) else (index,)
+    if any(isinstance(p, Expr) and isinstance(p.type, TensorType) and p.type.dtype == "bool"
+           for p in parts):  # fmt: skip
+        raise NbyocTypeError(
+            "x[mask] with a boolean mask has as many elements as the mask has True values, "
+            "a shape that depends on the data, and nbyoc's shapes are known when compiling; "
+            "keep the shape and mask the values instead: np.where(mask, x, 0).sum() for "
+            "x[mask].sum(), that divided by mask.sum() for .mean(), np.where(mask, x, -np.inf)"
+            ".max() for .max()"
+        )
 
 
 class Var(Expr):

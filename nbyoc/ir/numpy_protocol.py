@@ -32,7 +32,7 @@ import functools
 import numpy as np
 
 from ..errors import NbyocTypeError
-from . import numpy_functions
+from . import numpy_functions, numpy_support
 
 #: ``ufunc.reduce`` -> the reduction it computes.
 UFUNC_REDUCTIONS = {np.add: "sum", np.maximum: "max", np.minimum: "min", np.multiply: "prod"}
@@ -72,12 +72,6 @@ def ufunc_ops() -> dict:
     return table
 
 
-def op_names() -> str:
-    from .op import list_ops
-
-    return ", ".join(list_ops())
-
-
 def array_ufunc(ufunc, method: str, inputs, kwargs):
     """What ``Expr.__array_ufunc__`` returns: the call of the matching op."""
     from .builder import call_op
@@ -104,11 +98,9 @@ def array_ufunc(ufunc, method: str, inputs, kwargs):
         return call_op(ufunc_ops()[ufunc], *inputs)
     if method == "__call__" and ufunc in UFUNC_GRAPHS:
         return UFUNC_GRAPHS[ufunc](*inputs)
-    hint = UFUNC_HINTS.get((ufunc, method))
+    hint = UFUNC_HINTS.get((ufunc, method), "")
     what = name if method == "__call__" else f"{name}.{method}"
-    raise NbyocTypeError(
-        f"{what} has no nbyoc op yet; " + (hint or f"nbyoc's ops are {op_names()}")
-    )
+    raise NbyocTypeError(numpy_support.unsupported_ufunc(what, hint))
 
 
 def _accumulate(ufunc, array, axis=0, dtype=None):
@@ -382,17 +374,8 @@ def array_function(func, args, kwargs):
     build = ARRAY_FUNCTIONS.get(func)
     if build is not None:
         return build(*args, **kwargs)
-    name = f"numpy.{func.__name__}"
-    hint = FUNCTION_HINTS.get(func)
-    raise NbyocTypeError(
-        f"{name} is not supported on nbyoc graph values; "
-        + (
-            hint
-            if hint
-            else f"supported: {', '.join(sorted(f'numpy.{f.__name__}' for f in ARRAY_FUNCTIONS))}"
-            f" and the ufuncs of nbyoc's ops ({op_names()})"
-        )
-    )
+    hint = FUNCTION_HINTS.get(func, "")
+    raise NbyocTypeError(numpy_support.unsupported_function(numpy_support.public_name(func), hint))
 
 
 #: Whether ``==`` and ``!=`` on graph values build comparisons (while ``nbyoc.jit``
@@ -458,6 +441,15 @@ class ArrayMethods(numpy_functions.SortingMethods):
         raise NbyocTypeError(
             "a graph value holds no data while the graph is being built; compile the "
             "function (nbyoc.compile) and call it with arrays to get results"
+        )
+
+    def __setitem__(self, index, value):
+        # (graph values are immutable: an update is a new value, which Python's
+        # ``y[i] = v`` cannot bind back to ``y``)
+        raise NbyocTypeError(
+            "a traced array cannot be updated in place (y[...] = v): nbyoc's graph values "
+            "are immutable; write the update as a new value: y = np.where(mask, v, y) for "
+            "a boolean mask, or build y from slices with np.concatenate"
         )
 
     def __bool__(self):
