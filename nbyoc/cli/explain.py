@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from .models import parse_shapes, read_model
+from .models import add_model_arguments, parse_shapes, read_model
 
 
 def add_parser(commands) -> None:
@@ -13,24 +13,12 @@ def add_parser(commands) -> None:
         "explain",
         help="where each op of an ONNX model runs on which backend, and why not elsewhere",
     )
-    explain.add_argument("model", help="an .onnx file")
-    explain.add_argument(
-        "--backend", action="append",
-        help="a backend to offload to, repeatable, in priority order (default: llvm)",
-    )  # fmt: skip
-    add_shapes_argument(explain)
+    add_model_arguments(explain)
     explain.add_argument("--min-size", type=int, default=1, help="calls a region needs (default 1)")
     explain.add_argument("--max-size", type=int, default=None, help="calls a region may hold")
     explain.add_argument("--svg", metavar="FILE", help="also draw the graph into FILE")
     explain.add_argument("--json", action="store_true", help="print the report as JSON")
     explain.set_defaults(run=run)
-
-
-def add_shapes_argument(parser) -> None:
-    parser.add_argument(
-        "--shapes", nargs="+", metavar="NAME=DIMS",
-        help="fix input dims, e.g. x=1x3x224x224 (dims not fixed stay symbolic)",
-    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,6 +15,20 @@ from ..errors import NbyocError
 _SHAPE = re.compile(r"(?P<name>[^=]+)=(?P<dims>\d+(?:[x,]\d+)*|)\Z")
 
 
+def add_model_arguments(parser) -> None:
+    """The arguments every model subcommand takes: the model file, the backends in
+    priority order, and ``--shapes`` for its dynamic dims."""
+    parser.add_argument("model", help="an .onnx file")
+    parser.add_argument(
+        "--backend", action="append",
+        help="a backend to offload to, repeatable, in priority order (default: llvm)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--shapes", nargs="+", metavar="NAME=DIMS",
+        help="fix input dims, e.g. x=1x3x224x224 (dims not fixed stay symbolic)",
+    )  # fmt: skip
+
+
 def parse_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]]:
     """``NAME=1x3x224x224`` (or ``NAME=1,3,224,224``; ``NAME=`` for a scalar) per item."""
     shapes = {}

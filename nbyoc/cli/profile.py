@@ -16,8 +16,7 @@ import argparse
 import json
 
 from ..errors import NbyocError
-from .explain import add_shapes_argument
-from .models import parse_shapes, read_model
+from .models import add_model_arguments, parse_shapes, read_model
 
 
 def add_parser(commands) -> None:
@@ -25,12 +24,7 @@ def add_parser(commands) -> None:
         "profile",
         help="time each region (with its backend) and host op of an ONNX model on random inputs",
     )
-    profile.add_argument("model", help="an .onnx file")
-    profile.add_argument(
-        "--backend", action="append",
-        help="a backend to offload to, repeatable, in priority order (default: llvm)",
-    )  # fmt: skip
-    add_shapes_argument(profile)
+    add_model_arguments(profile)
     profile.add_argument("--repeat", type=int, default=10, help="timed calls (default 10)")
     profile.add_argument("--json", action="store_true", help="print the profile as JSON")
     profile.set_defaults(run=run)
