@@ -186,6 +186,11 @@ class ValueOutOfRangeError(NbyocError, OverflowError):
     of ``nbyoc.jit`` that does not fit the array it meets), as NumPy 2 refuses it."""
 
 
+class EmptyReductionError(NbyocError, ValueError):
+    """A reduction without an identity (max, argmax...) of a selection the data left empty
+    (``x[mask].max()`` with no True in ``mask``): NumPy's ValueError, and its message."""
+
+
 class ExecutionError(NbyocError, RuntimeError):
     """An operation failed while running; the message names the node."""
 

@@ -145,9 +145,13 @@ class Expr(Node, ArrayMethods):
         """A field of a tuple value; for a tensor, NumPy-style indexing (``x[1:, ::2]``,
         ``x[..., 0]``, ``x[None]``, ``x[:, [0, 2]]``) built from slice, reshape, gather."""
         if isinstance(self.type, TensorType):
+            from .masked import DATA_DEPENDENT, MaskedSelection, is_mask_of, refuses
             from .ops.index import index as tensor_index
 
-            _refuse_boolean_mask(index)
+            if is_mask_of(self, index):  # x[mask]: only a reduction takes it
+                return MaskedSelection(self, index)
+            if refuses(index):
+                raise NbyocTypeError(DATA_DEPENDENT)
             return tensor_index(self, index)
         return TupleGetItem(self, index)
 
@@ -170,20 +174,6 @@ class Expr(Node, ArrayMethods):
         if not isinstance(self.type, TensorType):
             raise TypeError(f"this expression is a tuple {self.type!r}; index it first")
         return self.type
-
-
-def _refuse_boolean_mask(index) -> None:
-    """``x[mask]`` with a boolean graph value: its shape would depend on the data."""
-    parts = index if isinstance(index, tuple) else (index,)
-    if any(isinstance(p, Expr) and isinstance(p.type, TensorType) and p.type.dtype == "bool"
-           for p in parts):  # fmt: skip
-        raise NbyocTypeError(
-            "x[mask] with a boolean mask has as many elements as the mask has True values, "
-            "a shape that depends on the data, and nbyoc's shapes are known when compiling; "
-            "keep the shape and mask the values instead: np.where(mask, x, 0).sum() for "
-            "x[mask].sum(), that divided by mask.sum() for .mean(), np.where(mask, x, -np.inf)"
-            ".max() for .max()"
-        )
 
 
 class Var(Expr):

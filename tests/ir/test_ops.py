@@ -277,6 +277,7 @@ def test_every_registered_op_has_a_builder_and_a_test():
     }  # tests/ir/test_recurrent.py, tests/frontend/test_onnx_recurrent.py
     tested |= {"cond", "loop"}  # tests/ir/test_control.py, tests/frontend/test_onnx_control_flow.py
     tested |= {"composite"}  # tests/transform/test_patterns.py
+    tested |= {"require_nonempty"}  # tests/frontend/test_jit_masks.py
     assert set(nbyoc.ir.list_ops()) == tested
     for name in nbyoc.ir.list_ops():
         assert callable(getattr(nbyoc, name)), name

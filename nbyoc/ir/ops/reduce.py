@@ -17,10 +17,10 @@ import operator
 
 import numpy as np
 
-from ...errors import NbyocTypeError
+from ...errors import EmptyReductionError, NbyocTypeError
 from ..attrs import Attr
 from ..builder import call_op
-from ..dtypes import accumulate, same, to_float
+from ..dtypes import accumulate, dtype_info, same, to_float
 from ..op import Op, register_op
 from ..types import TensorType
 
@@ -148,6 +148,34 @@ for _name, _fn, _summary in [
         Op(_name, 1, _arg_rule(_name), _arg_reference(_fn), "reduce", _summary,
            attrs={"axis": Attr("int", None), "keepdims": Attr("bool", False)})
     )  # fmt: skip
+
+
+def _require_rule(types, attrs):
+    count, value = types
+    if count.ndim != 0 or not dtype_info(count.dtype).is_integer:
+        raise NbyocTypeError(
+            f"require_nonempty: the count must be an integer scalar, got {count!r}"
+        )
+    return value, attrs
+
+
+def _require_reference(count, value, reduction):
+    if int(count) == 0:  # (NumPy's own messages for a reduction of nothing)
+        if reduction in ("argmax", "argmin"):
+            raise EmptyReductionError(f"attempt to get {reduction} of an empty sequence")
+        raise EmptyReductionError(
+            f"zero-size array to reduction operation {reduction} which has no identity"
+        )
+    return value
+
+
+# A reduction without an identity (max, argmax...) of a selection whose size only the data
+# tells (``x[mask].max()``): its value, or NumPy's error when nothing was selected. No
+# backend takes it: the host checks the count, one scalar.
+register_op(Op("require_nonempty", 2, _require_rule, _require_reference, "elementwise",
+               "``value`` unless ``count`` is 0, when it raises NumPy's ValueError for a "
+               "``reduction`` of nothing (a masked max, argmax...)",
+               attrs={"reduction": Attr("str")}))  # fmt: skip
 
 
 def sum(x, axis=None, keepdims=False):
