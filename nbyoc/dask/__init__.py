@@ -59,7 +59,7 @@ def apply(fn: Callable, *arrays, backend=None, block_bytes=None, split_every=Non
     ``block_bytes`` is the most a block may hold when an op needs a whole axis (default:
     Dask's ``array.chunk-size``); ``split_every`` is how many partial results a step
     of a tree reduction combines (Dask's default when None). Returns a Dask array, or
-    the tuple or list of them ``fn`` returns.
+    the tuples, lists, named tuples and dicts of them ``fn`` returns, in that structure.
     """
     da = _dask_array()
     budget = _budget(block_bytes)
@@ -78,7 +78,7 @@ def apply(fn: Callable, *arrays, backend=None, block_bytes=None, split_every=Non
         raise AssertionError("nbyoc.dask: parameters and arguments differ")
     builder = _Builder(func, inputs, jit._backend, jit._options, budget, split_every)
     outputs = [builder.output(node) for node in _outputs(func)]
-    return outputs[0] if structure == "one" else structure(outputs)
+    return outputs[0] if structure == "one" else structure.build(iter(outputs))
 
 
 def _dask_array():

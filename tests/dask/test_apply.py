@@ -176,6 +176,20 @@ def test_numpy_arrays_scalars_constants_and_several_outputs():
     assert_equal_to_numpy(compute(got), fn(x, w, 2.5), "fn")
 
 
+def test_results_come_back_in_the_structure_returned():
+    x = np.arange(24, dtype=np.float32).reshape(8, 3)
+
+    def fn(x):
+        return {"double": x * 2.0, "stats": (x.sum(axis=1), [x.max(axis=1)])}
+
+    got = nbyoc.dask.apply(fn, da.from_array(x, chunks=(3, 3)))
+    assert list(got) == ["double", "stats"] and isinstance(got["stats"][1], list)
+    want = fn(x)
+    np.testing.assert_array_equal(got["double"].compute(), want["double"])
+    np.testing.assert_array_equal(got["stats"][0].compute(), want["stats"][0])
+    np.testing.assert_array_equal(got["stats"][1][0].compute(), want["stats"][1][0])
+
+
 def test_an_nbyoc_jit_function_keeps_its_static_arguments_and_backend():
     jitted = nbyoc.jit(lambda x, axis: x.sum(axis=axis), static_argnames=["axis"],
                        backend="csource")  # fmt: skip

@@ -31,7 +31,8 @@ def examplejson_archive(func: nbyoc.ir.Function, path) -> None:
     runtime = {name: ExampleJSONModule(to_examplejson(g)) for name, g in
                module.functions.items() if "Compiler" in g.attrs}  # fmt: skip
     save_executable(types.SimpleNamespace(module=module, runtime_modules=runtime,
-                                          backend="examplejson"), path)  # fmt: skip
+                                          backend="examplejson", strict=False,
+                                          fallbacks=[]), path)  # fmt: skip
 
 
 def _members(data: bytes) -> dict[str, bytes]:

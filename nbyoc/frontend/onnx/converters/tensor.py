@@ -145,7 +145,10 @@ def squeeze(node: Node):
 
 @converter("Unsqueeze")
 def unsqueeze_attribute(node: Node):
-    return call_op("unsqueeze", node.expr(0), axes=tuple(node.attr("axes")))
+    axes = node.attr("axes")
+    if axes is None:  # (required before opset 13, where it became an input)
+        raise node.fail("before opset 13, Unsqueeze needs its axes attribute")
+    return call_op("unsqueeze", node.expr(0), axes=tuple(axes))
 
 
 @converter("Unsqueeze", since=13)
