@@ -1,10 +1,12 @@
 """The op catalog: every registered op by family, with the backends that run it. The
-README's op table is this text (``python -m nbyoc ops``), and a test keeps them equal.
+documentation's op table is this text (``python -m nbyoc ops``), and a test keeps them
+equal.
 
 A backend "runs" an op when it claims calls of it (its rules table has a row; a
-support predicate may still leave some dtypes or sizes to others: llvm and
-examplejson take no float16, llvm only small matmuls). An op with a decomposition
-that a backend lacks runs there "decomposed"; anything else runs on the host.
+support predicate may still leave some dtypes or sizes to others: no backend takes the
+narrow storage dtypes, csource takes no bfloat16, llvm takes integer matmuls and those
+with a 1-D operand only while small). An op with a decomposition that a backend lacks
+runs there "decomposed"; anything else runs on the host.
 
 >>> print(op_table().splitlines()[2])
 | elementwise | `add` | yes | yes | yes |

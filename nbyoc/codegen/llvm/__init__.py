@@ -5,10 +5,10 @@ for calling and caching).
 It takes the ops its lowering has a rule for (``lowerable_ops``: the elementwise
 ops of ``rules.SCALAR_RULES``, the stage ops of ``ops.STAGE_RULES`` - reductions, scans,
 matmul, conv, pools... - and reshape, transpose and slice as views). Float
-matmuls of any size run as register-blocked tiles in the kernel (``gemm``); integer
-ones only while small (``gemm.matmul_supported``). conv is taken in float32 and
-float64 (``conv``); lstm, gru and rnn in every float dtype, a whole call in one stage
-(``recurrent``). An op without a rule runs elsewhere.
+matmuls of matrices of any size run as register-blocked tiles in the kernel (``gemm``);
+integer ones and those with a 1-D operand only while small (``gemm.matmul_supported``).
+conv is taken in float32 and float64 (``conv``); lstm, gru and rnn in every float dtype,
+a whole call in one stage (``recurrent``). An op without a rule runs elsewhere.
 
 Codegen options: ``fuse`` (default True; False gives one loop per node) and
 ``parallel_threshold`` (elements from which a stage runs in parallel).
@@ -234,8 +234,9 @@ CONDITIONS = {
 }
 #: What ``nbyoc.explain`` says when a condition refuses a call.
 CONDITION_REASONS = {
-    "matmul": "an integer matmul this large runs elsewhere (llvm tiles only float ones; "
-    f"integer products of more than {LOOP_MAX_WORK} multiply-adds are not lowered)",
+    "matmul": "a matmul of integers or with a 1-D operand this large runs elsewhere (llvm "
+    "tiles only float products of matrices; others of more than "
+    f"{LOOP_MAX_WORK} multiply-adds are not lowered)",
     "conv": "llvm lowers conv in float32 and float64, with every operand of that dtype",
     **{cell: f"llvm lowers {cell} in float dtypes only" for cell in CELLS},
 }

@@ -15,10 +15,12 @@ import importlib
 from ..builder import op_builder
 from ..op import list_ops
 
-#: The families, in the order their modules register their ops.
+#: The families, in the order their modules register their ops. A module imported by
+#: an earlier one registers its ops while that one imports (scan imports nn), so it
+#: comes before it: the check below keeps every family's ops under its own name.
 FAMILY_NAMES = (
-    "elementwise", "compare", "reduce", "scan", "sort", "tensor", "linalg", "index", "scatter",
-    "nn", "conv", "recurrent", "control", "composite",
+    "elementwise", "compare", "reduce", "nn", "scan", "sort", "tensor", "linalg", "index",
+    "scatter", "conv", "recurrent", "control", "composite",
 )  # fmt: skip
 #: op name -> the family module that registered it.
 FAMILY_OF: dict[str, str] = {}
@@ -27,6 +29,7 @@ for _family in FAMILY_NAMES:
     _before = set(list_ops())
     _FAMILIES.append(importlib.import_module(f"{__name__}.{_family}"))
     FAMILY_OF.update({name: _family for name in list_ops() if name not in _before})
+assert set(FAMILY_OF.values()) == set(FAMILY_NAMES), "internal: a family module imported early"
 
 
 def _builder(name: str):
