@@ -457,7 +457,7 @@ class ArrayMethods(numpy_functions.SortingMethods):
             "a graph value has no truth value while the graph is being built: Python's "
             "if/and/or/not cannot branch on data the graph has not computed yet; choose "
             "between values with np.where(condition, x, y) (and combine conditions with "
-            "&, |, ~)"
+            "np.logical_and, np.logical_or, np.logical_not)"
         )
 
     def __float__(self):

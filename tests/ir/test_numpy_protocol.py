@@ -141,6 +141,20 @@ def test_nodes_still_hash_and_compare_by_identity_in_containers():
         y in [X, y]  # noqa: B015 - test with `any(n is y for n in ...)` instead
 
 
+def test_the_truth_value_error_suggests_functions_that_work():
+    import re
+
+    with pytest.raises(NbyocTypeError) as info:
+        bool(X > 0)
+    suggested = re.findall(r"np\.(\w+)\(", str(info.value)) + re.findall(
+        r"np\.(\w+)[,)]", str(info.value)
+    )
+    assert {"where", "logical_and", "logical_or", "logical_not"} <= set(suggested)
+    for name in suggested:
+        operands = (X > 0, X, X) if name == "where" else (X > 0, X < 1)[: getattr(np, name).nin]
+        assert getattr(np, name)(*operands).type.dtype in ("bool", "float32")
+
+
 def test_no_truth_value_and_no_silent_array():
     with pytest.raises(NbyocTypeError, match="no truth value"):
         bool(X)
