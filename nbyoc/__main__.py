@@ -12,7 +12,8 @@ from .cli import explain, info, profile
 from .cli.errors import run_command
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser (the documentation's command-line page is made from it)."""
     parser = argparse.ArgumentParser(prog="nbyoc", description="Bring Your Own Codegen for Python")
     parser.add_argument("--version", action="version", version=f"nbyoc {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -28,7 +29,11 @@ def main(argv=None) -> int:
     explain.add_parser(commands)
     profile.add_parser(commands)
     info.add_parsers(commands)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     if hasattr(args, "run"):
         return run_command(lambda: args.run(args))
     if args.command == "ops":

@@ -489,10 +489,12 @@ class ArrayMethods(numpy_functions.SortingMethods):
 
     @property
     def ndim(self) -> int:
+        """The number of axes, like ``ndarray.ndim``."""
         return len(self.shape)
 
     @property
     def size(self) -> int:
+        """The number of elements, like ``ndarray.size`` (a symbolic size stays one)."""
         return self._tensor_type().size
 
     def sum(self, axis=None, keepdims=False, **kwargs):
