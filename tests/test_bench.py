@@ -1,5 +1,5 @@
-"""The benchmark suite runs, and bench/report.py turns its JSON into the README's
-performance section. The suite runs small here (10x10, one round) in its own
+"""The benchmark suite runs, and bench/report.py turns its JSON into the performance
+page's report and the README's summary of it. The suite runs small here (10x10, one round) in its own
 process with an empty cache: it checks every case against NumPy before timing it."""
 
 import importlib.util
@@ -94,24 +94,34 @@ def test_report_has_every_table(smoke_run):
     assert run_table.count("x) |") >= 4 * 6  # a ratio to NumPy for each nbyoc case
 
 
-def test_report_rewrites_only_the_readme_section(smoke_run, tmp_path):
+def test_report_rewrites_only_the_page_report_and_the_readme_summary(smoke_run, tmp_path):
     report = load_report()
-    readme = tmp_path / "README.md"
-    readme.write_text(f"before\n{report.README_START}\nstale report\n{report.README_END}\nafter\n")
+    page, readme = tmp_path / "performance.md", tmp_path / "README.md"
+    page.write_text(f"before\n{report.REPORT_START}\nstale report\n{report.REPORT_END}\nafter\n")
+    readme.write_text(f"intro\n{report.SUMMARY_START}\nold\n{report.SUMMARY_END}\nrest\n")
     json_path = tmp_path / "bench.json"
     json_path.write_text(json.dumps(smoke_run))
-    assert report.main([str(json_path), "--readme", str(readme)]) == 0
-    text = readme.read_text()
-    assert text.startswith(f"before\n{report.README_START}\nMachine: ")
-    assert text.endswith(f"{report.README_END}\nafter\n")
+    assert report.main([str(json_path), "--page", str(page), "--summary", str(readme)]) == 0
+    text = page.read_text()
+    assert text.startswith(f"before\n{report.REPORT_START}\nMachine: ")
+    assert text.endswith(f"{report.REPORT_END}\nafter\n")
     assert "stale report" not in text
+    summary = readme.read_text()
+    assert summary.startswith(
+        f"intro\n{report.SUMMARY_START}\n- llvm, times faster than NumPy at 10x10: "
+    )
+    assert summary.endswith(f"{report.SUMMARY_END}\nrest\n") and "\nold\n" not in summary
 
 
-def test_the_readme_performance_section_comes_from_the_report():
+def committed_report() -> str:
     report = load_report()
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split(report.README_START)[1].split(report.README_END)[0]
-    assert section.lstrip().startswith("Machine: ")
+    page = (ROOT / "docs" / "performance.md").read_text()
+    return page.split(report.REPORT_START)[1].split(report.REPORT_END)[0].lstrip("\n")
+
+
+def test_the_performance_page_report_comes_from_the_report():
+    section = committed_report()
+    assert section.startswith("Machine: ")
     assert "#### Run time" in section and "#### Compile time" in section
 
 

@@ -1,4 +1,6 @@
-"""The documentation's promises: every Python block in ``docs/`` runs as written."""
+"""The documentation's promises: every Python block in ``docs/`` runs as written, and a
+block followed by "prints" prints exactly what the page shows. (What the pages state
+about the code is checked in test_docs_facts.py.)"""
 
 import os
 import re
@@ -59,5 +61,5 @@ def test_a_block_prints_what_the_page_shows(page, block, output, tmp_path):
 
 
 def test_the_docs_have_blocks_to_run():
-    assert any(page == "writing-a-backend.md" for page, _, _ in python_blocks())
+    assert any(page == "tutorials/writing-a-backend.md" for page, _, _ in python_blocks())
     assert shown_outputs()

@@ -19,7 +19,14 @@ is inside ``array[row, :]``. Streaming stores are weakly ordered: a thread calls
 ``store_fence`` (a sequentially consistent fence: ``mfence``) after its last one,
 before another thread may read the rows.
 
-Flat elementwise stages do the same a block of elements at a time (``stream_run``).
+Flat elementwise stages do the same a block of elements at a time (``stream_run``;
+the block's length is ``codegen.llvm.stages.STREAM_BLOCK``), under the rule of
+``runtime.llvm.target.writes_streaming``. Whole kernels, on the Xeon at 4096 x 4096
+float32, ordinary stores then streaming: layer norm 7.0 -> 5.5 ms, RMS norm 6.2 -> 3.9,
+softmax 5.5 -> 5.2, the reference graph ``((a + b) - c) * d`` 11.3 -> 9.9; and at
+2048 x 2048, where the arrays fit in the cache, the reference graph and the diamond
+``t = a * b; (t + c) * (t - d)`` 2.0 -> 1.74 ms (a light stage reading twice what it
+writes streams from half the threshold).
 Generated kernels import these by name (``from nbyoc.runtime.llvm.stream import
 stream_row, stream_run, store_fence``).
 
