@@ -64,8 +64,15 @@ def supported() -> dict[str, list[str]]:
         "ufuncs": sorted(ufuncs),
         "methods": sorted(n for n, m in members.items() if n in numpy_names and callable(m)),
         "attributes": sorted(n for n, m in members.items() if n in numpy_names and not callable(m)),
-        "operators": [symbol for method, symbol in OPERATORS.items() if hasattr(Expr, method)],
+        "operators": [symbol for method, symbol in OPERATORS.items() if _defines(Expr, method)],
     }
+
+
+def _defines(cls, method: str) -> bool:
+    """Whether ``cls`` or a base of it defines ``method`` (``hasattr`` would also find the
+    metaclass's: ``type.__or__`` makes ``X | Y`` a union of classes, not an operator of
+    their instances)."""
+    return any(method in vars(base) for base in cls.__mro__)
 
 
 def closest(name: str, candidates: list[str], count: int = SUGGESTED) -> list[str]:

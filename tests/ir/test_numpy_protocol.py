@@ -227,3 +227,20 @@ def test_in_place_updates_and_boolean_masks_say_why_and_what_to_write():
         y[0] = 0.0
     with pytest.raises(NbyocTypeError, match=r"depends on the data.*np\.where\(mask, x, 0\)"):
         _ = y[y > 0.0].shape  # (only a reduction takes a selection: test_jit_masks.py)
+
+
+def test_every_operator_supported_lists_builds_a_graph():
+    from nbyoc.ir.numpy_protocol import elementwise_equality
+    from nbyoc.ir.numpy_support import OPERATORS, supported
+
+    x, b = nbyoc.var("x", (2, 2)), nbyoc.var("b", (2, 2), "bool")
+    symbols = {symbol: method for method, symbol in OPERATORS.items()}
+    for symbol in supported()["operators"]:
+        method = symbols[symbol]
+        if method == "__getitem__":
+            assert x[0].shape == (2,)
+            continue
+        unary = symbol.startswith("unary") or symbol.endswith("()")
+        operands = [b if symbol in "&|^~" else x] * (1 if unary else 2)
+        with elementwise_equality():
+            assert getattr(operands[0], method)(*operands[1:]).shape == (2, 2), symbol
