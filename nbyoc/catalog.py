@@ -37,18 +37,12 @@ def op_table() -> str:
     return "\n".join(lines)
 
 
-def _numpy_name(func) -> str:
-    module = getattr(func, "__module__", None) or "numpy"
-    prefix = "np" + module.removeprefix("numpy").replace("._core", "").replace(".core", "")
-    return f"{prefix.rstrip('.')}.{func.__name__}"
-
-
 def numpy_ufunc_table() -> str:
     """The NumPy ufuncs graph values answer (what ``nbyoc.jit`` traces through), with the
     op each builds and the ops behind their ``reduce`` and ``accumulate``.
 
     >>> print(numpy_ufunc_table().splitlines()[2])
-    | `np.absolute` | `abs` |  |  |
+    | `numpy.absolute` | `abs` |  |  |
     """
     from .ir import numpy_protocol as protocol
 
@@ -59,74 +53,69 @@ def numpy_ufunc_table() -> str:
         reduce = protocol.UFUNC_REDUCTIONS.get(ufunc)
         scan = protocol.UFUNC_SCANS.get(ufunc)
         cells = [f"`{reduce}`" if reduce else "", f"`{scan}`" if scan else ""]
-        lines.append(f"| `np.{ufunc.__name__}` | {built[ufunc]} | {' | '.join(cells)} |")
+        lines.append(f"| `numpy.{ufunc.__name__}` | {built[ufunc]} | {' | '.join(cells)} |")
     return "\n".join(lines)
 
 
 def numpy_function_list() -> str:
-    """The NumPy array functions graph values answer, as one sorted line.
+    """The NumPy array functions graph values answer (``nbyoc.frontend.numpy.supported``),
+    as one sorted line.
 
-    >>> "`np.einsum`" in numpy_function_list()
+    >>> "`numpy.einsum`" in numpy_function_list()
     True
     """
-    from .ir.numpy_protocol import ARRAY_FUNCTIONS
+    from .ir.numpy_support import supported
 
-    return ", ".join(sorted({f"`{_numpy_name(f)}`" for f in ARRAY_FUNCTIONS}))
-
-
-#: The operators a graph value has, with an example of each (read by
-#: ``numpy_operator_table``, which builds them to find the op).
-OPERATORS = (
-    ("x + y", "__add__"), ("x - y", "__sub__"), ("x * y", "__mul__"), ("x / y", "__truediv__"),
-    ("x // y", "__floordiv__"), ("x % y", "__mod__"), ("x ** y", "__pow__"),
-    ("x @ y", "__matmul__"), ("-x", "__neg__"), ("abs(x)", "__abs__"), ("x < y", "__lt__"),
-    ("x <= y", "__le__"), ("x > y", "__gt__"), ("x >= y", "__ge__"), ("x == y", "__eq__"),
-    ("x != y", "__ne__"),
-)  # fmt: skip
+    return ", ".join(f"`{name}`" for name in supported()["functions"])
 
 
 def numpy_operator_table() -> str:
-    """Python's operators on graph values and the op each builds (``==`` and ``!=`` only
-    while ``nbyoc.jit`` traces: elsewhere nodes compare by identity).
+    """Python's operators on graph values (``nbyoc.frontend.numpy.supported``) and the op
+    each builds (``==`` and ``!=`` only while ``nbyoc.jit`` traces: elsewhere nodes
+    compare by identity).
 
     >>> print(numpy_operator_table().splitlines()[2])
-    | `x + y` | `add` |
+    | `+` | `add` |
     """
     from .ir.builder import var
     from .ir.numpy_protocol import elementwise_equality
+    from .ir.numpy_support import OPERATORS, supported
 
-    x, y = var("x", (2, 2)), var("y", (2, 2))
+    x = var("x", (2, 2))
+    method = {symbol: name for name, symbol in OPERATORS.items()}
     lines = ["| operator | builds |", "|---|---|"]
-    for text, method in OPERATORS:
+    for symbol in supported()["operators"]:
+        if symbol == "x[...]":  # (the methods' table has indexing)
+            continue
+        unary = symbol.startswith("unary") or symbol.endswith("()")
         with elementwise_equality():
-            built = getattr(x, method)(*([y] if " y" in text else []))
-        note = " (in `nbyoc.jit`)" if method in ("__eq__", "__ne__") else ""
-        lines.append(f"| `{text}` | `{built.op.name}`{note} |")
+            built = getattr(x, method[symbol])(*([] if unary else [x]))
+        note = " (in `nbyoc.jit`)" if symbol in ("==", "!=") else ""
+        lines.append(f"| `{symbol}` | `{built.op.name}`{note} |")
     return "\n".join(lines)
 
 
 def numpy_method_table() -> str:
-    """The NumPy-style methods and attributes of graph values, each with the first line
-    of its docstring.
+    """The NumPy methods and attributes of graph values (``nbyoc.frontend.numpy.supported``),
+    each with the first paragraph of its docstring.
 
     >>> "| `x.T` |" in numpy_method_table()
     True
     """
     from .ir.nodes import Expr
+    from .ir.numpy_support import supported
 
+    listing = supported()
+    shown = [(f"x.{n}", n) for n in listing["attributes"]]
+    shown += [(f"x.{n}(...)", n) for n in listing["methods"]]
     lines = ["| method or attribute | what it gives |", "|---|---|"]
-    names = sorted(n for n in dir(Expr) if not n.startswith("_") and n not in _NOT_NUMPY)
-    shown = [(f"x.{n}" if isinstance(getattr(Expr, n), property) else f"x.{n}(...)", n)
-             for n in names]  # fmt: skip
-    for text, name in [*_PROTOCOL, *shown]:
+    for text, name in [*_PROTOCOL, *sorted(shown, key=lambda pair: pair[1].lower())]:
         doc = (getattr(Expr, name).__doc__ or "").strip().split("\n\n")[0]
         cell = " ".join(doc.split()).replace("|", r"\|")  # (a bar would end the cell)
         lines.append(f"| `{text}` | {cell} |")
     return "\n".join(lines)
 
 
-#: Public attributes of graph values that are nbyoc's own, not NumPy's.
-_NOT_NUMPY = {"type"}
 #: Python's protocols on graph values that NumPy users reach for, as they are written.
 _PROTOCOL = [("x[...]", "__getitem__"), ("len(x)", "__len__")]
 
@@ -134,13 +123,14 @@ _PROTOCOL = [("x[...]", "__getitem__"), ("len(x)", "__len__")]
 def numpy_refused_table() -> str:
     """The NumPy functions refused with a hint of what to write instead.
 
-    >>> "`np.copy`" in numpy_refused_table()
+    >>> "`numpy.copy`" in numpy_refused_table()
     True
     """
     from .ir import numpy_protocol as protocol
+    from .ir.numpy_support import public_name
 
-    hints = {f"np.{u.__name__}": h for (u, _), h in protocol.UFUNC_HINTS.items()}
-    hints.update({_numpy_name(f): h for f, h in protocol.FUNCTION_HINTS.items()})
+    hints = {f"numpy.{u.__name__}": h for (u, _), h in protocol.UFUNC_HINTS.items()}
+    hints.update({public_name(f): h for f, h in protocol.FUNCTION_HINTS.items()})
     lines = ["| NumPy | instead |", "|---|---|"]
     lines += [f"| `{name}` | {hints[name]} |" for name in sorted(hints)]
     return "\n".join(lines)
