@@ -125,6 +125,16 @@ def test_the_performance_page_report_comes_from_the_report():
     assert "#### Run time" in section and "#### Compile time" in section
 
 
+def test_the_readme_summary_is_read_from_the_performance_page():
+    """The README states no benchmark number of its own: its summary is the page's."""
+    report = load_report()
+    readme = (ROOT / "README.md").read_text()
+    shown = readme.split(report.SUMMARY_START)[1].split(report.SUMMARY_END)[0].lstrip("\n")
+    assert shown == report.summary(committed_report()), (
+        "run bench/report.py with --summary README.md, or paste report.summary() of the page"
+    )
+
+
 def test_seconds_formats_with_a_unit():
     seconds = load_report().seconds
     assert [seconds(v) for v in (2.5, 0.00123, 4.2e-6, 3e-9)] == [

@@ -102,6 +102,18 @@ def test_every_page_is_in_the_site():
     assert listed == pages
 
 
+def test_the_readme_costs_are_the_documentation_s():
+    """Each measured number the README's "What it costs" section states appears in the
+    documentation, where the measurement is."""
+    readme = (ROOT / "README.md").read_text()
+    costs = readme.split("## What it costs")[1].split("<!-- bench-summary")[0]
+    docs = " ".join(" ".join(p.read_text().split()) for p in DOCS.glob("**/*.md"))
+    numbers = re.findall(r"\b\d+(?:\.\d+)?(?: to \d+(?:\.\d+)?)? (?:s|ms|us|MiB)\b", costs)
+    assert numbers
+    missing = [n for n in numbers if not re.search(rf"\b{re.escape(n.split(' to ')[-1])}\b", docs)]
+    assert not missing, missing
+
+
 def test_the_griffe_extension_fences_doctest_examples():
     pytest.importorskip("griffe")
     fence = load(DOCS / "griffe_doctests.py", "docs_griffe_doctests").fence
