@@ -46,14 +46,7 @@ def partition_graph(regions: Regions, bind_constants: bool = True) -> IRModule:
     as a parameter instead of being bound inside.
     """
     func = regions.func
-    graph = Graph.of(func)
-    region_of = {graph.index[c]: r for c, r in regions.region.items()}
-    order = unit_order(graph, region_of)
-    if order is None:
-        raise WellFormednessError("cannot partition: the regions depend on each other in a cycle")
-    members: dict[int, list[int]] = defaultdict(list)
-    for i in sorted(region_of):
-        members[region_of[i]].append(i)
+    graph, region_of, order, members = _layout(regions)
     bound = _bound_constants(graph, region_of) if bind_constants else {}
 
     symbols = _symbols(regions, graph, order, members)
@@ -88,15 +81,22 @@ def region_symbols(regions: Regions) -> dict[int, str]:
     >>> region_symbols(annotate_target(f, "doc_symbols"))
     {0: 'doc_symbols_0', 1: 'doc_symbols_1'}
     """
+    graph, _, order, members = _layout(regions)
+    return _symbols(regions, graph, order, members)
+
+
+def _layout(regions: Regions):
+    """The function's graph, each node's region, the evaluation order of the contracted
+    graph (``unit_order``) and each region's members (node indices, in order)."""
     graph = Graph.of(regions.func)
     region_of = {graph.index[c]: r for c, r in regions.region.items()}
     order = unit_order(graph, region_of)
     if order is None:
-        raise WellFormednessError("the regions depend on each other in a cycle")
+        raise WellFormednessError("cannot partition: the regions depend on each other in a cycle")
     members: dict[int, list[int]] = defaultdict(list)
     for i in sorted(region_of):
         members[region_of[i]].append(i)
-    return _symbols(regions, graph, order, members)
+    return graph, region_of, order, members
 
 
 def _symbols(regions: Regions, graph: Graph, order: list, members) -> dict[int, str]:
