@@ -48,6 +48,10 @@ WIDE_MIN_CHANNELS = 4
 #: tile columns a block of positions holds.
 TASKS = 16
 MIN_BLOCK_TILES = 4
+#: The most bytes a wide conv's block of columns (``_wide_tiled_conv``) takes: one
+#: block's columns, output rows and input rows then stay in a core's L2 between the
+#: gather that writes them and the tiles that read them.
+COLUMNS_BYTES = 1 << 20
 #: The largest stride or dilation a tiled conv's gather has written into its code:
 #: 1 and 2 (most convs; LLVM vectorises a copy of step 1 or 2), larger ones read at
 #: run time, so that convs differing only in them share a stage function (an audio
@@ -314,19 +318,18 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
     stride = [math.prod(padded[d + 1 :]) for d in range(k)]  # of the padded plane
     # Taps past the first axis read up to this far beyond the last wide row.
     slack = sum((g.kernel[d] - 1) * g.dilations[d] * stride[d] for d in range(1, k))
-    plane = math.prod(padded) + slack
-    cols = tile_shape(dtype)[1]
-    wanted = -(-TASKS // (value(g.n) * value(g.group)))
-    out0 = value(g.out[0])
-    rows = -(-out0 // wanted) if wanted > 1 else out0
-    rows = min(out0, max(rows, -(-MIN_BLOCK_TILES * cols // value(stride[0]))))
-    blocks = g.dim(-(-out0 // rows))
+    itemsize = 8 if dtype == "float64" else 4
+    rows = _wide_block_rows(g, value(stride[0]), value(depth) * itemsize, tile_shape(dtype)[1])
+    blocks = g.dim(-(-value(g.out[0]) // rows))
     rows = g.dim(rows)
+    reach = (g.kernel[0] - 1) * g.dilations[0]  # padded rows a block reads past its last
+    plane = (rows + reach) * stride[0] + slack
     inner = math.prod(g.out[1:])  # output positions per row of the first axis
     setup = [
         f"{w_name}_g = {w_name}.reshape(({g.group}, {g.mg}, {depth}))",
         f"{dest}_g = {dest}.reshape(({g.n}, {g.group}, {g.mg}, {g.positions}))",
-        # The padding is zero and stays so: tasks write only the inside.
+        # The padded rows one block reads: padding columns are zero and stay so (tasks
+        # write only the inside); each task zeroes the padding rows it reads.
         f"plane = np.zeros(({g.cg}, {plane}), np.{dtype})",
         f"columns = np.empty(({depth}, {rows * stride[0]}), np.{dtype})",
         f"wide = np.empty(({g.mg}, {rows * stride[0]}), np.{dtype})",
@@ -342,22 +345,29 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
         f"for ci in range({outer(g.cg)}):",
         f"    c = g * {g.cg} + ci",
     ]
-    # Copy the input rows the block reads (padded rows row0 .. row1 + reach) inside.
+    # Copy the input rows the block reads (padded rows row0 .. row1 + reach) into the
+    # block's plane, whose row r is padded row row0 + r; zero its rows in the padding.
+    b0 = g.begins[0]
+    body += [
+        f"    in0 = max(0, row0 - {b0})",
+        f"    in1 = min({g.spatial[0]}, row1 + {reach - b0})",
+        f"    plane[ci, : (in0 + {b0} - row0) * {stride[0]}] = 0.0",
+        f"    plane[ci, (in1 + {b0} - row0) * {stride[0]} :] = 0.0",
+        "    for i0 in range(in0, in1):",
+    ]
     if k == 1:
-        copy = [f"    plane[ci, i0 + {g.begins[0]}] = {x_name}[n, c, i0]"]
+        copy = [f"    plane[ci, i0 + {b0} - row0] = {x_name}[n, c, i0]"]
     else:
-        flat = " + ".join(f"(i{d} + {g.begins[d]}) * {stride[d]}" for d in range(k - 1))
+        flat = " + ".join(
+            [f"(i0 + {b0} - row0) * {stride[0]}"]
+            + [f"(i{d} + {g.begins[d]}) * {stride[d]}" for d in range(1, k - 1)]
+        )
         index = ", ".join(["n", "c", *(f"i{d}" for d in range(k))])
         copy = [  # (indices unsigned: see the rows kept below)
             f"    at = np.uint64({flat} + {g.begins[k - 1]})",
             f"    for i{k - 1} in range(np.uint64(opaque({g.spatial[k - 1]}))):",
             f"        plane[ci, at + i{k - 1}] = {x_name}[{index}]",
         ]
-    first, last = (
-        f"row0 - {g.begins[0]}",
-        f"row1 + {(g.kernel[0] - 1) * g.dilations[0] - g.begins[0]}",
-    )
-    body += [f"    for i0 in range(max(0, {first}), min({g.spatial[0]}, {last})):"]
     for d in range(1, k - 1):
         body += _indent([f"for i{d} in range({g.spatial[d]}):"], d + 1)
     body += _indent(copy, max(1, k - 1))
@@ -374,7 +384,7 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
     body += _indent(
         [
             f"r = {tap_index}",
-            f"start = np.uint64(row0 * {stride[0]} + {offset})",
+            f"start = np.uint64({offset})",
             "for j in range(np.uint64(span)):",
             "    columns[r, j] = plane[ci, start + j]",
         ],
@@ -421,6 +431,18 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
     setup += epilogue.setup if epilogue is not None else []
     lead = Lead(value(g.n), 1, tasks // value(g.n))
     return StageBody(body, tasks, value(rows * stride[0] * depth * g.mg), setup, imports, lead)
+
+
+def _wide_block_rows(g: _Geometry, width: int, depth_bytes: int, cols: int) -> int:
+    """Output rows per task of a wide conv (``_wide_tiled_conv``) whose padded rows are
+    ``width`` long and whose column matrix's columns take ``depth_bytes``: few enough that the
+    block's column matrix fits in ``COLUMNS_BYTES`` and the images and groups make
+    ``TASKS`` tasks, enough for ``MIN_BLOCK_TILES`` tiles of ``cols`` columns."""
+    out0 = value(g.out[0])
+    wanted = -(-TASKS // (value(g.n) * value(g.group)))
+    rows = -(-out0 // wanted)
+    rows = min(rows, max(1, COLUMNS_BYTES // (width * depth_bytes)))
+    return min(out0, max(rows, -(-MIN_BLOCK_TILES * cols // width)))
 
 
 def _im2col(g: _Geometry, x_name: str) -> list[str]:
