@@ -185,6 +185,21 @@ def _mib(value: int) -> str:
     return f"{value / (1 << 20):g} MiB"
 
 
+def _real_models(refused: bool | None) -> Callable[[], str]:
+    """How many models the real-model set (tests/real_models.py) pins: all of them, or
+    those nbyoc refuses (``refused``) or imports (not ``refused``)."""
+
+    def text() -> str:
+        sys.path.insert(0, str(ROOT))
+        from tests.real_models import MODELS
+
+        if refused is None:
+            return str(len(MODELS))
+        return str(sum(bool(m.refused) == refused for m in MODELS.values()))
+
+    return text
+
+
 def _partition_default(name: str) -> Callable[[], str]:
     def text() -> str:
         import nbyoc
@@ -208,6 +223,9 @@ FACTS: dict[str, Callable[[], str]] = {
     "onnx-conformance": _onnx_conformance,
     "onnx-pass-rate": _onnx_pass_rate,
     "cli": _cli,
+    "real-models": _real_models(None),
+    "real-models-imported": _real_models(False),
+    "real-models-refused": _real_models(True),
     "limits": _limits,
     "extras": _extras,
     "max-size": _partition_default("max_size"),

@@ -81,6 +81,9 @@ class RealModel:
     #: (activations quantised at run time): how far from Runtime's each output may be, as
     #: a fraction of its largest magnitude (0: the float32 criterion of ``Accuracy``).
     quantised_tolerance: float = 0.0
+    #: Why one executable cannot serve several batch sizes (the start of the import's
+    #: error with a symbolic batch), if it cannot.
+    fixed_batch: str | None = None
 
     @property
     def shapes(self) -> dict[str, tuple[int, ...]]:
@@ -106,6 +109,7 @@ _RAPIDOCR = "rapidocr-onnxruntime==1.4.4"
 _DDDDOCR = "ddddocr==1.5.6"  # a 76 MB wheel (its 54 MB LSTM recogniser), downloaded once
 _OWW = "openwakeword==0.4.0"
 _SILERO = "silero-vad==5.1.2"
+_SPEECHMOS = "speechmos==0.0.1.1"  # Microsoft's DNSMOS and PLCMOS speech-quality models
 
 #: name -> record. Refusals are nbyoc's own error text, as it stood when the set was made.
 MODELS: dict[str, RealModel] = {
@@ -237,6 +241,24 @@ MODELS: dict[str, RealModel] = {
             # two seconds of audio at 22050 Hz, the model's window
             {"serving_default_input_2:0": Input((1, 43844, 1))},
         ),
+        RealModel(
+            "dnsmos-p835", "audio: speech quality CNN (STFT as convs, 3x3 convs on 900x161)",
+            _SPEECHMOS, "speechmos/dnsmos_models/sig_bak_ovr.onnx",
+            "269fbebdb513aa23cddfbb593542ecc540284a91849ac50516870e1ac78f6edd", 1157965,
+            # 9.01 seconds of audio at 16 kHz, the model's window
+            {"input_1": Input((1, 144160), low=-0.5, high=0.5)},
+        ),
+        RealModel(
+            "plcmos", "recurrent: packet-loss concealment quality (CNN, two GRUs, Gemms)",
+            _SPEECHMOS, "speechmos/plcmos_models/plcmos_v2.onnx",
+            "c0ad3fc64ef9682b4749c0e96636b41c73b4b30bd123b9348feea06a96895286", 1344808,
+            # 500 frames of a 257-bin log spectrum, and a rater embedding
+            {"degraded_audio": Input((1, 1, 500, 257), low=-4.0, high=2.0),
+             "rater_embed": Input((1, 64))},
+            # (Squeeze without axes drops the batch axis only when the batch is 1)
+            fixed_batch="Squeeze node 'Squeeze_72': squeeze(Tensor[(batch_size, 1), float32]) "
+                        "without axes",
+        ),
     ]
 }  # fmt: skip
 
@@ -256,7 +278,12 @@ def symbolic_import(name: str, data: bytes | None = None):
     data = fetch(name) if data is None else data
     try:
         return nbyoc.from_onnx(data, constants=model.constants)
-    except nbyoc.errors.NeedsConstantError:
+    except (nbyoc.errors.NeedsConstantError, nbyoc.errors.ModelImportError) as e:
+        # (a size the import must decide: PLCMOS's GRU runs over frames - 6 steps, which
+        # nbyoc cannot tell is not negative without knowing frames)
+        undecidable = isinstance(e.__cause__, nbyoc.errors.UndecidableSizeError)
+        if isinstance(e, nbyoc.errors.ModelImportError) and not undecidable:
+            raise
         shapes = {}
         for k, i in model.inputs.items():
             shape = list(i.shape)
