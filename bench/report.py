@@ -142,24 +142,32 @@ def peer_table(doc: dict) -> list[str]:
 
 
 def bandwidths(doc: dict) -> dict[str, dict[str, tuple[float, bool]]]:
-    """shape -> copy method -> (bytes moved per second, whether its stores stream),
-    from the copy benchmarks (files from before streaming copies: none streams)."""
+    """shape -> pass -> (bytes moved per second, whether it moves each byte once: a
+    copy whose stores stream, or the read-only pass), from the copy benchmarks (files
+    from before streaming copies and read passes have neither)."""
     result: dict[str, dict[str, tuple[float, bool]]] = defaultdict(dict)
     for b in _by_kind(doc, "copy"):
         info = b["extra_info"]
         speed = info["traffic"] / b["stats"]["median"]
-        result[info["shape"]][info["case"]] = (speed, bool(info.get("streams")))
+        once = bool(info.get("streams") or info.get("reads_only"))
+        result[info["shape"]][info["case"]] = (speed, once)
     return result
 
 
-def bound_seconds(info: dict, copies: dict[str, tuple[float, bool]]) -> float:
-    """The time of a case's ideal pass at the best of the copies' bandwidths: its
-    traffic with the result's lines read first at the speed of a copy whose stores do
-    the same, or without (its footprint) at the speed of one whose stores stream."""
+def bound_pass(info: dict, copies: dict[str, tuple[float, bool]]) -> tuple[float, str]:
+    """The time of a case's ideal pass at the best of the passes' bandwidths, and that
+    pass: its traffic with the result's lines read first at the speed of a copy whose
+    stores do the same, or without (its footprint) at the speed of a pass moving each
+    byte once (streaming stores, or reads only)."""
     return min(
-        (info["footprint"] if streams and "footprint" in info else info["traffic"]) / speed
-        for speed, streams in copies.values()
+        ((info["footprint"] if once and "footprint" in info else info["traffic"]) / speed, name)
+        for name, (speed, once) in copies.items()
     )
+
+
+def bound_seconds(info: dict, copies: dict[str, tuple[float, bool]]) -> float:
+    """``bound_pass``'s time."""
+    return bound_pass(info, copies)[0]
 
 
 def bound_copy(doc: dict, info: dict) -> str | None:
@@ -191,8 +199,9 @@ def bandwidth_table(doc: dict) -> list[str]:
     for b in runs:
         info = b["extra_info"]
         key = (info["graph"], info["shape"])
-        against[key] = bound_copy(doc, info)
-        bounds[key] = bound_seconds(info, copies[against[key]])
+        shape = bound_copy(doc, info)
+        bounds[key], method = bound_pass(info, copies[shape])
+        against[key] = f"{method}, {shape}"
         shares[key][info["case"]] = bounds[key] / b["stats"]["median"]
     rows = [
         [graph, shape, f"{seconds(bounds[graph, shape])} ({against[graph, shape]})"]
@@ -203,11 +212,12 @@ def bandwidth_table(doc: dict) -> list[str]:
     for shape, methods in sorted(copies.items(), key=lambda kv: _elements(kv[0])):
         if _elements(shape) >= LARGE_ELEMENTS:
             speeds = ", ".join(
-                f"{m} {bps / 1e9:.1f} GB/s" + (" (streaming stores)" if streams else "")
-                for m, (bps, streams) in methods.items()
+                f"{m} {bps / 1e9:.1f} GB/s"
+                + (" (streaming stores)" if once and m != "read pass" else "")
+                for m, (bps, once) in methods.items()
             )
-            lines.append(f"- copy bandwidth at {shape}: {speeds}")
-    return [*lines, "", *_table(["graph", "shape", "bound (copy)", *cases], rows)]
+            lines.append(f"- bandwidth at {shape}: {speeds}")
+    return [*lines, "", *_table(["graph", "shape", "bound (pass, copy size)", *cases], rows)]
 
 
 def flops_table(doc: dict) -> list[str]:
@@ -395,12 +405,14 @@ def markdown(doc: dict) -> str:
          "(bench/onnx_graphs.py; the models of bench/test_models.py), its median over each "
          "nbyoc case's: above 1, nbyoc is faster.", peer_table(doc)),
         ("Against the memory bandwidth", "The bound is the time of one ideal pass at the "
-         "bandwidth of the fastest copy measured in the same run, on the smallest copy that "
-         "touches at least as many bytes as the case (in brackets: a case that streams from "
-         "memory is not bound by a copy that fits in the cache). Each copy counts the bytes "
-         "it moves: a store to a line not in the cache reads the line first (3x the array), "
-         "a streaming store does not (2x; glibc's memcpy streams from its "
-         "non_temporal_threshold up). The ideal pass reads each input once and writes the "
+         "bandwidth of the fastest of the copies and a read-only pass over the same bytes "
+         "(a sum of every 32-bit word of source and destination), measured in the same run, on "
+         "the smallest copy that touches at least as many bytes as the case (in brackets: "
+         "the pass and the copy's size; a case that streams from memory is not bound by a "
+         "copy that fits in the cache). Each copy counts the bytes it moves: a store to a "
+         "line not in the cache reads the line first (3x the array), a streaming store does "
+         "not (2x; glibc's memcpy streams from its non_temporal_threshold up), a read pass "
+         "reads both arrays once (2x). The ideal pass reads each input once and writes the "
          "result once, and reads the result's lines first when measured against a copy "
          "whose stores do the same. Each cell is bound / median (100%: at the bandwidth "
          "limit).",
