@@ -3,7 +3,7 @@ backends, against ONNX Runtime and (when installed) OpenVINO.
 
     python bench/real_models.py [--backends llvm,csource] [--models ppocr-cls,...]
                                 [--runs 20] [--timeout 400] [--json real_models.json]
-                                [--qdq float,integer] [--ort-disabled]
+                                [--qdq float,integer] [--ort-disabled] [--no-one-thread]
 
 Every measurement runs in a fresh process, one at a time:
 
@@ -18,6 +18,8 @@ Every measurement runs in a fresh process, one at a time:
    resized: the same again with every input's first axis one longer (batch 2 for 1):
    the model's layers at other sizes, which per-structure stage functions load from
    the cache (a second model whose layers the cache has seen);
+   1 thread (unless ``--no-one-thread``): the median run with ``NUMBA_NUM_THREADS=1``,
+   against the cold phase's on every core: what the other cores buy;
 3. ONNX Runtime (its default session options, as a user runs it): session creation
    and the median run; in their own processes, after nbyoc's, since ONNX Runtime's
    threads spin on after a run; with ``--ort-disabled`` also with its graph
@@ -217,10 +219,18 @@ def child(args) -> None:
 
 
 def run_child(
-    kind: str, name: str, column: str, cache: Path | None, opts, work: Path, phase: str = "cold"
+    kind: str,
+    name: str,
+    column: str,
+    cache: Path | None,
+    opts,
+    work: Path,
+    phase: str = "cold",
+    threads: int | None = None,
 ) -> dict:
     """One measurement in a fresh process; its report, with its outputs under "outputs".
-    ``column``: a backend, or a backend and a QDQ reading (``column_of``)."""
+    ``column``: a backend, or a backend and a QDQ reading (``column_of``); ``threads``:
+    the parallel loops' threads (``NUMBA_NUM_THREADS``), else every core."""
     backend, _, qdq = column.partition(" qdq=")
     tag = "-".join(p for p in (kind, name, backend, qdq, phase) if p)
     report_path = work / f"{tag}.json"
@@ -236,6 +246,8 @@ def run_child(
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     if cache is not None:
         env["NBYOC_CACHE_DIR"] = str(cache)
+    if threads is not None:
+        env["NUMBA_NUM_THREADS"] = str(threads)
     began = time.perf_counter()
     errors = report_path.with_suffix(".stderr")
     with errors.open("w") as stderr:
@@ -384,6 +396,17 @@ def tables(results: dict, backends: list[str], peers: list[str]) -> str:
                 run += f", WRONG: {verdict['why']}"
             row.append(run)
         runs.append(row)
+    scaling = []
+    for name, r in results.items():
+        row = [name]
+        for b in backends:
+            one, every = r.get("one_thread", {}).get(b), r["cold"].get(b)
+            if one and every and "run_ms" in one and "run_ms" in every:
+                speedup = one["run_ms"] / every["run_ms"]
+                row.append(f"{one['run_ms']:.3g} ms / {every['run_ms']:.3g} ms = {speedup:.2f}x")
+            else:
+                row.append("-")
+        scaling.append(row)
     ort = [p for p in peers if p.startswith("ort")]
     exact = [[name, *(fmt_diff(r.get("vs_ort", {}).get(c, {}).get(p)) for c in backends
                       for p in ort)] for name, r in results.items()]  # fmt: skip
@@ -394,6 +417,9 @@ def tables(results: dict, backends: list[str], peers: list[str]) -> str:
                  compiles),
         markdown(["model (run: median; check against the truth, max abs diff from ORT)",
                   *[*backends, *peers]], runs),
+        *([markdown(["model (run: 1 thread / every core = speedup)",
+                     *backends], scaling)]
+          if any(r.get("one_thread") for r in results.values()) else []),
         *([markdown(["model (max abs diff from ONNX Runtime's result; exact: bit for bit)",
                      *(f"{c} vs {p}" for c in backends for p in ort)], exact)] if ort else []),
     ])  # fmt: skip
@@ -407,6 +433,8 @@ def main(argv=None) -> None:
     parser.add_argument("--timeout", type=float, default=400.0, help="compile limit, s")
     parser.add_argument("--no-warm", action="store_true", help="skip the warm-cache runs")
     parser.add_argument("--no-peers", action="store_true", help="skip ONNX Runtime, OpenVINO")
+    parser.add_argument("--no-one-thread", action="store_true",
+                        help="skip the run on one thread (the scaling column)")  # fmt: skip
     parser.add_argument("--no-check", action="store_true", help="skip the accuracy check")
     parser.add_argument("--qdq", default="", help="QDQ readings (float,integer); default: "
                         "from_onnx's own")  # fmt: skip
@@ -446,7 +474,8 @@ def main(argv=None) -> None:
         m = MODELS[name]
         nodes = len(onnx.load_from_string(data).graph.node)
         results[name] = {"nodes": nodes, "refused": m.refused, "cold": {}, "warm": {},
-                         "resized": {}, "peers": {}, "checks": {}, "vs_ort": {}}  # fmt: skip
+                         "resized": {}, "one_thread": {}, "peers": {}, "checks": {},
+                         "vs_ort": {}}  # fmt: skip
     runnable = [n for n in names if not MODELS[n].refused]
     work = Path(tempfile.mkdtemp(prefix="nbyoc-real-models-"))
     try:
@@ -471,6 +500,17 @@ def main(argv=None) -> None:
                             rep.pop("outputs", None)
                             results[name][phase][b] = rep
             opts.runs = runs
+        if not opts.no_one_thread and (os.cpu_count() or 1) > 1:
+            # What the second core buys: the same model on one thread (its code may
+            # differ: task counts follow the threads, so this phase compiles afresh).
+            print("1 thread (fresh process, NUMBA_NUM_THREADS=1):", flush=True)
+            for name in runnable:
+                for b in backends:
+                    if "cold_s" in results[name]["cold"][b]:
+                        rep = run_child("nbyoc", name, b, caches[name, b], opts, work,
+                                        "1-thread", threads=1)  # fmt: skip
+                        rep.pop("outputs", None)
+                        results[name]["one_thread"][b] = rep
         for peer in peers:
             print(f"{peer} (fresh process):", flush=True)
             for name in names:  # refused ones too: what the peer makes of them
@@ -490,7 +530,7 @@ def main(argv=None) -> None:
                         if not verdict["ok"]:
                             print(f"  {name} on {c}: {verdict.get('worst', verdict.get('why'))}")
         for r in results.values():  # nothing but numbers and text in the JSON
-            for group in ("cold", "warm", "resized", "peers"):
+            for group in ("cold", "warm", "resized", "one_thread", "peers"):
                 for rep in r[group].values():
                     rep.pop("outputs", None)
     finally:

@@ -245,3 +245,16 @@ def test_the_real_model_tables_say_what_a_warm_start_and_a_fixed_shape_are():
     assert real.fmt_warm({"error": "ValueError: x"}) == "error"
     fixed = {"error": f"ModelImportError: shapes['x'] = (2, 3) {real.FIXED_SHAPE} 'x'"}
     assert real.fmt_s(fixed) == "fixed shape"
+
+
+def test_the_real_model_tables_show_what_the_second_core_buys():
+    spec = importlib.util.spec_from_file_location("bench_real", BENCH / "real_models.py")
+    real = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(real)
+    result = {"nodes": 10, "refused": None, "cold": {"llvm": {"cold_s": 1.0, "run_ms": 4.0}},
+              "warm": {}, "resized": {}, "peers": {}, "checks": {}, "vs_ort": {},
+              "one_thread": {"llvm": {"cold_s": 1.0, "run_ms": 7.0}}}  # fmt: skip
+    text = real.tables({"ppocr-cls": result}, ["llvm"], [])
+    assert "| ppocr-cls | 7 ms / 4 ms = 1.75x |" in text, text
+    del result["one_thread"]
+    assert "1 thread" not in real.tables({"ppocr-cls": result}, ["llvm"], [])
