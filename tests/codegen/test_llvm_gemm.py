@@ -316,29 +316,34 @@ def test_tiled_convs_of_any_size_match_numpy(images, channels, out_channels, sid
 
 
 @pytest.mark.parametrize(
-    "x_shape,w_shape,attrs",
+    "x_shape,w_shape,attrs,way",
     [
-        ((1, 5, 7, 40), (6, 5, 3, 3), {"pads": (2, 1, 1, 2), "dilations": (2, 1)}),
-        ((2, 4, 45), (8, 4, 5), {"pads": (3, 1)}),  # 1-D
-        ((1, 3, 4, 5, 9), (8, 3, 3, 2, 2), {"pads": (1, 0, 1, 1, 1, 0)}),  # 3-D
+        ((1, 5, 7, 40), (6, 5, 3, 3), {"pads": (2, 1, 1, 2), "dilations": (2, 1)}, "wide"),
+        ((2, 4, 45), (8, 4, 5), {"pads": (3, 1)}, "wide"),  # 1-D
+        ((1, 3, 4, 5, 9), (8, 3, 3, 2, 2), {"pads": (1, 0, 1, 1, 1, 0)}, "wide"),  # 3-D
+        ((1, 6, 11, 13), (16, 6, 3, 3), {"pads": (1, 1, 1, 1), "strides": (2, 2)}, "tiles"),
     ],
-    ids=["2-D", "1-D", "3-D"],
+    ids=["2-D", "1-D", "3-D", "strided"],
 )
-def test_wide_convs_in_blocks_of_one_row_read_their_neighbours_rows_and_padding(
-    monkeypatch, x_shape, w_shape, attrs
+def test_convs_in_the_smallest_blocks_read_their_neighbours_rows_and_padding(
+    monkeypatch, x_shape, w_shape, attrs, way
 ):
-    """Blocks of one output row: each block's plane holds the rows its taps read
-    (its neighbours' and, at the edges, padding rows zeroed per task, since a thread's
-    plane is reused by its next task)."""
+    """Blocks as small as they go (a budget of one byte for a block's columns): a wide
+    conv's blocks of one output row each hold the rows their taps read (their
+    neighbours' and, at the edges, padding rows zeroed per task, since a thread's plane
+    is reused by its next task); a gathered conv's blocks are one tile wide."""
     monkeypatch.setattr(llvm_conv, "COLUMNS_BYTES", 1)
     monkeypatch.setattr(llvm_conv, "MIN_BLOCK_TILES", 1)
     x = nbyoc.var("x", x_shape)
     y = nbyoc.conv(x, nbyoc.const(normal(w_shape, seed=1) * 0.3), **attrs)
-    assert conv_way(y) == "wide"
+    assert conv_way(y) == way
     f = nbyoc.function([x], nbyoc.relu(y))
     fn = nbyoc.compile(f)
-    rows = llvm_conv._wide_block_rows(llvm_conv._Geometry(y), 1 << 20, 4, 16)
-    assert rows == 1
+    g = llvm_conv._Geometry(y)
+    if way == "wide":
+        assert llvm_conv._wide_block_rows(g, 1 << 20, 4, 16) == 1
+    else:
+        assert llvm_conv._position_block(g, 16, 4) == 16
     inputs = [normal(x_shape, seed=3)]
     for _ in range(2):  # (the second call reuses nothing from the first)
         assert_close_to_host(fn, f, inputs, rtol=1e-4, atol=1e-4)

@@ -236,19 +236,22 @@ def _direct_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
     return StageBody(body, n * m, work, setup, intrinsics, lead=Lead(n, 1, m))
 
 
-def _position_block(g: _Geometry, cols: int) -> int:
+def _position_block(g: _Geometry, cols: int, depth_bytes: int) -> int:
     """Output positions per task: a whole image when its groups give TASKS tasks, else
-    a multiple of the tile's columns (at least MIN_BLOCK_TILES of them). Not counting
+    a multiple of the tile's columns (at least MIN_BLOCK_TILES of them), and for a
+    gathered conv no more than fit ``COLUMNS_BYTES`` at ``depth_bytes`` a column (a
+    3x3 stride-2 conv of 64 channels over 900 x 161 gathered 9 MB per task). Not counting
     the images keeps the block, and with it the row length of the gathered columns
     written into the code (``row_stride``), the same at every batch size: counting them,
     a batch of 2 made a new stage function of each tiled conv (0.5 to 1.3 s each), and
     then ran the same work in fewer, larger tasks."""
     positions = value(g.positions)
     blocks = -(-TASKS // value(g.group))
-    if blocks <= 1:
-        return positions
     tiles = -(-positions // cols)
-    return cols * max(MIN_BLOCK_TILES, -(-tiles // blocks))
+    most = tiles if g.pointwise() else max(1, COLUMNS_BYTES // (cols * depth_bytes))
+    if blocks <= 1 and tiles <= most:
+        return positions
+    return cols * max(MIN_BLOCK_TILES, min(most, -(-tiles // blocks)))
 
 
 def _tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
@@ -256,7 +259,10 @@ def _tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
     dtype = node.type.dtype
     g.read_steps()
     depth = g.cg * g.taps
-    block = min(value(g.positions), _position_block(g, tile_shape(dtype)[1]))
+    itemsize = 8 if dtype == "float64" else 4
+    block = min(
+        value(g.positions), _position_block(g, tile_shape(dtype)[1], value(depth) * itemsize)
+    )
     blocks = g.dim(-(-value(g.positions) // block))
     block = g.dim(block)
     setup = [
@@ -300,8 +306,9 @@ def _tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
 
 
 def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
-    """A unit-stride conv as tiles over *wide* rows: the input is copied once into a
-    zero-padded plane per channel, and an output position ``o`` and tap ``q`` then read
+    """A unit-stride conv as tiles over *wide* rows: the input rows a block of output
+    rows reads are copied into a zero-padded plane per channel (the block's own, reused
+    by the thread's next task), and an output position ``o`` and tap ``q`` then read
     the plane at ``flat(o) + offset(q)``, with ``flat`` the index in the padded plane.
     Computing the output over padded-width rows (the columns past the output's width
     are computed and dropped) makes each tap's row of the column matrix one contiguous
