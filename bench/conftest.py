@@ -104,6 +104,8 @@ def _versions() -> dict[str, str]:
     versions["llvmlite"] = llvmlite.__version__
     if graphs.numexpr is not None:
         versions["numexpr"] = graphs.numexpr.__version__
+    if graphs.jax is not None:
+        versions["jax"] = graphs.jax.__version__
     try:
         cc = os.environ.get("CC", "cc")
         first = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout

@@ -8,7 +8,11 @@ and the hand-written competitors:
 - ``numpy-out``: the same with ``out=``, into buffers allocated on the first call
   and reused on every later one (the best plain NumPy can do; note that it
   hands back the same array every time);
-- ``numexpr``: the expression evaluated by numexpr, when it is installed.
+- ``numexpr``: the expression evaluated by numexpr, when it is installed;
+- ``jax.jit``: the NumPy version run by ``jax.jit`` with ``jax.numpy`` for ``np``
+  (``jax_version``), when JAX is installed: what a user who reaches for JAX writes.
+  (torch.compile is not among them: PyTorch's wheels on PyPI for Linux x86-64 are its
+  CUDA build, which does not import without NVIDIA's libraries, gigabytes of them.)
 
 >>> w = workload("reference", 4)
 >>> [p.name_hint for p in w.function.params], w.shape_label
@@ -34,10 +38,15 @@ try:
     import numexpr
 except ImportError:  # optional: pip install '.[bench]'
     numexpr = None
+try:
+    import jax
+    import jax.numpy as jnp
+except ImportError:  # optional: pip install '.[bench]'
+    jax = jnp = None
 
 #: Every case: the hand-written competitors and ONNX Runtime (on the same graph as an
 #: ONNX model, ``onnx_graphs``) first, then nbyoc's.
-COMPETITORS = ("numpy", "numpy-out", "numexpr", "onnxruntime")
+COMPETITORS = ("numpy", "numpy-out", "numexpr", "jax.jit", "onnxruntime")
 
 #: The square sizes n (arrays of n x n float32) the size-generic graphs run at.
 SIZES = (10, 256, 1024, 2048, 4096)
@@ -350,6 +359,27 @@ SQUARE_GRAPHS = {
 GRAPHS = (*SQUARE_GRAPHS, *NN_GRAPHS, "mlp")
 
 
+def jax_version(numpy_function: Callable) -> Callable:
+    """``numpy_function`` under ``jax.jit``, with ``jax.numpy`` where it says ``np`` (the
+    same code: its operators and methods act on JAX arrays as on NumPy's), called with
+    NumPy arrays and returning one, as a NumPy user calls it.
+
+    >>> import numpy as np
+    >>> f = jax_version(numpy_softmax)
+    >>> bool(np.allclose(f(np.ones((2, 4), np.float32)), 0.25)) if jax else True
+    True
+    """
+    code = numpy_function.__code__
+    names = {**numpy_function.__globals__, "np": jnp}
+    traced = type(numpy_function)(code, names, code.co_name, None, numpy_function.__closure__)
+    compiled = jax.jit(traced)
+
+    def run(*args):
+        return np.asarray(compiled(*args).block_until_ready())
+
+    return run
+
+
 def candidate(work: Workload, case: str) -> Callable | None:
     """The function ``case`` runs for ``work`` (nbyoc cases are compiled here), or None
     if that case is not available (numexpr not installed)."""
@@ -359,6 +389,8 @@ def candidate(work: Workload, case: str) -> Callable | None:
         return work.numpy_out() if work.numpy_out else None
     if case == "numexpr":
         return work.numexpr() if work.numexpr else None
+    if case == "jax.jit":
+        return jax_version(work.numpy) if jax is not None else None
     if case == "onnxruntime":
         return onnx_graphs.session(work.onnx()) if work.onnx and onnx_graphs.helper else None
     backend, options = NBYOC_CASES[case]

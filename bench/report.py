@@ -74,7 +74,7 @@ def machine_line(doc: dict) -> str:
         parts.append(f"{memory:.0f} GiB")
     parts.append(extra.get("platform", info.get("system", "")))
     versions = [f"Python {info.get('python_version', '?')}"]
-    for name in ("numpy", "numba", "llvmlite", "numexpr"):
+    for name in ("numpy", "numba", "llvmlite", "numexpr", "jax"):
         if name in extra:
             versions.append(f"{name} {extra[name]}")
     if "cc" in extra:
@@ -115,30 +115,31 @@ def run_time_table(doc: dict, kind: str = "run") -> list[str]:
 
 #: The peer the neural-network graphs and whole models are measured against.
 PEER = "onnxruntime"
+#: The cases that are not nbyoc's: hand-written NumPy and numexpr, and the peers.
+NOT_NBYOC = ("numpy", "numpy-out", "numexpr", "jax.jit", PEER)
 
 
-def peer_table(doc: dict) -> list[str]:
-    """Rows (graph, shape) that ONNX Runtime ran, columns nbyoc's cases: ONNX Runtime's
-    median over the case's (above 1: faster than ONNX Runtime)."""
+def peer_table(doc: dict, peer: str = PEER) -> list[str]:
+    """Rows (graph, shape) that ``peer`` (a case: ONNX Runtime, jax.jit) ran, columns
+    nbyoc's cases: the peer's median over the case's (above 1: faster than the peer)."""
     runs = _by_kind(doc, "run")
     medians: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     for b in runs:
         info = b["extra_info"]
         medians[info["graph"], info["shape"]][info["case"]] = b["stats"]["median"]
-    keys = [k for k in medians if PEER in medians[k] and len(medians[k]) > 1]
+    keys = [k for k in medians if peer in medians[k] and len(medians[k]) > 1]
     if not keys:
         return []
-    others = ("numpy", "numpy-out", "numexpr", PEER)
-    cases = [c for c in _first_seen(b["extra_info"]["case"] for b in runs) if c not in others]
+    cases = [c for c in _first_seen(b["extra_info"]["case"] for b in runs) if c not in NOT_NBYOC]
     order = _first_seen(b["extra_info"]["graph"] for b in runs)
     rows = []
     for graph, shape in sorted(keys, key=lambda k: (order.index(k[0]), _elements(k[1]))):
         cells = medians[graph, shape]
-        peer = cells[PEER]
-        row = [graph, shape, seconds(peer)]
-        row += [f"{peer / cells[c]:.2f}x" if c in cells else "" for c in cases]
+        theirs = cells[peer]
+        row = [graph, shape, seconds(theirs)]
+        row += [f"{theirs / cells[c]:.2f}x" if c in cells else "" for c in cases]
         rows.append(row)
-    return _table(["graph", "shape", PEER, *cases], rows)
+    return _table(["graph", "shape", peer, *cases], rows)
 
 
 def bandwidths(doc: dict) -> dict[str, dict[str, tuple[float, bool]]]:
@@ -404,6 +405,12 @@ def markdown(doc: dict) -> str:
          "optimisations, a thread per core) on the same graph as an ONNX model "
          "(bench/onnx_graphs.py; the models of bench/test_models.py), its median over each "
          "nbyoc case's: above 1, nbyoc is faster.", peer_table(doc)),
+        ("Against jax.jit", "The NumPy version of each graph under `jax.jit`, `jax.numpy` "
+         "for `np` (bench/graphs.py: `jax_version`; XLA on the CPU, a thread per core), "
+         "called with NumPy arrays; its median over each nbyoc case's: above 1, nbyoc is "
+         "faster. (torch.compile is not measured: PyTorch's wheels on PyPI for Linux "
+         "x86-64 are its CUDA build, which does not import without NVIDIA's libraries.)",
+         peer_table(doc, "jax.jit")),
         ("Against the memory bandwidth", "The bound is the time of one ideal pass at the "
          "bandwidth of the fastest of the copies and a read-only pass over the same bytes "
          "(a sum of every 32-bit word of source and destination), measured in the same run, on "

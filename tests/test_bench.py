@@ -258,3 +258,20 @@ def test_the_real_model_tables_show_what_the_second_core_buys():
     assert "| ppocr-cls | 7 ms / 4 ms = 1.75x |" in text, text
     del result["one_thread"]
     assert "1 thread" not in real.tables({"ppocr-cls": result}, ["llvm"], [])
+
+
+def test_jax_is_a_peer_not_an_nbyoc_case():
+    """jax.jit has its own table (its median over nbyoc's), and is no column of the ONNX
+    Runtime table's nbyoc cases."""
+    report = load_report()
+
+    def run(case, median):
+        info = {"kind": "run", "graph": "softmax", "shape": "1024x1024", "case": case}
+        return {"extra_info": info, "stats": {"median": median}}
+
+    doc = {"benchmarks": [run("numpy", 4e-3), run("jax.jit", 2e-3), run("onnxruntime", 3e-3),
+                          run("llvm", 1e-3)]}  # fmt: skip
+    jax_table = "\n".join(report.peer_table(doc, "jax.jit"))
+    assert "| softmax | 1024x1024 | 2 ms | 2.00x |" in jax_table, jax_table
+    ort_table = "\n".join(report.peer_table(doc))
+    assert "jax.jit" not in ort_table and "| softmax | 1024x1024 | 3 ms | 3.00x |" in ort_table
