@@ -1,5 +1,6 @@
 """Whole ONNX models, side by side in one process: ONNX Runtime with its default
-settings (what a user of the model would otherwise run), nbyoc's host executor
+settings (what a user of the model would otherwise run), the transformer layers
+written in jax.numpy under jax.jit (when JAX is installed), nbyoc's host executor
 (NumPy op by op) and nbyoc on llvm and csource.
 
 The models are the ONNX issue's (tests/frontend/models.py) at batch sizes where the
@@ -38,7 +39,42 @@ MODELS = {
     "attention": (functools.partial(models.transformer, 256, 256, 4), (4, 256, 256)),
 }
 PRETRAINED = "ppocr-cls"  # of the real-model set (tests/real_models.py)
-CASES = ["onnxruntime", "host", "llvm", "csource"]
+CASES = ["onnxruntime", "jax.jit", "host", "llvm", "csource"]
+#: The models written out in jax.numpy (``jax_transformer``), by name -> heads.
+JAX_MODELS = {"transformer": 2, "attention": 4}
+
+
+def jax_transformer(weights: dict[str, np.ndarray], heads: int):
+    """tests/frontend/models.py's transformer layer written in ``jax.numpy`` with the
+    model's weights, under ``jax.jit``: pre-norm attention and a residual, then a
+    pre-norm GELU (erf) MLP and a residual, as a JAX user writes it."""
+    import jax
+    import jax.numpy as jnp
+
+    w = {name: jnp.asarray(value) for name, value in weights.items()}
+
+    def norm(x, scale, shift):
+        centred = x - x.mean(axis=-1, keepdims=True)
+        var = (centred * centred).mean(axis=-1, keepdims=True)
+        return centred / jnp.sqrt(var + 1e-5) * scale + shift
+
+    def layer(x):
+        n, t, width = x.shape
+        dh = width // heads
+        normed = norm(x, w["ln1_g"], w["ln1_b"])
+
+        def split(name):
+            return (normed @ w[name]).reshape(n, t, heads, dh).transpose(0, 2, 1, 3)
+
+        q, k, v = split("wq"), split("wk"), split("wv")
+        probs = jax.nn.softmax(q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(dh)), axis=-1)
+        merged = (probs @ v).transpose(0, 2, 1, 3).reshape(n, t, width)
+        h = x + merged @ w["wo"]
+        up = norm(h, w["ln2_g"], w["ln2_b"]) @ w["w_up"] + w["b_up"]
+        return h + jax.nn.gelu(up, approximate=False) @ w["w_down"]
+
+    compiled = jax.jit(layer)
+    return lambda x: np.asarray(compiled(x).block_until_ready())
 
 
 def _pretrained():
@@ -73,6 +109,11 @@ def test_model(benchmark, warm, request, name, case):
     model, shape, x, expected = prepared(name, request.config.getoption("--bench-quick"))
     if case == "onnxruntime":
         fn = onnx_graphs.session(model)
+    elif case == "jax.jit":
+        if name not in JAX_MODELS:
+            pytest.skip(f"{name} has no jax.numpy version")
+        pytest.importorskip("jax", reason="jax.jit is measured when JAX is installed")
+        fn = jax_transformer(onnx_graphs.weights(model), JAX_MODELS[name])
     else:
         fn = nbyoc.compile(nbyoc.from_onnx(model, shapes={"x": shape}), backend=case)
     # Scaled: the attention block's activations reach the hundreds, and ONNX Runtime's
