@@ -25,6 +25,7 @@ from ..runtime.report_text import text_table
 from .models import (
     Declared,
     add_model_arguments,
+    check_shapes,
     declared,
     load_onnx,
     parse_shapes,
@@ -48,10 +49,12 @@ def run(args: argparse.Namespace) -> int:
 
     for backend in args.backend or []:
         check_known(backend)
+    shapes = parse_shapes(args.shapes)
     model = load_onnx(args.model)
+    check_shapes(shapes, declared(model)[0])
     facts = {"model": args.model, **model_facts(model)}
     if args.backend:
-        facts["op_calls"] = _op_calls(args, model)
+        facts["op_calls"] = _op_calls(args.model, model, args.backend, shapes)
     print(json.dumps(facts, indent=1) if args.json else _text(facts))
     return 0
 
@@ -93,17 +96,18 @@ def _shown(value: Declared) -> dict[str, Any]:
     return {"name": value.name, "shape": shape, "dtype": value.dtype}
 
 
-def _op_calls(args: argparse.Namespace, model: Any) -> dict[str, Any]:
+def _op_calls(path: str, model: Any, backends: list[str],
+              shapes: dict[str, tuple[int, ...]]) -> dict[str, Any]:  # fmt: skip
     """The backends asked (in priority order) and the op calls each would take (the
-    host's too) as ``nbyoc.explain`` partitions the model; the error instead when the
-    model does not import (an op refused, a dim that needs ``--shapes``)."""
+    host's too) as ``nbyoc.explain`` partitions the model; the reason instead when the
+    model does not import (an op refused, a dim whose size its import needs)."""
     from ..explanation import explain
 
     try:
-        func = read_model(args.model, parse_shapes(args.shapes), model)
+        func = read_model(path, shapes, model)
     except NbyocError as e:
-        return {"backends": args.backend, "error": str(e)}
-    return {"backends": args.backend, "counts": explain(func, args.backend).counts()}
+        return {"backends": backends, "error": str(e)}
+    return {"backends": backends, "counts": explain(func, backends).counts()}
 
 
 def _text(facts: dict[str, Any]) -> str:
@@ -133,5 +137,6 @@ def _text(facts: dict[str, Any]) -> str:
                          f"{calls['error']}")  # fmt: skip
         else:
             taken = ", ".join(f"{b} {n}" for b, n in calls["counts"].items()) or "no op calls"
-            lines.append(f"op calls per backend ({asked}, in priority order): {taken}")
+            order = ", in priority order" if len(calls["backends"]) > 1 else ""
+            lines.append(f"op calls per backend ({asked}{order}): {taken}")
     return "\n".join(lines)

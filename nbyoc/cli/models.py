@@ -118,6 +118,33 @@ def shape_text(shape: Sequence[int | str] | None) -> str:
     return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
+def check_shapes(shapes: dict[str, tuple[int, ...]], inputs: list[Declared]) -> None:
+    """Refuse ``--shapes`` that name no graph input, or give an input another rank or
+    another number where the model fixes a dim."""
+    by_name = {i.name: i for i in inputs}
+    for name, shape in shapes.items():
+        if name not in by_name:
+            raise NbyocError(f"--shapes {name}: the model has no input {name!r} "
+                             f"(its inputs: {', '.join(by_name)})")  # fmt: skip
+        if not fits(shape, by_name[name].shape):
+            raise NbyocError(f"--shapes {name}={'x'.join(map(str, shape))} does not fit input "
+                             f"{name!r} of shape {shape_text(by_name[name].shape)} "
+                             f"(named dims are free)")  # fmt: skip
+
+
+def fits(shape: tuple[int, ...], declared: tuple[int | str, ...] | None) -> bool:
+    """Whether ``shape`` fits a declared one: its rank, and its numbers where fixed.
+
+    >>> fits((2, 3), ("N", 3)), fits((2, 4), ("N", 3)), fits((3,), None)
+    (True, False, True)
+    """
+    if declared is None:
+        return True
+    return len(shape) == len(declared) and all(
+        isinstance(d, str) or d == n for d, n in zip(declared, shape)
+    )
+
+
 def declared(model: Any) -> tuple[list[Declared], list[Declared]]:
     """The graph inputs that are not initializers, and the graph outputs, of ``model``
     (a ``ModelProto``), in order."""

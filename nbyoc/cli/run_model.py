@@ -29,7 +29,9 @@ from ..runtime.report_text import seconds_text, text_table
 from .models import (
     Declared,
     add_model_arguments,
+    check_shapes,
     declared,
+    fits,
     load_onnx,
     parse_shapes,
     read_model,
@@ -82,11 +84,13 @@ def run_command(args: argparse.Namespace) -> int:
         raise NbyocError(f"--tolerance takes a fraction >= 0, got {args.tolerance}")
     if args.check:
         require_onnxruntime()  # (before the compile: say at once what is missing)
+    shapes = parse_shapes(args.shapes)
     model = load_onnx(args.model)
     wanted, produced = declared(model)
+    check_shapes(shapes, wanted)
     given = read_inputs(args.input, wanted)
     start = time.perf_counter()
-    func = read_model(args.model, _shapes(parse_shapes(args.shapes), given), model)
+    func = read_model(args.model, _shapes(shapes, given), model)
     imported = time.perf_counter() - start
     require_fixed_shapes(func)
     arrays = model_inputs(func, wanted, given, args.seed)
@@ -158,11 +162,7 @@ def _load_npy(name: str, file: str) -> np.ndarray:
 
 
 def _check_declared(name: str, file: str, array: np.ndarray, wanted: Declared) -> None:
-    fits = wanted.shape is None or (
-        len(wanted.shape) == array.ndim
-        and all(isinstance(d, str) or d == n for d, n in zip(wanted.shape, array.shape))
-    )
-    if not fits:
+    if not fits(array.shape, wanted.shape):
         raise NbyocError(f"--input {name}: {file} holds shape {array.shape}; input {name!r} "
                          f"has shape {shape_text(wanted.shape)} (named dims are free)")  # fmt: skip
     if str(array.dtype) != wanted.dtype:
