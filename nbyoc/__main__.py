@@ -1,6 +1,7 @@
-"""Command line: ``python -m nbyoc demo``, ``ops``, ``explain MODEL.onnx``, ``profile
-MODEL.onnx``, ``info``, ``cache info|clear|prune`` (see ``--help``; each subcommand beyond
-the first two lives in ``nbyoc.cli``)."""
+"""Command line: ``python -m nbyoc demo``, ``ops``, ``inspect MODEL.onnx``, ``run
+MODEL.onnx``, ``explain MODEL.onnx``, ``profile MODEL.onnx``, ``info``, ``cache
+info|clear|prune`` (see ``--help``; each subcommand beyond the first two lives in
+``nbyoc.cli``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import argparse
 import sys
 
 from ._version import __version__
-from .cli import explain, info, profile
+from .cli import explain, info, inspect_model, profile, run_model
 from .cli.errors import run_command
 
 
@@ -26,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     demo.add_argument("--backend", action="append", help="only this backend (repeatable)")
     commands.add_parser("ops", help="print the op catalog: every op and the backends that run it")
+    inspect_model.add_parser(commands)
+    run_model.add_parser(commands)
     explain.add_parser(commands)
     profile.add_parser(commands)
     info.add_parsers(commands)

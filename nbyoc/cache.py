@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from .errors import CacheSecurityError, ConfigurationError
 
@@ -203,7 +204,7 @@ def recorded(path: Path) -> bool:
 _ENTRY_SUFFIX = {"kernels": ".py", "csource": ".so"}
 
 
-def info() -> dict:
+def info() -> dict[str, Any]:
     """The cache directory, whether caching is on, its entry count and its size in bytes."""
     root = cache_dir()
     entries = sum(
@@ -234,7 +235,7 @@ def clear() -> int:
     return freed
 
 
-def prune(older_than: float) -> dict:
+def prune(older_than: float) -> dict[str, int]:
     """Delete the cache entries not written or read for ``older_than`` seconds (as the
     file system keeps access times); return {"entries": removed, "bytes": freed}. An
     entry goes whole, with its companions (sources, machine code, Numba's index, digest:

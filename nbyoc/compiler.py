@@ -16,6 +16,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .codegen.build import build
 from .codegen.fallback import Fallbacks
@@ -41,7 +42,7 @@ def compile(
     min_size: int = 1,
     bind_constants: bool = True,
     max_size: int | None = MAX_REGION_CALLS,
-    options: Mapping[str, Mapping] | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
     strict: bool = False,
     verify: bool = False,
 ) -> Executable:

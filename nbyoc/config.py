@@ -15,6 +15,7 @@ import os
 import platform
 import shutil
 import sys
+from typing import TextIO
 
 from . import cache
 from ._version import __version__
@@ -64,7 +65,7 @@ def config() -> dict:
     }
 
 
-def show_config(as_json: bool = False, file=None) -> None:
+def show_config(as_json: bool = False, file: TextIO | None = None) -> None:
     """Print what this machine gives nbyoc (``nbyoc info`` prints the same).
 
     >>> show_config()  # doctest: +ELLIPSIS

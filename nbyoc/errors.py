@@ -36,7 +36,7 @@ class _Short(reprlib.Repr):
 _SHORT = _Short()
 
 
-def shown(value) -> str:
+def shown(value: object) -> str:
     """``repr(value)``, cut short if it is long: how a message quotes input.
 
     >>> shown("x" * 1000), len(shown("x" * 1000))
@@ -160,7 +160,7 @@ class VerificationError(NbyocError):
     (``nbyoc.compile(..., verify=True)``); ``report`` is the ``VerificationReport``,
     naming each failing region and, where bisection found it, the first op that diverges."""
 
-    def __init__(self, message: str, report=None):
+    def __init__(self, message: str, report: object = None) -> None:
         super().__init__(message)
         self.report = report
 

@@ -31,6 +31,7 @@ import contextlib
 import contextvars
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .errors import LimitError, NbyocError
@@ -160,7 +161,7 @@ def set_limits(**values: int | None) -> dict[str, int | None]:
 
 
 @contextlib.contextmanager
-def override(**values: int):
+def override(**values: int) -> Iterator[None]:
     """Set limits while the ``with`` block runs, in this thread only (see the module
     docstring's example)."""
     for name, value in values.items():

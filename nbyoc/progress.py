@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 
 #: Seconds a compile runs before its bar appears: shorter ones never show one.
 DELAY = 0.5
@@ -65,7 +66,7 @@ def wanted() -> bool:
 
 
 @contextlib.contextmanager
-def progress(total: int, description: str, *, notice: str | None = None):
+def progress(total: int, description: str, *, notice: str | None = None) -> Iterator[Progress]:
     """The progress of ``total`` units of work on stderr (see the module docstring);
     ``.update()`` after each unit.
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..errors import NbyocError
-from .models import add_model_arguments, parse_shapes, read_model
+from .models import add_model_arguments, parse_shapes, read_model, require_fixed_shapes
 
 
 def add_parser(commands) -> None:
@@ -36,14 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     backends = args.backend or ["llvm"]
     func = read_model(args.model, parse_shapes(args.shapes))
-    dynamic = [p for p in func.params if p.type.symbols]
-    if dynamic:  # (random inputs need sizes: any would do, so the user picks them)
-        named = ", ".join(f"{p.name_hint} {p.type.shape}" for p in dynamic)
-        example = "x".join(str(d) if isinstance(d, int) else "1" for d in dynamic[0].type.shape)
-        raise NbyocError(
-            f"inputs with dynamic dims: {named}; give their sizes, e.g. "
-            f"--shapes {dynamic[0].name_hint}={example}"
-        )
+    require_fixed_shapes(func)
     fn = nbyoc.compile(func, backends)
     profile = fn.profile(*random_inputs(func), repeat=args.repeat)
     if args.json:

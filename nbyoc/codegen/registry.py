@@ -13,6 +13,7 @@ runtime modules. What a backend supports is declared with the passes
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 from ..errors import DuplicateRegistrationError, NbyocError, UnknownBackendError
 from ..ir.names import symbol_prefix
@@ -47,8 +48,11 @@ __all__ = [
 
 _CODEGENS: dict[str, Callable] = {}
 
+#: What ``register_codegen`` decorates: a function of an external function.
+CodegenT = TypeVar("CodegenT", bound=Callable[[Function], object])
 
-def register_codegen(compiler: str, replace: bool = False):
+
+def register_codegen(compiler: str, replace: bool = False) -> Callable[[CodegenT], CodegenT]:
     """Decorator registering the codegen of ``compiler``.
 
     The codegen takes one external function (attrs ``Compiler`` and

@@ -25,7 +25,8 @@ and ``distributed``); ``import nbyoc`` does not.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -47,8 +48,14 @@ __all__ = ["BlockError", "apply"]
 INSTALL_HINT = "nbyoc.dask needs Dask: pip install 'nbyoc[dask]' (dask[array] and distributed)"
 
 
-def apply(fn: Callable, *arrays, backend=None, block_bytes=None, split_every=None,
-          **compile_options):  # fmt: skip
+def apply(
+    fn: Callable[..., Any],
+    *arrays: Any,
+    backend: str | Sequence[str] | None = None,
+    block_bytes: int | None = None,
+    split_every: int | None = None,
+    **compile_options: Any,
+) -> Any:  # fmt: skip  (a dask.array.Array, or a tuple of them: Dask has no types)
     """``fn`` on Dask arrays, as a lazy Dask array whose blocks nbyoc kernels compute.
 
     ``fn`` is a function ``nbyoc.jit`` can trace (or an ``nbyoc.jit`` function, whose

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ..errors import NbyocError
 from ..ir.nodes import Function, IRModule, Var
@@ -28,9 +29,12 @@ from ..transform.regions import Graph, Regions, is_op_call
 from ..transform.support import HOST
 from .report import Explanation, OpRow, RegionRow
 
+if TYPE_CHECKING:
+    from ..runtime.executable import Executable
+
 
 def explain(
-    func,
+    func: Function | IRModule | Executable,
     backend: str | Sequence[str] | None = None,
     *,
     merge: bool = True,

@@ -27,7 +27,8 @@ import functools
 import inspect
 import os
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, overload
 
 import numpy as np
 
@@ -54,8 +55,32 @@ _NUMPY = os.path.dirname(os.path.abspath(np.__file__))
 __all__ = ["JitFunction", "jit", "supported"]
 
 
-def jit(fn: Callable | None = None, *, backend="llvm", static_argnames: Sequence[str] = (),
-        dynamic: bool | None = None, **compile_options):  # fmt: skip
+@overload
+def jit(
+    fn: Callable[..., Any],
+    *,
+    backend: str | Sequence[str] = ...,
+    static_argnames: Sequence[str] = ...,
+    dynamic: bool | None = ...,
+    **compile_options: Any,
+) -> JitFunction: ...
+
+
+@overload
+def jit(
+    fn: None = None,
+    *,
+    backend: str | Sequence[str] = ...,
+    static_argnames: Sequence[str] = ...,
+    dynamic: bool | None = ...,
+    **compile_options: Any,
+) -> Callable[[Callable[..., Any]], JitFunction]: ...
+
+
+def jit(
+    fn: Callable[..., Any] | None = None, *, backend: str | Sequence[str] = "llvm",
+    static_argnames: Sequence[str] = (), dynamic: bool | None = None, **compile_options: Any,
+) -> JitFunction | Callable[[Callable[..., Any]], JitFunction]:  # fmt: skip
     """Compile a NumPy function with nbyoc, per signature of its arguments.
 
     ``nbyoc.jit(fn)`` or ``@nbyoc.jit(backend="csource", ...)``: ``backend`` and the
@@ -90,7 +115,10 @@ def jit(fn: Callable | None = None, *, backend="llvm", static_argnames: Sequence
 class JitFunction:
     """A NumPy function compiled by nbyoc per signature (see ``jit``)."""
 
-    def __init__(self, fn: Callable, backend, static_argnames, compile_options, dynamic=None):
+    def __init__(
+        self, fn: Callable[..., Any], backend: str | Sequence[str], static_argnames: Iterable[str],
+        compile_options: Mapping[str, Any], dynamic: bool | None = None,
+    ) -> None:  # fmt: skip
         if not callable(fn):
             raise NbyocTypeError(f"nbyoc.jit takes a function, got {fn!r}")
         functools.update_wrapper(self, fn)
@@ -125,7 +153,7 @@ class JitFunction:
         self._first_shapes: dict[tuple, tuple] = {}
         self._generic: dict[tuple, tuple] = {}
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # The common call, kept to one Python call: the signature of the last call again.
         # Its runner checks the arguments (the Executable: shapes and dtypes; and the
         # kinds of weak scalars) and raises ArgumentError for any other signature.

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import builtins
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import IRError, NbyocTypeError
 from .attrs import REQUIRED
@@ -25,8 +27,11 @@ from .dtypes import promote, scalar_dtype
 from .nodes import Call, Constant, Expr, Function, Tuple, Var
 from .types import TensorType
 
+if TYPE_CHECKING:
+    from .annotations import DTypeLike, Operand, ShapeLike
 
-def var(name: str, shape, dtype="float32") -> Var:
+
+def var(name: str, shape: ShapeLike, dtype: DTypeLike = "float32") -> Var:
     """A graph input of static ``shape`` and ``dtype`` (default float32).
 
     >>> var("x", (10, 10))
@@ -68,7 +73,7 @@ def weak_kind(value) -> type | None:
     return _WEAK.get(id(value)) if isinstance(value, Expr) else None
 
 
-def const(value, dtype=None) -> Constant:
+def const(value: ArrayLike, dtype: DTypeLike | None = None) -> Constant:
     """A constant tensor from an array, a nested list or a scalar.
 
     Without ``dtype``, the value's own NumPy dtype is kept (a Python float is
@@ -97,7 +102,9 @@ def tuple(fields: Sequence[Expr]) -> Expr:
     return Tuple(_as_exprs(fields))
 
 
-def function(params: Sequence[Var], body, attrs=None) -> Function:
+def function(
+    params: Sequence[Var], body: Expr | Sequence[Expr], attrs: Mapping[str, Any] | None = None
+) -> Function:
     """A function of ``params``; ``body`` is one expression or a list/tuple of outputs.
 
     Every variable the body uses must be a parameter, and parameters must be distinct.
@@ -123,7 +130,7 @@ def _as_exprs(values) -> list[Expr]:
     return exprs
 
 
-def call_op(name: str, *args, **attrs) -> Call:
+def call_op(name: str, *args: Operand, **attrs: Any) -> Call:
     """Apply the op called ``name``; non-IR operands become constants.
 
     Python ``int``/``float`` operands are weak (they follow the dtype of the
@@ -172,7 +179,7 @@ def _as_operand(value, partner: str | None) -> Expr:
     )
 
 
-def op_builder(name: str):
+def op_builder(name: str) -> Callable[..., Call]:
     """The builder function of a registered op: its operands, then its attributes
     (positionally in declared order, or by keyword). Ops whose family module defines
     no builder of their own get this one (see ``nbyoc.ir.ops``).
@@ -187,7 +194,7 @@ def op_builder(name: str):
     op = get_op(name)
     attr_names = list(op.attrs)
 
-    def build(*args, **attrs):
+    def build(*args: Any, **attrs: Any) -> Call:
         if op.arity is None:  # one or more operands, given as one sequence
             if not args or isinstance(args[0], Expr):
                 raise NbyocTypeError(f"{name} takes its operands as one list: {name}([a, b], ...)")

@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import math
 import string
+from typing import Any
 
 import numpy as np
 
 from ..errors import NbyocTypeError
 from .dtypes import promote
+from .nodes import Expr
 from .symbols import SizeExpr
 
 #: The labels of the string form; NumPy's other form numbers them in this order.
@@ -51,7 +53,7 @@ def _ops():
     return ops
 
 
-def einsum(*operands, optimize=None, **kwargs):
+def einsum(*operands: Any, optimize: object = None, **kwargs: Any) -> Expr:
     """``np.einsum(subscripts, *operands)`` as a graph (see the module docstring).
 
     >>> import nbyoc
@@ -65,7 +67,6 @@ def einsum(*operands, optimize=None, **kwargs):
         )
     subscripts, operands = _string_form(operands)
     from .builder import const
-    from .nodes import Expr
 
     values = [x if isinstance(x, Expr) else const(np.asarray(x)) for x in operands]
     terms, output = _parse(subscripts, [v.type.ndim for v in values])

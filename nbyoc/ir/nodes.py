@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -77,6 +78,7 @@ class Expr(Node, ArrayMethods):
     """
 
     __slots__ = ("type",)
+    type: TensorType | TupleType
 
     def _binary(self, name: str, other, reflected: bool = False):
         from .builder import call_op
@@ -180,6 +182,8 @@ class Var(Expr):
     """A function parameter: a name (a hint only) and a tensor type."""
 
     __slots__ = ("name_hint",)
+    name_hint: str
+    type: TensorType
 
     def __init__(self, name_hint: str, type: TensorType):
         check_var_name(name_hint)
@@ -195,6 +199,8 @@ class Constant(Expr):
     """A constant tensor. Holds a private, read-only, C-contiguous copy of the data."""
 
     __slots__ = ("data",)
+    data: np.ndarray
+    type: TensorType
 
     def __init__(self, data):
         dtype = normalize_dtype(np.asarray(data).dtype)
@@ -229,6 +235,10 @@ class Call(Expr):
     """
 
     __slots__ = ("args", "assumes", "attrs", "op")
+    op: Op | GlobalVar
+    args: tuple[Expr, ...]
+    attrs: Mapping[str, Any]
+    assumes: tuple[Any, ...]
 
     def __init__(
         self, op: Op | GlobalVar | str, args: Iterable[Expr], attrs: Mapping | None = None
@@ -280,6 +290,8 @@ class Tuple(Expr):
     """A tuple of values (used for several outputs)."""
 
     __slots__ = ("fields",)
+    fields: tuple[Expr, ...]
+    type: TupleType
 
     def __init__(self, fields: Iterable[Expr]):
         fields = tuple(fields)
@@ -296,6 +308,8 @@ class TupleGetItem(Expr):
     """Field ``index`` of a tuple-typed expression."""
 
     __slots__ = ("index", "tuple_value")
+    tuple_value: Expr
+    index: int
 
     def __init__(self, tuple_value: Expr, index: int):
         t = tuple_value.type
@@ -339,6 +353,10 @@ class Function(Node):
     """
 
     __slots__ = ("attrs", "body", "params", "type")
+    params: tuple[Var, ...]
+    body: Expr
+    attrs: Mapping[str, Any]
+    type: FuncType
 
     def __init__(self, params: Iterable[Var], body: Expr, attrs: Mapping | None = None):
         if isinstance(params, Expr) or not isinstance(params, Iterable):
@@ -381,6 +399,7 @@ class IRModule(Node):
     """
 
     __slots__ = ("functions",)
+    functions: Mapping[str, Function]
 
     def __init__(self, functions: Mapping[str, Function]):
         functions = dict(functions)

@@ -79,7 +79,7 @@ def line_and_column(text: str, offset: int) -> tuple[int, int]:
     return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
-def parse(text: str):
+def parse(text: str) -> Function | IRModule:
     """Parse the text form: ``fn (...) {...}`` gives a Function, ``def @main ...`` a module."""
     from .verify import verify
 

@@ -37,7 +37,7 @@ FORMAT = "nbyoc-ir"
 VERSION = 1
 
 
-def to_json(node: Function | IRModule, constants: list | None = None) -> str:
+def to_json(node: Function | IRModule, constants: list[np.ndarray] | None = None) -> str:
     """The JSON text of a function or module (see the module docstring)."""
     writer = _Writer(constants)
     if isinstance(node, IRModule):
@@ -51,7 +51,7 @@ def to_json(node: Function | IRModule, constants: list | None = None) -> str:
     return json.dumps(doc, separators=(",", ":"))
 
 
-def from_json(text: str | bytes, constants: list | None = None) -> Function | IRModule:
+def from_json(text: str | bytes, constants: list[np.ndarray] | None = None) -> Function | IRModule:
     """Rebuild a function or module from ``to_json`` text; malformed input raises ``LoadError``.
 
     ``constants`` supplies the arrays when the text was written with a list.

@@ -22,16 +22,27 @@ from __future__ import annotations
 
 import hashlib
 
-from .nodes import Call, Constant, Expr, Function, GlobalVar, IRModule, Tuple, TupleGetItem, Var
+from .nodes import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    GlobalVar,
+    IRModule,
+    Node,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
 from .traversal import post_order
 
 
-def structural_equal(lhs, rhs) -> bool:
+def structural_equal(lhs: Node, rhs: Node) -> bool:
     """True if ``lhs`` and ``rhs`` (functions, modules or expressions) have the same structure."""
     return type(lhs) is type(rhs) and _encode(lhs) == _encode(rhs)
 
 
-def structural_hash(node) -> int:
+def structural_hash(node: Node) -> int:
     """A 64-bit hash that is equal for structurally equal graphs.
 
     Stable across processes and machines, so it can key on-disk caches.

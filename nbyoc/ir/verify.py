@@ -21,6 +21,8 @@ nbyoc.errors.WellFormednessError: function: variable %y is used but is not a par
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from ..errors import NbyocError, WellFormednessError
 from .nodes import Call, Constant, Function, GlobalVar, IRModule, Tuple, TupleGetItem, Var
 from .op import infer_call
@@ -28,8 +30,11 @@ from .symbols import collecting
 from .traversal import post_order
 from .types import FuncType, TensorType, TupleType
 
+#: What ``verify`` returns: the node it was given.
+Verified = TypeVar("Verified")
 
-def verify(node, what: str = "function"):
+
+def verify(node: Verified, what: str = "function") -> Verified:
     """Raise ``WellFormednessError`` if ``node`` (Function or IRModule) is malformed;
     return it unchanged otherwise, so calls can be chained."""
     if isinstance(node, IRModule):

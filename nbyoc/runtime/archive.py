@@ -36,9 +36,11 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import re
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -52,6 +54,10 @@ from ..ir.serialize import from_json, to_json
 from .fallback import Fallback
 from .module import get_loader, unsavable_message
 from .sizes import is_symbolic
+
+if TYPE_CHECKING:
+    from .executable import Executable
+
 
 FORMAT = "nbyoc-archive"
 VERSION = 1
@@ -123,7 +129,7 @@ def save_executable(executable, path) -> None:
     atomic_write(target, buffer.getvalue())
 
 
-def load_executable(path):
+def load_executable(path: str | os.PathLike[str]) -> Executable:
     """The ``Executable`` saved at ``path``; ``LoadError`` if the file is not a valid archive."""
     from .executable import Executable
 

@@ -18,6 +18,9 @@ with constants, not with each other.
 from __future__ import annotations
 
 import operator
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +33,13 @@ from .host import HostFunction
 from .outputs import allocate_result, allocators, is_pooled
 from .sizes import SymbolicSizes, is_symbolic, module_constraints
 
+if TYPE_CHECKING:
+    from ..explanation.report import Explanation
+    from .fallback import Fallback
+    from .module import Module
+    from .profile import Profile
+    from .verify_report import VerificationReport
+
 
 class Executable:
     """Call it with arrays: ``fn(*arrays)`` -> ndarray, or a tuple for several outputs.
@@ -41,8 +51,11 @@ class Executable:
     global symbol of each external function to the runtime module running it.
     """
 
-    def __init__(self, module: IRModule, runtime_modules=None, backend="host", options=None,
-                 *, strict: bool = False, fallbacks=(), verify: bool = False):  # fmt: skip
+    def __init__(
+        self, module: IRModule, runtime_modules: Mapping[str, Module] | None = None,
+        backend: str | Sequence[str] = "host", options: Mapping[str, Any] | None = None, *,
+        strict: bool = False, fallbacks: Iterable[Fallback] = (), verify: bool = False,
+    ) -> None:  # fmt: skip
         self.module = module
         self.runtime_modules = dict(runtime_modules or {})
         self.backend = backend
@@ -131,7 +144,14 @@ class Executable:
     #: ``fn(*arrays)`` calls ``self._call``, found by a C-level getter: when all of
     #: ``main`` is one external function that is its allocating function itself, with
     #: no Python frame of ours in between (a tenth of a 1 us call on a 10x10 graph).
-    __call__ = property(operator.attrgetter("_call"))
+    if TYPE_CHECKING:  # (what the getter gives, for type checkers)
+
+        def __call__(self, *arrays: Any) -> Any:
+            """An array, or a tuple of them for a function of several outputs: which,
+            only the compiled function knows, hence ``Any``."""
+
+    else:
+        __call__ = property(operator.attrgetter("_call"))
 
     def _call_main(self, *args, **named):
         if named:
@@ -142,7 +162,7 @@ class Executable:
         arrays = self._spec.check(args)
         return _fresh(self._main(*arrays), {id(a) for a in arrays}, set())
 
-    def explain(self, **options):
+    def explain(self, **options: Any) -> Explanation:
         """Where each op of this executable runs and why not elsewhere: ``nbyoc.explain``
         of its module for its backends (``options``: ``explain``'s).
 
@@ -155,7 +175,9 @@ class Executable:
 
         return explain(self, **options)
 
-    def verify(self, *args, bisect: bool = True, rtol: float = 0.0, atol: float = 0.0):
+    def verify(
+        self, *args: Any, bisect: bool = True, rtol: float = 0.0, atol: float = 0.0
+    ) -> VerificationReport:
         """Run every external function on its real inputs for ``args`` next to the host
         executor and compare each output, element by element, within the forward error
         bound of its computation (``rtol`` and ``atol`` widen it); a region that fails is
@@ -172,7 +194,7 @@ class Executable:
         return verify_executable(self, arrays, bisect=bisect, rtol=rtol, atol=atol)
 
     @property
-    def fallbacks(self) -> list:
+    def fallbacks(self) -> list[Fallback]:
         """The regions moved off the backend they were given (their codegen raised, or
         their module failed its first call), each a ``runtime.fallback.Fallback``:
         symbol, from backend, to backend (or ``"host"``), reason, when. Saved with the
@@ -182,7 +204,7 @@ class Executable:
             found += [record for record in made.fallbacks if record not in found]
         return found
 
-    def bind_sizes(self, shapes) -> dict[str, int]:
+    def bind_sizes(self, shapes: Sequence[Sequence[int]]) -> dict[str, int]:
         """The value of each symbolic size for arguments of ``shapes`` (a
         ``ShapeMismatchError`` says which disagree or which constraint fails); ``{}``
         for a function of fixed shapes that they fit.
@@ -222,7 +244,7 @@ class Executable:
         return all(_GENERIC_BACKENDS.get(name, False) for name in used)
 
     @property
-    def specializations(self) -> dict:
+    def specializations(self) -> dict[tuple[tuple[str, int], ...], Executable]:
         """For a function with symbolic sizes: the executables made so far, by binding
         (``{"n": 4}`` as a tuple of pairs); empty for a function of fixed shapes."""
         return {} if self._sizes is None else self._sizes.made()
@@ -232,7 +254,7 @@ class Executable:
         """Parameters and result type of ``main``, as text."""
         return f"({self._spec.signature()}) -> {self.module['main'].ret_type!r}"
 
-    def profile(self, *arrays, repeat: int = 10):
+    def profile(self, *arrays: Any, repeat: int = 10) -> Profile:
         """Where the time of ``self(*arrays)`` goes: a ``Profile`` (``runtime.profile``)
         of each region (with its backend) and host op, median time per call over
         ``repeat`` calls after a warm-up, share of the total, bytes moved; ``print`` it
@@ -248,7 +270,7 @@ class Executable:
 
         return profile(self, arrays, repeat)
 
-    def save(self, path) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Write this executable to one file (see ``nbyoc.runtime.archive``).
 
         >>> import nbyoc, numpy as np, tempfile, os
@@ -263,7 +285,7 @@ class Executable:
 
         save_executable(self, path)
 
-    def export_library(self, path) -> None:
+    def export_library(self, path: str | os.PathLike[str]) -> None:
         """Write the external functions as a library that runs without nbyoc's JIT: a C
         shared library and header for csource, a ``numba.pycc`` extension module for
         llvm (see ``nbyoc.runtime.export``)."""

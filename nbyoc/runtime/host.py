@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -66,9 +66,9 @@ class HostFunction:
     def __init__(
         self,
         func: Function,
-        callees: Mapping[str, Callable] | None = None,
-        bodies: Callable[[Function], Callable] | None = None,
-    ):
+        callees: Mapping[str, Callable[..., Any]] | None = None,
+        bodies: Callable[[Function], Callable[..., Any]] | None = None,
+    ) -> None:
         callees = callees or {}
         slots: dict[Expr, int] = {p: i for i, p in enumerate(func.params)}
         nodes = [n for n in post_order([func.body]) if n not in slots]
@@ -89,7 +89,7 @@ class HostFunction:
         self._n_params = len(func.params)
         self._result = slots[func.body]
 
-    def __call__(self, *args):
+    def __call__(self, *args: Any) -> Any:
         values = self._template.copy()
         values[: self._n_params] = args
         shared: tuple[int, ...] = ()  # checked results that turned out not to be private
@@ -115,7 +115,9 @@ class HostFunction:
             raise ExecutionError(f"{step.label} failed: {type(e).__name__}: {e}") from e
         return values[self._result]
 
-    def instrumented(self, wrap: Callable[[Expr, Callable, str], Callable]) -> HostFunction:
+    def instrumented(
+        self, wrap: Callable[[Expr, Callable[..., Any], str], Callable[..., Any]]
+    ) -> HostFunction:
         """A copy of this function whose steps run ``wrap(node, fn, label)`` in place of
         each step's callable ``fn`` (``label``: ``"%3 = exp(...)"``, as errors name the
         step). A profiler times steps this way: the hook lives in the copy only, so the

@@ -24,9 +24,11 @@ from __future__ import annotations
 import abc
 import importlib
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -40,6 +42,9 @@ from .arguments import (
     check_destinations,
     readable_inputs,
 )
+
+#: What ``register_loader`` decorates: a ``Module`` subclass, or a function making one.
+LoaderT = TypeVar("LoaderT", bound=Callable[..., object])
 
 
 class Module(abc.ABC):
@@ -58,7 +63,7 @@ class Module(abc.ABC):
     source_comment: str = "//"
 
     @abc.abstractmethod
-    def get_function(self, symbol: str) -> Callable:
+    def get_function(self, symbol: str) -> Callable[..., None]:
         """The destination-passing callable named ``symbol``: ``fn(*inputs, *outputs)``."""
 
     def get_source(self) -> str:
@@ -110,7 +115,7 @@ TYPE_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}\Z")
 _LOADERS: dict[str, Callable[[bytes], Module]] = {}
 
 
-def register_loader(type_key: str, replace: bool = False):
+def register_loader(type_key: str, replace: bool = False) -> Callable[[LoaderT], LoaderT]:
     """Decorator: register how modules of ``type_key`` are rebuilt from bytes.
 
     Decorate a ``Module`` subclass (its ``load_from_bytes`` is used) or a
@@ -209,7 +214,7 @@ def _entry_points() -> dict:
     return {e.name: e for e in entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def load_module(path, type_key: str) -> Module:
+def load_module(path: str | os.PathLike[str], type_key: str) -> Module:
     """Build a module of ``type_key`` from the file at ``path`` (works in any process:
     the loader is found by its type key).
 
@@ -275,7 +280,9 @@ def load_function(type_key: str, version: int, data: bytes) -> tuple[Function, d
     return func, doc["options"]
 
 
-def destination_passing(func: Function, impl: Callable[[list, list], None]) -> Callable:
+def destination_passing(
+    func: Function, impl: Callable[[list[np.ndarray], list[np.ndarray]], None]
+) -> Callable[..., None]:
     """A checked destination-passing callable for external function ``func``.
 
     The result takes ``func``'s inputs then its outputs (one array per tensor

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import DuplicateRegistrationError, NbyocError, PatternError
 from ..ir.attrs import Attr
@@ -54,7 +55,9 @@ _TABLES: dict[str, tuple[CompositePattern, ...]] = {}
 _OWNER: dict[str, str] = {}  # composite name -> the backend whose table has it
 
 
-def register_patterns(compiler: str, table: Iterable[tuple], replace: bool = False) -> None:
+def register_patterns(
+    compiler: str, table: Iterable[tuple[Any, ...]], replace: bool = False
+) -> None:
     """Register ``compiler``'s composite patterns, in priority order (see the module
     docstring). A second table for the same backend is refused unless ``replace=True``,
     which replaces the whole table."""

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import NbyocError, PatternError
 from ..ir.dtypes import normalize_dtype
@@ -218,7 +219,7 @@ def is_var(name: str | None = None) -> Pattern:
     return _Var(name)
 
 
-def is_constant(value=None) -> Pattern:
+def is_constant(value: ArrayLike | None = None) -> Pattern:
     """A pattern matching a constant (one whose data equals ``value``, if given, in shape
     and every element: ``is_constant(0.5)`` is the scalar 0.5)."""
     return _Constant(value)

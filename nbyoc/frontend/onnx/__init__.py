@@ -26,7 +26,18 @@ array([0., 2., 0., 4.], dtype=float32)
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from numpy.typing import ArrayLike
+
 from ...errors import MissingDependencyError, NbyocError
+
+if TYPE_CHECKING:
+    import onnx
+
+    from ...ir.nodes import Function
 
 INSTALL = "pip install 'nbyoc[onnx]'"
 
@@ -42,7 +53,12 @@ def require_onnx():
     return onnx
 
 
-def from_onnx(model, shapes=None, constants=None, base_dir=None, qdq="integer"):
+def from_onnx(
+    model: str | os.PathLike[str] | bytes | onnx.ModelProto,
+    shapes: Mapping[str, Sequence[int | None]] | None = None,
+    constants: Mapping[str, ArrayLike] | None = None,
+    base_dir: str | os.PathLike[str] | None = None, qdq: str = "integer",
+) -> Function:  # fmt: skip
     """The nbyoc ``Function`` computing an ONNX model.
 
     ``model``: a path, the model's bytes, or an ``onnx.ModelProto``. ``base_dir``: the

@@ -26,6 +26,9 @@ first run that meets them; the rep then keys its executables by those values too
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -54,7 +57,7 @@ class NbyocRep(BackendRep):
         #: None once its import has needed the sizes' values.
         self.symbolic: dict[tuple, object] | None = {}
 
-    def run(self, inputs, **kwargs) -> tuple:
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         """The model's outputs for ``inputs`` (a list in graph-input order, a dict by
         name, or a single array), as a tuple of arrays."""
         arrays = self._by_name(inputs)
@@ -145,14 +148,20 @@ class Backend(OnnxBackend):
     """nbyoc as an ONNX backend (CPU; any nbyoc backend list via ``backend=``)."""
 
     @classmethod
-    def prepare(cls, model, device: str = "CPU", backend="llvm", **compile_options):
+    def prepare(
+        cls, model: str | bytes | onnx.ModelProto, device: str = "CPU",
+        backend: str | Sequence[str] = "llvm", **compile_options: Any,
+    ) -> NbyocRep:  # fmt: skip
         """A rep of ``model`` (a path, bytes or ModelProto) that runs on ``backend``."""
         if not cls.supports_device(device):
             raise ValueError(f"nbyoc runs on the CPU, not on {device!r}")
         return NbyocRep(load_model(model), backend, compile_options)
 
     @classmethod
-    def run_model(cls, model, inputs, device: str = "CPU", **kwargs) -> tuple:
+    def run_model(
+        cls, model: str | bytes | onnx.ModelProto, inputs: Any, device: str = "CPU",
+        **kwargs: Any,
+    ) -> tuple[np.ndarray, ...]:  # fmt: skip
         return cls.prepare(model, device, **kwargs).run(inputs)
 
     @classmethod

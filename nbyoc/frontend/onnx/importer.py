@@ -93,10 +93,8 @@ def check_ops(graph: onnx.GraphProto, opset: int) -> None:
     inside subgraphs (an ``If``'s branches, a ``Loop``'s body) included."""
     missing, nested = Counter(), 0
     for n, depth in nested_nodes(graph.node):
-        domain = n.domain or "ai.onnx"
-        own = n.domain in DEFAULT_DOMAINS and opset >= _IMPORTER_SINCE.get(n.op_type, 10**6)
-        if not own and converter_for(n.op_type, opset, n.domain) is None:
-            missing[(n.op_type, domain)] += 1
+        if not converts(n.op_type, n.domain, opset):
+            missing[(n.op_type, n.domain or "ai.onnx")] += 1
             nested += depth > 0
     if missing:
         listed = ", ".join(
@@ -112,6 +110,17 @@ def check_ops(graph: onnx.GraphProto, opset: int) -> None:
             f"the model uses {sum(missing.values())} node(s) of op types nbyoc does not "
             f"import{where}{inside}: {listed}"
         )
+
+
+def converts(op_type: str, domain: str, opset: int) -> bool:
+    """Whether the importer converts nodes of ``op_type`` of ``domain`` in a model of
+    default-domain ``opset`` (through a converter, or itself: ``IMPORTER_OPS``).
+
+    >>> converts("Relu", "", 14), converts("Scan", "", 8), converts("NoSuchOp", "", 14)
+    (True, False, False)
+    """
+    own = domain in DEFAULT_DOMAINS and opset >= _IMPORTER_SINCE.get(op_type, 10**6)
+    return own or converter_for(op_type, opset, domain) is not None
 
 
 def identifiers(names: list[str]) -> list[str]:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..annotations import Operand
 from ..dtypes import promote
+from ..nodes import Expr
 from .elementwise import register_elementwise
 
 # name -> (NumPy reference, summary)
@@ -59,7 +61,7 @@ register_elementwise(
 )  # fmt: skip
 
 
-def where(condition, x, y):
+def where(condition: Operand, x: Operand, y: Operand) -> Expr:
     """``x`` where ``condition`` holds, else ``y``, broadcasting all three, as ``np.where``.
 
     >>> import nbyoc

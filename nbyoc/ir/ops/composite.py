@@ -21,9 +21,10 @@ with the NumPy references; the text form, JSON and archives carry it in full.
 from __future__ import annotations
 
 from ...errors import NbyocTypeError
+from ..annotations import Operand
 from ..attrs import Attr
 from ..builder import call_op
-from ..nodes import Function
+from ..nodes import Expr, Function
 from ..op import Op, describe, register_op
 from .control import _runner
 
@@ -54,7 +55,7 @@ register_op(Op("composite", None, _composite_rule, _composite_reference, "compos
                moves_only=True))  # fmt: skip
 
 
-def composite(*operands, Composite: str, body: Function):
+def composite(*operands: Operand, Composite: str, body: Function) -> Expr:
     """``body(*operands)`` as one call named ``Composite`` (see the module docstring);
     the body takes the operands' types."""
     return call_op("composite", *operands, Composite=Composite, body=body)

@@ -35,9 +35,10 @@ from typing import NamedTuple
 import numpy as np
 
 from ...errors import ExecutionError, NbyocTypeError
+from ..annotations import Operand
 from ..attrs import Attr
 from ..builder import call_op
-from ..nodes import Function
+from ..nodes import Expr, Function
 from ..op import Op, describe, register_op
 from ..types import TensorType, TupleType, tensor_types
 
@@ -112,7 +113,7 @@ register_op(Op("cond", None, _cond_rule, _cond_reference, "control",
                       "else_branch": Attr("function")}))  # fmt: skip
 
 
-def cond(pred, *operands, then_branch: Function, else_branch: Function):
+def cond(pred: Operand, *operands: Operand, then_branch: Function, else_branch: Function) -> Expr:
     """``then_branch(*operands)`` where the bool scalar ``pred`` holds at run time, else
     ``else_branch(*operands)``; both branches take the operands' types and return the
     same type.
@@ -194,7 +195,10 @@ register_op(Op("loop", None, _loop_rule, _loop_reference, "control",
                       "trips": Attr("int", None)}))  # fmt: skip
 
 
-def loop(flag, *operands, body: Function, carried: int | None = None, trips: int | None = None):
+def loop(
+    flag: Operand, *operands: Operand, body: Function, carried: int | None = None,
+    trips: int | None = None,
+) -> Expr:  # fmt: skip
     """Run ``body`` while its condition holds (from ``flag``, a bool scalar), at most
     ``trips`` times: ``body(i, c, *carried, *captured)`` returns ``(c, *carried,
     *scans)``. ``carried`` (the number of operands carried from trip to trip) defaults

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import fractions
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ...errors import NbyocTypeError
+from ..annotations import Operand
 from ..attrs import Attr
 from ..dtypes import dtype_info, promote
+from ..nodes import Expr
 from ..op import Op, describe, register_op
 from ..symbols import SizeExpr, maximum, require
 from ..types import TensorType
@@ -227,7 +230,11 @@ register_op(Op("avg_pool", 1, _pool_rule("avg_pool"), _avg_pool_reference, "redu
                       "count_include_pad": Attr("bool", False)}))  # fmt: skip
 
 
-def conv(x, w, bias=None, strides=None, pads=None, dilations=None, group=1, auto_pad="NOTSET"):
+def conv(
+    x: Operand, w: Operand, bias: Operand | None = None, strides: Sequence[int] | None = None,
+    pads: Sequence[int] | None = None, dilations: Sequence[int] | None = None, group: int = 1,
+    auto_pad: str = "NOTSET",
+) -> Expr:  # fmt: skip
     """Convolution of ``x`` (N, C, ...) with ``w`` (M, C / group, kernel...), plus ``bias``
     (M,) if given, as ONNX Conv: ``pads`` are the begins then the ends of the spatial axes,
     ``auto_pad`` one of NOTSET, SAME_UPPER, SAME_LOWER, VALID.
@@ -334,8 +341,11 @@ register_op(Op("conv_transpose", None, _conv_transpose_rule, _conv_transpose_ref
                       "output_padding": Attr("ints", None)}))  # fmt: skip
 
 
-def conv_transpose(x, w, bias=None, strides=None, pads=None, dilations=None, group=1,
-                   output_padding=None):  # fmt: skip
+def conv_transpose(
+    x: Operand, w: Operand, bias: Operand | None = None, strides: Sequence[int] | None = None,
+    pads: Sequence[int] | None = None, dilations: Sequence[int] | None = None, group: int = 1,
+    output_padding: Sequence[int] | None = None,
+) -> Expr:  # fmt: skip
     """Transposed convolution of ``x`` (N, C, ...) with ``w`` (C, M / group, kernel...),
     plus ``bias`` (M,) if given, as ONNX ConvTranspose (explicit pads).
 

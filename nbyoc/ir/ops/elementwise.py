@@ -18,9 +18,11 @@ import math
 import numpy as np
 
 from ...errors import NbyocTypeError
+from ..annotations import Operand
 from ..attrs import Attr
 from ..builder import call_op
 from ..dtypes import DTYPES, dtype_info
+from ..nodes import Expr
 from ..op import Op, describe, register_op
 from ..symbols import require
 from ..types import TensorType
@@ -229,7 +231,7 @@ def _elementwise_rule(name: str):
 def _binary_builder(name: str):
     summary = BINARY_OPS[name][1]
 
-    def build(lhs, rhs):
+    def build(lhs: Operand, rhs: Operand) -> Expr:
         return call_op(name, lhs, rhs)
 
     build.__name__ = build.__qualname__ = name
@@ -247,7 +249,7 @@ def _binary_builder(name: str):
 def _unary_builder(name: str):
     summary = UNARY_OPS[name][1]
 
-    def build(x):
+    def build(x: Operand) -> Expr:
         return call_op(name, x)
 
     build.__name__ = build.__qualname__ = name

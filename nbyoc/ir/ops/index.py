@@ -20,13 +20,16 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+from collections.abc import Sequence
 
 import numpy as np
 
 from ...errors import NbyocTypeError, UndecidableSizeError
+from ..annotations import Operand
 from ..attrs import Attr
 from ..builder import call_op, const
 from ..dtypes import dtype_info
+from ..nodes import Expr
 from ..op import Op, register_op
 from ..symbols import SizeExpr, collecting, maximum, minimum, require
 from ..types import TensorType
@@ -393,7 +396,7 @@ _register(
 # -- split and Python indexing: builders over the ops above ---------------------------------
 
 
-def split(x, sections, axis=0) -> tuple:
+def split(x: Operand, sections: int | Sequence[int], axis: int = 0) -> tuple[Expr, ...]:
     """``x`` cut along ``axis`` into ``sections`` equal parts (an int) or parts of the given
     sizes (a list), as a tuple of slices (split has no op of its own).
 

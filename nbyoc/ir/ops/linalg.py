@@ -23,8 +23,10 @@ import operator
 import numpy as np
 
 from ...errors import NbyocTypeError
+from ..annotations import Axes, Operand
 from ..builder import call_op
 from ..dtypes import dtype_info
+from ..nodes import Expr
 from ..op import Op, register_op
 from ..types import TensorType
 
@@ -103,7 +105,9 @@ def _matrix_norm(x, ord, rows: int, columns: int, keepdims: bool):
     return out
 
 
-def norm(x, ord=None, axis=None, keepdims=False):
+def norm(
+    x: Operand, ord: float | str | None = None, axis: Axes = None, keepdims: bool = False
+) -> Expr:
     """``np.linalg.norm(x, ord, axis, keepdims)`` as a graph: an int ``axis`` is a vector
     norm along it, two axes a matrix norm over them; no axis is the vector norm of a
     1-D ``x``, the matrix norm of a 2-D one, and with ``ord=None`` the 2-norm of the

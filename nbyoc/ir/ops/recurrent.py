@@ -34,13 +34,16 @@ Tensor[(t + 2, 1, 2, 2), float32]
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ...errors import NbyocTypeError
+from ..annotations import Operand
 from ..attrs import Attr
 from ..builder import call_op
 from ..dtypes import dtype_info
+from ..nodes import Expr
 from ..op import Op, describe, register_op
 from ..symbols import require
 from ..types import TensorType
@@ -350,7 +353,10 @@ _SUMMARIES = {
 }
 
 
-def lstm(x, w, r, b, initial_h, initial_c, p, sequence_lens=None, **attrs):
+def lstm(
+    x: Operand, w: Operand, r: Operand, b: Operand, initial_h: Operand, initial_c: Operand,
+    p: Operand, sequence_lens: Operand | None = None, **attrs: Any,
+) -> Expr:  # fmt: skip
     """lstm(x, w, r, b, initial_h, initial_c, p, sequence_lens=None, **attrs): one LSTM
     layer (see the module docstring for the operands and the packed result).
 
@@ -365,7 +371,10 @@ def lstm(x, w, r, b, initial_h, initial_c, p, sequence_lens=None, **attrs):
     return call_op("lstm", x, w, r, b, initial_h, initial_c, p, *lens, **attrs)
 
 
-def gru(x, w, r, b, initial_h, sequence_lens=None, **attrs):
+def gru(
+    x: Operand, w: Operand, r: Operand, b: Operand, initial_h: Operand,
+    sequence_lens: Operand | None = None, **attrs: Any,
+) -> Expr:  # fmt: skip
     """gru(x, w, r, b, initial_h, sequence_lens=None, **attrs): one GRU layer (see the
     module docstring).
 
@@ -378,7 +387,10 @@ def gru(x, w, r, b, initial_h, sequence_lens=None, **attrs):
     return call_op("gru", x, w, r, b, initial_h, *lens, **attrs)
 
 
-def rnn(x, w, r, b, initial_h, sequence_lens=None, **attrs):
+def rnn(
+    x: Operand, w: Operand, r: Operand, b: Operand, initial_h: Operand,
+    sequence_lens: Operand | None = None, **attrs: Any,
+) -> Expr:  # fmt: skip
     """rnn(x, w, r, b, initial_h, sequence_lens=None, **attrs): one simple RNN layer (see
     the module docstring).
 

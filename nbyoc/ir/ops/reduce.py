@@ -18,9 +18,11 @@ import operator
 import numpy as np
 
 from ...errors import EmptyReductionError, NbyocTypeError
+from ..annotations import Axes, Operand
 from ..attrs import Attr
 from ..builder import call_op
 from ..dtypes import accumulate, dtype_info, same, to_float
+from ..nodes import Expr
 from ..op import Op, register_op
 from ..types import TensorType
 
@@ -178,7 +180,7 @@ register_op(Op("require_nonempty", 2, _require_rule, _require_reference, "elemen
                attrs={"reduction": Attr("str")}))  # fmt: skip
 
 
-def sum(x, axis=None, keepdims=False):
+def sum(x: Operand, axis: Axes = None, keepdims: bool = False) -> Expr:
     """Sum of ``x`` over ``axis`` (``None``: all axes), like ``np.sum``.
 
     >>> import nbyoc
@@ -188,7 +190,7 @@ def sum(x, axis=None, keepdims=False):
     return call_op("sum", x, axis=axis, keepdims=keepdims)
 
 
-def mean(x, axis=None, keepdims=False):
+def mean(x: Operand, axis: Axes = None, keepdims: bool = False) -> Expr:
     """Mean of ``x`` over ``axis``, like ``np.mean`` (integers give float64).
 
     >>> import nbyoc
@@ -198,7 +200,7 @@ def mean(x, axis=None, keepdims=False):
     return call_op("mean", x, axis=axis, keepdims=keepdims)
 
 
-def max(x, axis=None, keepdims=False):
+def max(x: Operand, axis: Axes = None, keepdims: bool = False) -> Expr:
     """Maximum of ``x`` over ``axis``, like ``np.max``.
 
     >>> import nbyoc

@@ -24,9 +24,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import NbyocTypeError
+from ..annotations import Operand
 from ..attrs import Attr
 from ..builder import call_op
 from ..dtypes import accumulate, dtype_info, same
+from ..nodes import Expr
 from ..op import Op, register_op
 from ..types import TensorType
 from .elementwise import numpy_loop
@@ -110,7 +112,9 @@ for _name, (_ufunc, _rule, _identity, _summary) in SCAN_OPS.items():
 
 
 def _scan_builder(name: str):
-    def build(x, axis=None, reverse=False, exclusive=False):
+    def build(
+        x: Operand, axis: int | None = None, reverse: bool = False, exclusive: bool = False
+    ) -> Expr:
         if axis is None:  # as NumPy: over the flattened tensor
             x, axis = call_op("reshape", x, newshape=(-1,)), 0
         return call_op(name, x, axis=axis, reverse=reverse, exclusive=exclusive)

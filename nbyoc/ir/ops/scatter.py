@@ -24,8 +24,10 @@ import math
 import numpy as np
 
 from ...errors import NbyocTypeError
+from ..annotations import Operand
 from ..attrs import Attr
 from ..builder import call_op
+from ..nodes import Expr
 from ..op import Op, describe, register_op
 from ..symbols import SizeExpr, require
 from ..types import TensorType
@@ -198,7 +200,9 @@ register_op(Op(
 # -- builders -----------------------------------------------------------------------------
 
 
-def scatter_elements(data, indices, updates, axis=0, reduction="none"):
+def scatter_elements(
+    data: Operand, indices: Operand, updates: Operand, axis: int = 0, reduction: str = "none"
+) -> Expr:
     """A copy of ``data`` where ``updates[i, j, ...]`` is written at ``(i, j, ...)``, but
     at ``indices[i, j, ...]`` on ``axis`` (ONNX ScatterElements, the inverse of
     ``np.take_along_axis``). ``indices`` (int32 or int64; negative ones count from the
@@ -225,7 +229,7 @@ def scatter_elements(data, indices, updates, axis=0, reduction="none"):
     return call_op("scatter_elements", data, indices, updates, axis=axis, reduction=reduction)
 
 
-def scatter_nd(data, indices, updates, reduction="none"):
+def scatter_nd(data: Operand, indices: Operand, updates: Operand, reduction: str = "none") -> Expr:
     """A copy of ``data`` where each index tuple (a row along the last axis of
     ``indices``, int32 or int64, negative entries counting from the end) names a
     position among data's leading axes, and ``updates`` holds what goes there: its shape

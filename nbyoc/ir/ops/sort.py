@@ -22,9 +22,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import NbyocTypeError
+from ..annotations import Operand
 from ..attrs import Attr
 from ..builder import call_op
 from ..dtypes import dtype_info, promote
+from ..nodes import Expr
 from ..op import Op, describe, register_op
 from ..symbols import require
 from ..types import TensorType
@@ -211,7 +213,7 @@ def _flattened(x, axis):
     return (call_op("reshape", x, newshape=(-1,)), 0) if axis is None else (x, axis)
 
 
-def sort(x, axis=-1, descending=False):
+def sort(x: Operand, axis: int | None = -1, descending: bool = False) -> Expr:
     """``x`` sorted along ``axis`` (None: the flattened ``x``), stably, NaN last (first
     if ``descending``), as ``np.sort``.
 
@@ -223,7 +225,7 @@ def sort(x, axis=-1, descending=False):
     return call_op("sort", x, axis=axis, descending=descending)
 
 
-def argsort(x, axis=-1, descending=False):
+def argsort(x: Operand, axis: int | None = -1, descending: bool = False) -> Expr:
     """The indices that sort ``x`` along ``axis`` (None: the flattened ``x``), stably,
     as ``np.argsort(kind="stable")``.
 
@@ -235,7 +237,7 @@ def argsort(x, axis=-1, descending=False):
     return call_op("argsort", x, axis=axis, descending=descending)
 
 
-def top_k(x, k, axis=-1, largest=True):
+def top_k(x: Operand, k: int, axis: int = -1, largest: bool = True) -> tuple[Expr, Expr]:
     """The ``k`` largest (or smallest) values of ``x`` along ``axis`` and their indices,
     as a tuple ``(values, indices)``, in order, the first of equal values first (ONNX
     TopK; torch.topk). Built from ``argtopk`` and ``take_along_axis``.

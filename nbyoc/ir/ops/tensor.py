@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Sequence
 
 import numpy as np
 
 from ...errors import NbyocTypeError
+from ..annotations import Operand, ShapeLike
 from ..attrs import Attr
 from ..builder import call_op
 from ..dtypes import promote
+from ..nodes import Expr
 from ..op import Op, describe, register_op
 from ..symbols import SizeExpr, require
 from ..types import TensorType
@@ -174,7 +177,7 @@ register_op(Op("concatenate", None, _concatenate_rule, _concatenate_reference, "
                "Join tensors along an existing axis", attrs={"axis": Attr("int", 0)}))  # fmt: skip
 
 
-def matmul(a, b):
+def matmul(a: Operand, b: Operand) -> Expr:
     """Matrix product, like ``np.matmul``: 2-D, batched with broadcast batch axes, or 1-D.
 
     >>> import nbyoc
@@ -184,7 +187,7 @@ def matmul(a, b):
     return call_op("matmul", a, b)
 
 
-def reshape(x, newshape):
+def reshape(x: Operand, newshape: ShapeLike) -> Expr:
     """The elements of ``x`` in shape ``newshape`` (one entry may be -1).
 
     >>> import nbyoc
@@ -194,7 +197,7 @@ def reshape(x, newshape):
     return call_op("reshape", x, newshape=newshape)
 
 
-def transpose(x, axes=None):
+def transpose(x: Operand, axes: Sequence[int] | None = None) -> Expr:
     """Permute the axes of ``x``; without ``axes`` reverse them.
 
     >>> import nbyoc
@@ -204,7 +207,7 @@ def transpose(x, axes=None):
     return call_op("transpose", x, axes=axes)
 
 
-def concatenate(xs, axis=0):
+def concatenate(xs: Sequence[Operand], axis: int = 0) -> Expr:
     """Join the tensors ``xs`` along ``axis``.
 
     >>> import nbyoc
