@@ -22,6 +22,7 @@ from ..ir.nodes import Function, IRModule
 from .annotate import annotate_target
 from .composite import merge_composite
 from .constants import fold_constant_layout
+from .conv_transpose import legalize_conv_transpose
 from .fold import fold_batch_norm
 from .legalize import legalize
 from .merge import merge_compiler_regions
@@ -89,8 +90,10 @@ def partition_stages(
         raise NbyocError(f"max_size must be a positive int or None, got {max_size!r}")
     # (composites before legalize: a pattern may take an op legalize would decompose)
     func = merge_composite(fold_batch_norm(func), support)
-    # (layout of constants folded after legalize, which makes some: Gemm's transposed weight)
-    annotated = regions = annotate_target(fold_constant_layout(legalize(func, support)), support)
+    # (layout of constants folded after legalize, which makes some: Gemm's transposed
+    # weight, conv_transpose's phase sub-kernels)
+    func = legalize(legalize_conv_transpose(func, support), support)
+    annotated = regions = annotate_target(fold_constant_layout(func), support)
     if merge:
         regions = merge_compiler_regions(regions, max_size)
     if min_size > 1:
