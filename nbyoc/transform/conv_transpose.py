@@ -169,8 +169,9 @@ class _Builder:
             starts = tuple(t[-1] for t in taps)
             steps = tuple(-a.step for a in self.plan.axes)
             # (before the first tap: -(size + 1), as slice's normal form says it)
+            kernel = self.w.type.shape[2:]
             ends = tuple(t[0] - a.step if t[0] >= a.step else -(n + 1)
-                         for t, a, n in zip(taps, self.plan.axes, self.w.type.shape[2:]))  # fmt: skip
+                         for t, a, n in zip(taps, self.plan.axes, kernel))  # fmt: skip
             sub = call_op("slice", weight, starts=starts, ends=ends,
                           axes=tuple(range(3, 3 + k)), steps=steps)  # fmt: skip
             subs.append(call_op("reshape", sub, newshape=(g, 1, m, self.channels, *pc.kernel)))

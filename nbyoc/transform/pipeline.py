@@ -50,9 +50,11 @@ def partition(
 
     Batch norms with constant statistics are first folded into the convs before them
     (``fold_batch_norm``), the sub-graphs the backends' patterns match become composite
-    calls (``merge_composite``, ``nbyoc.register_patterns``), ops defined by
-    decomposition that no backend takes are decomposed (``legalize``), and layout ops of
-    constants are laid out once (``fold_constant_layout``).
+    calls (``merge_composite``, ``nbyoc.register_patterns``), transposed convolutions
+    no backend takes become ordinary convs where one takes those
+    (``legalize_conv_transpose``), ops defined by decomposition that no backend takes are
+    decomposed (``legalize``), and layout ops of constants are laid out once
+    (``fold_constant_layout``).
     ``merge=False`` keeps every supported call in its own external function;
     regions with fewer than ``min_size`` calls stay on the host; merged regions hold
     at most ``max_size`` calls (``None``: no cap; see ``MAX_REGION_CALLS``);

@@ -46,7 +46,8 @@ _KNOWN: dict[str, None] = {}
 #: Graph rewrites that replace calls of an op no backend has a rule for by calls a
 #: backend may take (``transform.conv_transpose``: phase convs), by op name: each says why
 #: it leaves a call whole for a backend (a string), or None when it rewrites it there.
-_REWRITES: dict[str, Callable[[Call, str], "str | None"]] = {}
+WhyWhole = Callable[[Call, str], "str | None"]
+_REWRITES: dict[str, WhyWhole] = {}
 
 
 def check_new_backend_name(compiler) -> str:
@@ -92,7 +93,7 @@ def register_op_support(
     _KNOWN[compiler] = None
 
 
-def register_rewrite(op: str, why_whole: Callable[[Call, str], "str | None"]) -> None:
+def register_rewrite(op: str, why_whole: WhyWhole) -> None:
     """Declare that a graph rewrite replaces calls of ``op`` for the backends that take
     what it makes; ``why_whole(call, compiler)`` says why it does not for ``compiler``,
     which ``refusal`` adds to "no rule for op ..." (and ``nbyoc.explain`` shows)."""
