@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import UndecidableSizeError
 from ..ir.builder import call_op
 from ..ir.dtypes import dtype_info
 from ..ir.nodes import Call, Constant, Expr, Function
@@ -100,9 +101,10 @@ def phase_convs(call: Call) -> Phased | str:
     """``call`` (a ``conv_transpose``) as phase convs interleaved, or why it is not
     rewritten (a reason for ``nbyoc.explain``)."""
     x, w = call.args[:2]
-    spatial = (*x.type.shape[2:], *call.type.shape[2:])
-    if not all(isinstance(n, int) for n in spatial):
-        return "its phases depend on its symbolic spatial sizes"
+    # (a symbolic batch is kept; the geometry of the phases and their weights is not)
+    sizes = (*x.type.shape[1:], *w.type.shape, *call.type.shape[2:])
+    if not all(isinstance(n, int) for n in sizes):
+        return "its phases depend on its symbolic channel or spatial sizes"
     attrs = call.attrs
     k = x.type.ndim - 2
     count = math.prod(attrs["strides"])
@@ -112,7 +114,10 @@ def phase_convs(call: Call) -> Phased | str:
                        attrs["dilations"], attrs["pads"], call.type.shape[2:])  # fmt: skip
     if not plan.convs:
         return "no weight tap lands on its output (it is the bias alone)"
-    return _Builder(call, plan, k).build()
+    try:
+        return _Builder(call, plan, k).build()
+    except UndecidableSizeError as e:  # (a step the symbolic batch leaves open)
+        return f"its phases need a size the symbols leave open ({e})"
 
 
 class _Builder:

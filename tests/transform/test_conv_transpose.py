@@ -148,8 +148,8 @@ def test_a_symbolic_batch_is_rewritten_symbolic_spatial_sizes_are_not():
     (row,) = nbyoc.explain(g).ops
     assert row.target == "host"
     assert row.asked == (("llvm", "no rule for op conv_transpose, and the phase rewrite "
-                                  "leaves it whole: its phases depend on its symbolic spatial "
-                                  "sizes"),)  # fmt: skip
+                                  "leaves it whole: its phases depend on its symbolic channel "
+                                  "or spatial sizes"),)  # fmt: skip
 
 
 def test_too_many_phases_stay_on_the_host_with_the_reason():
