@@ -59,6 +59,11 @@ from .support import OperatorSupport, refusal, register_rewrite
 #: phases that are nearly all empty (the fuzzer's stride of 2**40 would be 2**40 of
 #: them); 3-D at stride 4 is 64.
 MAX_PHASES = 64
+# Calls whose phases are mostly empty (a kernel smaller than its stride) are rewritten
+# too. Measured on llvm against the host (2 loaded cores, medians): 32 channels at 64x64
+# with kernel 1 at stride 2, kernel 2 at strides 3 and 4 ran 17x, 29-42x and 11-28x
+# faster; only small ones ran slower (8 channels, kernel 1, stride 3: 0.50 ms against
+# 0.14 ms), where leaving the call to the host would also cut the region around it.
 
 
 def legalize_conv_transpose(func: Function, backends: Sequence[str] | OperatorSupport) -> Function:
@@ -99,7 +104,14 @@ class Phased:
 
 def phase_convs(call: Call) -> Phased | str:
     """``call`` (a ``conv_transpose``) as phase convs interleaved, or why it is not
-    rewritten (a reason for ``nbyoc.explain``)."""
+    rewritten (a reason for ``nbyoc.explain``).
+
+    >>> import nbyoc
+    >>> x, w = nbyoc.var("x", (1, 4, 5, 5)), nbyoc.var("w", (4, 2, 3, 3))
+    >>> phased = phase_convs(nbyoc.conv_transpose(x, w, strides=(2, 2)))
+    >>> [c.args[1].type.shape for c in phased.convs]  # taps 0 and 2, or 1, per axis
+    [(2, 4, 2, 2), (2, 4, 2, 1), (2, 4, 1, 2), (2, 4, 1, 1)]
+    """
     x, w = call.args[:2]
     # (a symbolic batch is kept; the geometry of the phases and their weights is not)
     sizes = (*x.type.shape[1:], *w.type.shape, *call.type.shape[2:])

@@ -6,7 +6,8 @@ A predicate answers ``True`` (taken), ``False`` (refused) or a string: the reaso
 refuses, which ``nbyoc.explain`` shows next to the op. The passes (``legalize``,
 ``annotate_target``) are given an ``OperatorSupport`` for their backends, as torch.fx's
 partitioner is given its ``OperatorSupport``; backends register into this module, and no
-pass imports a codegen.
+pass imports a codegen. An op no backend has a rule for may be rewritten into ops one has
+(``register_rewrite``): its refusal then says why the rewrite left the call whole.
 
 >>> import nbyoc
 >>> nbyoc.register_op_support("doc_support", "add")
@@ -96,7 +97,14 @@ def register_op_support(
 def register_rewrite(op: str, why_whole: WhyWhole) -> None:
     """Declare that a graph rewrite replaces calls of ``op`` for the backends that take
     what it makes; ``why_whole(call, compiler)`` says why it does not for ``compiler``,
-    which ``refusal`` adds to "no rule for op ..." (and ``nbyoc.explain`` shows)."""
+    which ``refusal`` adds to "no rule for op ..." (and ``nbyoc.explain`` shows).
+
+    >>> import numpy as np, nbyoc
+    >>> x = nbyoc.var("x", (1, 2, 4))
+    >>> y = nbyoc.conv_transpose(x, nbyoc.const(np.ones((2, 2, 3), np.float32)))
+    >>> refusal("csource", y)  # (transform.conv_transpose registers its rewrite)
+    'no rule for op conv_transpose, and its phase convs are refused too: no rule for op conv'
+    """
     get_op(op)
     if op in _REWRITES:
         raise DuplicateRegistrationError(f"a rewrite of op {op!r} is already registered")
