@@ -4,16 +4,19 @@
 ``merge_composite`` makes each sub-graph a backend's pattern matches one composite call
 (``patterns``: the pattern language; ``register_patterns``: each backend's table),
 ``legalize`` decomposes ops defined by decomposition that no target backend takes,
+``legalize_conv_transpose`` makes a transposed convolution ordinary convs (one per
+output phase) for a backend that lowers conv,
 ``annotate_target`` tags each op call with a backend, ``merge_compiler_regions`` joins
 neighbouring calls of one backend into regions (never into a cycle),
 ``partition_graph`` lifts each region into an external function, and
-``partition`` runs all six. ``support`` holds what each backend takes
+``partition`` runs all seven. ``support`` holds what each backend takes
 (``OperatorSupport``: the passes ask it, and it says why a backend refuses a call).
 Each pass returns new IR; ``verify`` checks it.
 """
 
 from .annotate import annotate_target
 from .composite import merge_composite
+from .conv_transpose import legalize_conv_transpose
 from .fold import fold_batch_norm
 from .legalize import legalize
 from .merge import merge_compiler_regions
@@ -29,6 +32,7 @@ __all__ = [
     "annotate_target",
     "fold_batch_norm",
     "legalize",
+    "legalize_conv_transpose",
     "merge_compiler_regions",
     "merge_composite",
     "partition",

@@ -22,6 +22,7 @@ from ..ir.nodes import Function, IRModule
 from .annotate import annotate_target
 from .composite import merge_composite
 from .constants import fold_constant_layout
+from .conv_transpose import legalize_conv_transpose
 from .fold import fold_batch_norm
 from .legalize import legalize
 from .merge import merge_compiler_regions
@@ -49,9 +50,11 @@ def partition(
 
     Batch norms with constant statistics are first folded into the convs before them
     (``fold_batch_norm``), the sub-graphs the backends' patterns match become composite
-    calls (``merge_composite``, ``nbyoc.register_patterns``), ops defined by
-    decomposition that no backend takes are decomposed (``legalize``), and layout ops of
-    constants are laid out once (``fold_constant_layout``).
+    calls (``merge_composite``, ``nbyoc.register_patterns``), transposed convolutions
+    no backend takes become ordinary convs where one takes those
+    (``legalize_conv_transpose``), ops defined by decomposition that no backend takes are
+    decomposed (``legalize``), and layout ops of constants are laid out once
+    (``fold_constant_layout``).
     ``merge=False`` keeps every supported call in its own external function;
     regions with fewer than ``min_size`` calls stay on the host; merged regions hold
     at most ``max_size`` calls (``None``: no cap; see ``MAX_REGION_CALLS``);
@@ -89,8 +92,10 @@ def partition_stages(
         raise NbyocError(f"max_size must be a positive int or None, got {max_size!r}")
     # (composites before legalize: a pattern may take an op legalize would decompose)
     func = merge_composite(fold_batch_norm(func), support)
-    # (layout of constants folded after legalize, which makes some: Gemm's transposed weight)
-    annotated = regions = annotate_target(fold_constant_layout(legalize(func, support)), support)
+    # (layout of constants folded after legalize, which makes some: Gemm's transposed
+    # weight, conv_transpose's phase sub-kernels)
+    func = legalize(legalize_conv_transpose(func, support), support)
+    annotated = regions = annotate_target(fold_constant_layout(func), support)
     if merge:
         regions = merge_compiler_regions(regions, max_size)
     if min_size > 1:

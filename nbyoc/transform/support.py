@@ -6,7 +6,8 @@ A predicate answers ``True`` (taken), ``False`` (refused) or a string: the reaso
 refuses, which ``nbyoc.explain`` shows next to the op. The passes (``legalize``,
 ``annotate_target``) are given an ``OperatorSupport`` for their backends, as torch.fx's
 partitioner is given its ``OperatorSupport``; backends register into this module, and no
-pass imports a codegen.
+pass imports a codegen. An op no backend has a rule for may be rewritten into ops one has
+(``register_rewrite``): its refusal then says why the rewrite left the call whole.
 
 >>> import nbyoc
 >>> nbyoc.register_op_support("doc_support", "add")
@@ -43,6 +44,11 @@ _SUPPORT: dict[str, dict[str, Predicate | None]] = {}
 #: Every backend name the passes know: those declaring op support and those with a
 #: codegen (``codegen.registry`` declares its own here), in registration order.
 _KNOWN: dict[str, None] = {}
+#: Graph rewrites that replace calls of an op no backend has a rule for by calls a
+#: backend may take (``transform.conv_transpose``: phase convs), by op name: each says why
+#: it leaves a call whole for a backend (a string), or None when it rewrites it there.
+WhyWhole = Callable[[Call, str], "str | None"]
+_REWRITES: dict[str, WhyWhole] = {}
 
 
 def check_new_backend_name(compiler) -> str:
@@ -88,6 +94,23 @@ def register_op_support(
     _KNOWN[compiler] = None
 
 
+def register_rewrite(op: str, why_whole: WhyWhole) -> None:
+    """Declare that a graph rewrite replaces calls of ``op`` for the backends that take
+    what it makes; ``why_whole(call, compiler)`` says why it does not for ``compiler``,
+    which ``refusal`` adds to "no rule for op ..." (and ``nbyoc.explain`` shows).
+
+    >>> import numpy as np, nbyoc
+    >>> x = nbyoc.var("x", (1, 2, 4))
+    >>> y = nbyoc.conv_transpose(x, nbyoc.const(np.ones((2, 2, 3), np.float32)))
+    >>> refusal("csource", y)  # (transform.conv_transpose registers its rewrite)
+    'no rule for op conv_transpose, and its phase convs are refused too: no rule for op conv'
+    """
+    get_op(op)
+    if op in _REWRITES:
+        raise DuplicateRegistrationError(f"a rewrite of op {op!r} is already registered")
+    _REWRITES[op] = why_whole
+
+
 def known_backends() -> list[str]:
     """Every backend the passes can partition for, in registration order."""
     return list(_KNOWN)
@@ -119,7 +142,10 @@ def refusal(compiler: str, call: Call) -> str | None:
         return "not an op call"
     ops = _SUPPORT.get(compiler, {})
     if call.op.name not in ops:
-        return f"no rule for op {call.op.name}"
+        said = f"no rule for op {call.op.name}"
+        why_whole = _REWRITES.get(call.op.name)
+        reason = None if why_whole is None else why_whole(call, compiler)
+        return said if reason is None else f"{said}, and {reason}"
     predicate = ops[call.op.name]
     if predicate is None:
         return None

@@ -129,6 +129,14 @@ def test_real_model_matches_onnx_runtime(name, backend, tmp_path):
         assert acc.ok, f"{what}: {acc}"
 
 
+def test_the_text_detector_runs_no_op_on_the_host_on_llvm():
+    """PP-OCRv4's detector upsamples with conv_transpose: on llvm it runs as phase convs
+    (``transform.conv_transpose``), so the whole model is llvm's."""
+    report = nbyoc.explain(import_model("ppocrv4-det"), backend="llvm")
+    assert [row.op for row in report.ops if row.target == "host"] == []
+    assert "conv_transpose" not in {row.op for row in report.ops}
+
+
 def test_the_set_is_pinned_and_varied():
     """Ten or more models, each from an exact release with a digest, of several kinds."""
     assert len(MODELS) >= 10

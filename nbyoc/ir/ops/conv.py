@@ -5,8 +5,10 @@ dilations, groups, bias), ``conv_transpose``, ``max_pool``, ``avg_pool`` and ``r
 Attributes are stored in normal form: one stride, dilation and kernel size per
 spatial axis, ``pads`` as the begins then the ends, and ``auto_pad`` resolved into
 explicit pads (so ``SAME_UPPER`` and explicit pads that mean the same are one node).
-The NumPy references gather the windows with ``sliding_window_view``; no backend
-lowers these ops yet, so they run on the host (NumPy's BLAS for conv).
+The NumPy references gather the windows with ``sliding_window_view``; the host runs
+them (NumPy's BLAS for conv). ``conv_transpose``'s reference is a direct sum over the
+taps, and no backend lowers the op itself: ``nbyoc.transform.conv_transpose`` rewrites it
+into ordinary convs for a backend that lowers conv, checked against this reference.
 
 >>> import nbyoc
 >>> x, w = nbyoc.var("x", (1, 3, 32, 32)), nbyoc.var("w", (8, 3, 3, 3))
