@@ -2,16 +2,20 @@
 OpenVINO, and against this machine's FMA peak (bench/fma_peak.py) measured in the same
 run.
 
-    python bench/conv_sweep.py [--layers a,b] [--runs 20] [--json conv_sweep.json] [--quick]
+    python bench/conv_sweep.py [--layers a,b] [--runs 10] [--rounds 3] [--json FILE] [--quick]
 
 Each phase is a fresh process that measures every layer, one phase after another, so
 that no runtime's threads (ONNX Runtime's and OpenVINO's spin on after a run) take a
-core from another's:
+core from another's. The phases run ``--rounds`` times, each round starting one phase
+later, and a layer's timed runs of every round are pooled: on a machine that other
+work shares, a burst of load then falls on every runtime alike rather than on the one
+phase it happens to meet (on the 2-core VM a parallel call that finds the other core
+busy waits for a 4 ms time slice). The phases:
 
 1. ``fma``: the FMA peak, float32 and float64, on 1 thread and on all;
 2. ``nbyoc-1`` and ``nbyoc-all``: ``nbyoc.from_onnx`` + ``compile`` on llvm (an empty
-   cache of the phase's own: the compile is cold), then the median of ``--runs`` warm
-   calls, with ``NUMBA_NUM_THREADS=1`` and with Numba's default (every CPU);
+   cache of the phase's own: the compile is cold in the first round), then ``--runs``
+   warm calls, with ``NUMBA_NUM_THREADS=1`` and with Numba's default (every CPU);
 3. ``ort``: ONNX Runtime with its default session options;
 4. ``openvino``: ``compile_model`` on the CPU with ``INFERENCE_PRECISION_HINT: f32``
    (with AMX or AVX512-BF16 it would otherwise compute in bfloat16).

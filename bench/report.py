@@ -458,9 +458,10 @@ def conv_speeds(doc: dict) -> dict[str, dict[str, float]]:
 
 
 def conv_sweep_markdown(doc: dict) -> str:
-    r"""The conv sweep's report: the FMA peak, then per layer each runtime's median,
-    GFLOP/s and share of the peak at its thread count, nbyoc's speed over the peers'
-    and its check against ONNX Runtime; then the layers furthest behind ONNX Runtime.
+    r"""The conv sweep's report: the FMA peak, then per layer each runtime's median
+    (and fastest run), the median's GFLOP/s and share of the peak at its thread count,
+    nbyoc's speed over the peers' and its check against ONNX Runtime; then the layers
+    furthest behind ONNX Runtime.
 
     >>> doc = {"machine": {"cpu": "X", "cpus": 2, "date": "2026-01-01"}, "runs": 5,
     ...        "notes": [], "checks": {"l": {"nbyoc-all": {"ok": True, "of_bound": 0.01}}},
@@ -484,7 +485,8 @@ def conv_sweep_markdown(doc: dict) -> str:
     present = [p for p in CONV_RUNTIMES if any(p in by for by in speeds.values())]
     load = [v for v in (doc.get("load_at_start"), doc.get("load_at_end")) if v]
     lines = [f"Machine: {machine.get('cpu', '?')}, {machine.get('cpus', '?')} cores; "
-             f"run on {machine.get('date', '?')}, median of up to {doc['runs']} warm runs"
+             f"run on {machine.get('date', '?')}; each time the median of up to "
+             f"{doc['runs'] * doc.get('rounds', 1)} warm runs in {doc.get('rounds', 1)} rounds"
              + (f"; load average {load[0][0]:.1f} at the start, {load[-1][0]:.1f} at the end"
                 if load else "") + "."]  # fmt: skip
     if peaks:
@@ -508,7 +510,8 @@ def conv_sweep_markdown(doc: dict) -> str:
         rate = doc["layers"][name]["flops"] / entry["ms"] / 1e6
         peak = peak_of(phase)
         share = f" ({rate / peak:.0%})" if peak else ""
-        return f"{entry['ms']:.3g} ms, {rate:.3g} GFLOP/s{share}"
+        best = f" (best {entry['best_ms']:.3g})" if "best_ms" in entry else ""
+        return f"{entry['ms']:.3g} ms{best}, {rate:.3g} GFLOP/s{share}"
 
     def ratio(name: str, over: str, phase: str = "nbyoc-all") -> str:
         by = speeds.get(name, {})
