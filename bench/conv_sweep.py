@@ -89,13 +89,14 @@ def timed_ms(call, runs: int) -> list[float]:
 
 
 def prepare_nbyoc(path: Path):
-    import numba
-
     import nbyoc
+    from nbyoc.runtime.threads import start_threads
 
-    threads = numba.get_num_threads()
+    # Numba's threads started as nbyoc starts them (asking Numba first would start
+    # them with OpenMP's default of spinning while idle, which nbyoc does not use here)
+    threads = start_threads()
     fn = nbyoc.compile(nbyoc.from_onnx(str(path)), backend="llvm")
-    return lambda x: fn(x), {"threads": threads}
+    return fn, {"threads": threads}
 
 
 def prepare_ort(path: Path):
