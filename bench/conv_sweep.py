@@ -209,7 +209,6 @@ def merge_rounds(phase: str, rounds: list[dict]) -> dict:
                 dtype: {t: statistics.median(r["gflops"][dtype][t] for r in done) for t in by}
                 for dtype, by in done[0]["gflops"].items()
             }
-            merged["runs"] = sum(r["runs"] for r in done)
         return merged
     for name in rounds[0]["layers"]:
         entries = [r["layers"][name] for r in rounds if name in r.get("layers", {})]

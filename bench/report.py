@@ -496,8 +496,9 @@ def conv_sweep_markdown(doc: dict) -> str:
                                     for c in counts)
             for dtype, by in peaks.items()
         )  # fmt: skip
-        lines.append(f"FMA peak ({fma['isa']}, {fma['accumulators']} accumulators, median of "
-                     f"{fma['runs']} runs): {shown}.")  # fmt: skip
+        rounds = len(fma.get("rounds", [])) or 1
+        lines.append(f"FMA peak ({fma['isa']}, {fma['accumulators']} accumulators; the median "
+                     f"of {rounds} rounds' medians of {fma['runs']} runs): {shown}.")  # fmt: skip
 
     def peak_of(phase: str) -> float | None:
         count = "1" if phase == "nbyoc-1" else max(peak32, key=int, default=None)
