@@ -4,17 +4,19 @@ run.
 
     python bench/conv_sweep.py [--layers a,b] [--runs 10] [--rounds 3] [--json FILE] [--quick]
 
-Each phase is a fresh process that measures every layer, one phase after another, so
-that no runtime's threads (ONNX Runtime's and OpenVINO's spin on after a run) take a
-core from another's. The phases run ``--rounds`` times, each round starting one phase
-later, and a layer's timed runs of every round are pooled: on a machine that other
-work shares, a burst of load then falls on every runtime alike rather than on the one
-phase it happens to meet (on the 2-core VM a parallel call that finds the other core
-busy waits for a 4 ms time slice). The phases:
+A layer is measured by one phase after another, each a fresh process, so that no
+runtime's threads (ONNX Runtime's and OpenVINO's spin on after a run) take a core from
+another's. The phases run ``--rounds`` times per layer, each round starting one phase
+later, and the layer's timed runs of every round are pooled; then the next layer. On a
+machine that other work shares, a burst of load then falls on every runtime of a
+layer alike, and on the FMA peak measured beside it, rather than on the one phase it
+happens to meet. The phases:
 
-1. ``fma``: the FMA peak, float32 and float64, on 1 thread and on all;
+1. ``fma``: the FMA peak, float32 and float64, on 1 thread and on all (the median of
+   101 runs of 1 ms, ``fma_peak``'s reasons; a layer's share of the peak is of the
+   median of the peaks beside it);
 2. ``nbyoc-1`` and ``nbyoc-all``: ``nbyoc.from_onnx`` + ``compile`` on llvm (an empty
-   cache of the phase's own: the compile is cold in the first round), then ``--runs``
+   cache of the phase's own: cold for a layer's first structures), then ``--runs``
    warm calls, with ``NUMBA_NUM_THREADS=1`` and with Numba's default (every CPU);
 3. ``ort``: ONNX Runtime with its default session options;
 4. ``openvino``: ``compile_model`` on the CPU with ``INFERENCE_PRECISION_HINT: f32``
@@ -135,6 +137,7 @@ def child(args) -> None:
         import fma_peak
 
         report.update(fma_peak.peaks(runs=args.fma_runs, seconds=args.fma_seconds))
+        report["layer"] = args.layers  # (measured beside this layer's runs)
         save()
         return
     for name in args.layers.split(","):
@@ -156,11 +159,12 @@ def child(args) -> None:
 # -- the parent
 
 
-def run_phase(phase: str, opts, work: Path, round_: int) -> dict:
-    """One phase in a fresh process; its report (what it finished, if stopped)."""
-    report_path = work / f"{phase}-{round_}.json"
+def run_phase(phase: str, name: str, opts, work: Path, round_: int) -> dict:
+    """One phase on one layer in a fresh process; its report (what it finished, if
+    stopped)."""
+    report_path = work / f"{phase}-{name}-{round_}.json"
     command = [sys.executable, __file__, "--child", phase, "--work", str(work),
-               "--report", str(report_path), "--layers", ",".join(opts.layer_names),
+               "--report", str(report_path), "--layers", name,
                "--runs", str(opts.runs), "--fma-runs", str(opts.fma_runs),
                "--fma-seconds", str(opts.fma_seconds)]  # fmt: skip
     env = dict(os.environ)
@@ -174,9 +178,8 @@ def run_phase(phase: str, opts, work: Path, round_: int) -> dict:
     with errors.open("w") as stderr:
         process = subprocess.Popen(command, env=env, start_new_session=True,
                                    stdout=subprocess.DEVNULL, stderr=stderr)  # fmt: skip
-    limit = opts.timeout * max(1, len(opts.layer_names))
     try:
-        process.wait(timeout=limit)
+        process.wait(timeout=opts.timeout)
     except subprocess.TimeoutExpired:
         pass
     finally:  # stopped, or this process interrupted: the child (its own session) goes too
@@ -188,15 +191,23 @@ def run_phase(phase: str, opts, work: Path, round_: int) -> dict:
         lines = errors.read_text().strip().splitlines()
         stopped = process.returncode == -signal.SIGKILL
         last = lines[-1] if lines else f"exit code {process.returncode}"
-        report["error"] = f"stopped after {limit:.0f} s" if stopped else last
+        report["error"] = f"stopped after {opts.timeout:.0f} s" if stopped else last
     return report
 
 
+def _median_gflops(reports: list[dict]) -> dict:
+    """dtype -> threads -> the median of the reports' FMA peaks."""
+    first = reports[0]["gflops"]
+    return {dtype: {t: statistics.median(r["gflops"][dtype][t] for r in reports) for t in by}
+            for dtype, by in first.items()}  # fmt: skip
+
+
 def merge_rounds(phase: str, rounds: list[dict]) -> dict:
-    """One phase's reports of every round as one: each layer's timed runs pooled, their
-    median ``ms`` and fastest ``best_ms``; the first round's preparation (cold for
-    nbyoc) and the later rounds' fastest (warm); for the FMA peak, the median of the
-    rounds' figures. Every round's figures are kept under "rounds"."""
+    """One phase's reports (a layer and a round each) as one: each layer's timed runs
+    pooled, their median ``ms`` and fastest ``best_ms``; its first preparation (cold
+    for nbyoc) and the fastest later one (warm). For the FMA peak, the median of every
+    report, and each layer's own (of the reports beside it) under "layers". The
+    reports are kept under "rounds"."""
     merged: dict = {"rounds": rounds, "layers": {}}
     errors = [r["error"] for r in rounds if "error" in r]
     if errors:
@@ -204,13 +215,14 @@ def merge_rounds(phase: str, rounds: list[dict]) -> dict:
     if phase == "fma":
         done = [r for r in rounds if "gflops" in r]
         if done:
-            merged.update({k: v for k, v in done[0].items() if k not in ("gflops", "layers")})
-            merged["gflops"] = {
-                dtype: {t: statistics.median(r["gflops"][dtype][t] for r in done) for t in by}
-                for dtype, by in done[0]["gflops"].items()
-            }
+            merged.update({k: v for k, v in done[0].items() if k not in ("gflops", "layer")})
+            merged["gflops"] = _median_gflops(done)
+            for name in dict.fromkeys(r["layer"] for r in done):
+                beside = [r for r in done if r["layer"] == name]
+                merged["layers"][name] = {"gflops": _median_gflops(beside)}
         return merged
-    for name in rounds[0]["layers"]:
+    names = dict.fromkeys(name for r in rounds for name in r.get("layers", {}))
+    for name in names:
         entries = [r["layers"][name] for r in rounds if name in r.get("layers", {})]
         times = [t for e in entries for t in e.get("times_ms", [])]
         entry = {k: v for k, v in entries[0].items() if k not in ("times_ms", "prepare_s")}
@@ -282,27 +294,26 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=10, help="timed runs per layer and round")
     parser.add_argument("--rounds", type=int, default=3,
                         help="times every phase runs, one after another (runs pooled)")  # fmt: skip
-    parser.add_argument("--timeout", type=float, default=300.0, help="per layer and phase, s")
+    parser.add_argument("--timeout", type=float, default=300.0, help="per process, s")
     parser.add_argument("--json", help="write every number here")
     quick = ", ".join(conv_layers.QUICK)
     parser.add_argument("--quick", action="store_true", help=f"two small layers ({quick}), 3 runs")
     parser.add_argument("--child", choices=PHASES, help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
     parser.add_argument("--report", help=argparse.SUPPRESS)
-    parser.add_argument("--fma-runs", type=int, default=7, help=argparse.SUPPRESS)
-    parser.add_argument("--fma-seconds", type=float, default=0.2, help=argparse.SUPPRESS)
+    parser.add_argument("--fma-runs", type=int, default=101, help=argparse.SUPPRESS)
+    parser.add_argument("--fma-seconds", type=float, default=0.001, help=argparse.SUPPRESS)
     opts = parser.parse_args(argv)
     if opts.child:
         child(opts)
         return 0
     if opts.quick:
-        opts.runs, opts.rounds, opts.fma_runs, opts.fma_seconds = min(opts.runs, 3), 1, 3, 0.05
+        opts.runs, opts.rounds, opts.fma_runs = min(opts.runs, 3), 1, 21
     names = opts.layers.split(",") if opts.layers else list(conv_layers.QUICK if opts.quick
                                                             else LAYERS)  # fmt: skip
     unknown = [n for n in names if n not in LAYERS]
     if unknown:
         parser.error(f"unknown layers {unknown}; the set: {', '.join(LAYERS)}")
-    opts.layer_names = names
     notes, phases = [], []
     for phase in PHASES:
         module = PEER_MODULES.get(phase)
@@ -325,15 +336,15 @@ def main(argv=None) -> int:
         for name in names:
             onnx.save(conv_layers.onnx_model(LAYERS[name]), str(work / f"{name}.onnx"))
         reports: dict[str, list[dict]] = {phase: [] for phase in phases}
-        for round_ in range(opts.rounds):
-            # each round starts one phase later, so that no runtime always runs first
-            turn = round_ % len(phases)
-            for phase in phases[turn:] + phases[:turn]:
-                print(f"round {round_ + 1}: {phase} (fresh process)...", file=sys.stderr,
-                      flush=True)  # fmt: skip
-                reports[phase].append(run_phase(phase, opts, work, round_))
-                if "error" in reports[phase][-1]:
-                    print(f"  {phase}: {reports[phase][-1]['error']}", file=sys.stderr)
+        for i, name in enumerate(names):
+            for round_ in range(opts.rounds):
+                # each round starts one phase later, so that no runtime always runs first
+                turn = (i + round_) % len(phases)
+                print(f"{name}, round {round_ + 1}...", file=sys.stderr, flush=True)
+                for phase in phases[turn:] + phases[:turn]:
+                    reports[phase].append(run_phase(phase, name, opts, work, round_))
+                    if "error" in reports[phase][-1]:
+                        print(f"  {phase}: {reports[phase][-1]['error']}", file=sys.stderr)
         doc["phases"] = {phase: merge_rounds(phase, reports[phase]) for phase in phases}
         for name in names:
             for phase in ("nbyoc-1", "nbyoc-all"):

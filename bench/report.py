@@ -496,20 +496,25 @@ def conv_sweep_markdown(doc: dict) -> str:
                                     for c in counts)
             for dtype, by in peaks.items()
         )  # fmt: skip
-        rounds = len(fma.get("rounds", [])) or 1
+        taken = len(fma.get("rounds", [])) or 1
         lines.append(f"FMA peak ({fma['isa']}, {fma['accumulators']} accumulators; the median "
-                     f"of {rounds} rounds' medians of {fma['runs']} runs): {shown}.")  # fmt: skip
+                     f"of {taken} measurements of {fma['runs']} runs, taken beside the layers): "
+                     f"{shown}. A share of the peak is of the peak measured beside the layer "
+                     "at the runtime's thread count.")  # fmt: skip
 
-    def peak_of(phase: str) -> float | None:
-        count = "1" if phase == "nbyoc-1" else max(peak32, key=int, default=None)
-        return peak32.get(count) if count else None
+    def peak_of(phase: str, name: str) -> float | None:
+        """The float32 peak beside layer ``name`` (else of the whole run) at the phase's
+        thread count."""
+        beside = fma.get("layers", {}).get(name, {}).get("gflops", {}).get("float32", peak32)
+        count = "1" if phase == "nbyoc-1" else max(beside, key=int, default=None)
+        return beside.get(count) if count else None
 
     def cell(name: str, phase: str) -> str:
         entry = doc["phases"].get(phase, {}).get("layers", {}).get(name, {})
         if "ms" not in entry:
             return "error" if "error" in entry else "-"
         rate = doc["layers"][name]["flops"] / entry["ms"] / 1e6
-        peak = peak_of(phase)
+        peak = peak_of(phase, name)
         share = f" ({rate / peak:.0%})" if peak else ""
         best = f" (best {entry['best_ms']:.3g})" if "best_ms" in entry else ""
         return f"{entry['ms']:.3g} ms{best}, {rate:.3g} GFLOP/s{share}"
