@@ -73,6 +73,10 @@ def test_every_graph_and_case_is_measured(smoke_run):
         expected.add(("gelu", "numexpr"))
     expected |= {(f"model {m}", c) for m in ("mlp", "cnn", "transformer")
                  for c in ("onnxruntime", "host", "llvm", "csource")}  # fmt: skip
+    if importlib.util.find_spec("jax"):  # (every graph's NumPy version, and the transformer)
+        expected |= {(g, "jax.jit") for g in [*graphs, "softmax", "log_softmax", "layer_norm",
+                                              "rms_norm", "gelu"]}  # fmt: skip
+        expected.add(("model transformer", "jax.jit"))
     assert measured == expected
 
 
@@ -275,3 +279,93 @@ def test_jax_is_a_peer_not_an_nbyoc_case():
     assert "| softmax | 1024x1024 | 2 ms | 2.00x |" in jax_table, jax_table
     ort_table = "\n".join(report.peer_table(doc))
     assert "jax.jit" not in ort_table and "| softmax | 1024x1024 | 3 ms | 3.00x |" in ort_table
+
+
+def load_bench(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (a dataclass finds its module's names there)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_conv_sweep_runs_checks_and_renders_its_table(tmp_path):
+    """``conv_sweep.py --quick`` end to end: two layers on nbyoc (1 thread and all), the
+    peers that are installed (a note for each that is not), each nbyoc result checked
+    against ONNX Runtime's; then report.py puts its table between the page's markers."""
+    pytest.importorskip("onnx")
+    out = tmp_path / "conv.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, str(BENCH / "conv_sweep.py"), "--quick", "--json", str(out)]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    doc = json.loads(out.read_text())
+    quick = load_bench("conv_layers").QUICK
+    assert list(doc["layers"]) == list(quick)
+    fma = doc["phases"]["fma"]["gflops"]
+    assert set(fma) == {"float32", "float64"} and all(
+        r > 0 for by in fma.values() for r in by.values()
+    )
+    for phase in ("nbyoc-1", "nbyoc-all"):
+        for name in quick:
+            assert doc["phases"][phase]["layers"][name]["ms"] > 0, (phase, name)
+    assert {e["threads"] for e in doc["phases"]["nbyoc-1"]["layers"].values()} == {1}
+    text = done.stdout
+    assert "| layer | conv | MFLOP | nbyoc, 1 thread |" in text
+    for module, column in (("onnxruntime", "ONNX Runtime"), ("openvino", "OpenVINO")):
+        if importlib.util.find_spec(module):
+            assert f"| {column} |" in text.splitlines()[3]
+        else:
+            assert f"{module} is not installed" in text
+    if importlib.util.find_spec("onnxruntime"):
+        assert set(doc["checks"]) == set(quick)
+        assert all(v["ok"] for by in doc["checks"].values() for v in by.values())
+        assert text.count("| ok (") == len(quick)
+    report = load_report()
+    page = tmp_path / "performance.md"
+    page.write_text(f"before\n{report.CONV_START}\nstale\n{report.CONV_END}\nafter\n")
+    assert report.main(["--conv-sweep", str(out), "--page", str(page)]) == 0
+    written = page.read_text()
+    assert written.startswith(f"before\n{report.CONV_START}\nMachine: ") and "stale" not in written
+    assert written.endswith(f"{report.CONV_END}\nafter\n") and "| layer | conv |" in written
+
+
+def test_the_conv_check_fails_a_result_beyond_twice_the_rounding_bound(tmp_path):
+    """The sweep's check holds a result against ONNX Runtime's within twice the rounding
+    bound: a result off by a rounding passes, one off by 1e-3 of each element does not
+    (the bound is each element's: about (9 + 4) roundings of its products' size here)."""
+    pytest.importorskip("onnx")
+    import numpy as np
+
+    import nbyoc
+    from nbyoc.runtime.host import HostFunction
+
+    sweep, layers = load_bench("conv_sweep"), load_bench("conv_layers")
+    layer = layers.LAYERS["mobilenetv2-dw-960"]
+    model = tmp_path / f"{layer.name}.onnx"
+    model.write_bytes(layers.onnx_model(layer).SerializeToString())
+    exact = HostFunction(nbyoc.from_onnx(str(model)))(layers.sample(layer))
+    np.save(tmp_path / f"ort-{layer.name}.npy", exact)
+    for scale, ok in ((1e-7, True), (1e-3, False)):
+        off = exact.astype(np.float64) * (1 + scale)
+        np.save(tmp_path / f"nbyoc-all-{layer.name}.npy", off.astype(np.float32))
+        verdict = sweep.check(layer, tmp_path, "nbyoc-all")
+        assert verdict["ok"] is ok, (scale, verdict)
+    assert sweep.check(layer, tmp_path, "nbyoc-1") is None  # nothing to check
+
+
+def test_the_fma_peak_loop_is_register_only_fmas():
+    """The peak's loop, as compiled on this machine: one FMA per accumulator, no memory
+    operand, nothing but the counter besides (x86; elsewhere the ISA's names differ)."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("the check reads x86 assembly")
+    fma = load_bench("fma_peak")
+    loop = fma.loop_instructions(fma.compiled("float32").assembly())
+    fmas = [i for i in loop if i.startswith("vfmadd")]
+    assert len(fmas) == fma.ACCUMULATORS, loop
+    assert not any("(" in i for i in loop), loop  # no load or store
+    register = {512: "%zmm", 256: "%ymm", 128: "%xmm"}[fma.vector_bits()]
+    assert all(i.count(register) == 3 for i in fmas), loop
+    assert len(loop) <= fma.ACCUMULATORS + 4, loop  # the counter, the test and the jump
