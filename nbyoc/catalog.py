@@ -44,7 +44,7 @@ def numpy_ufunc_table() -> str:
     >>> print(numpy_ufunc_table().splitlines()[2])
     | `numpy.absolute` | `abs` |  |  |
     """
-    from .ir import numpy_protocol as protocol
+    from .frontend.numpy import methods as protocol
 
     built = {u: f"`{name}`" for u, name in protocol.ufunc_ops().items()}
     built.update({u: "a graph of ops" for u in protocol.UFUNC_GRAPHS})
@@ -64,7 +64,7 @@ def numpy_function_list() -> str:
     >>> "`numpy.einsum`" in numpy_function_list()
     True
     """
-    from .ir.numpy_support import supported
+    from .frontend.numpy.support import supported
 
     return ", ".join(f"`{name}`" for name in supported()["functions"])
 
@@ -78,8 +78,8 @@ def numpy_operator_table() -> str:
     | `+` | `add` |
     """
     from .ir.builder import var
-    from .ir.numpy_protocol import elementwise_equality
-    from .ir.numpy_support import OPERATORS, supported
+    from .frontend.numpy.methods import elementwise_equality
+    from .frontend.numpy.support import OPERATORS, supported
 
     x = var("x", (2, 2))
     method = {symbol: name for name, symbol in OPERATORS.items()}
@@ -103,7 +103,7 @@ def numpy_method_table() -> str:
     True
     """
     from .ir.nodes import Expr
-    from .ir.numpy_support import supported
+    from .frontend.numpy.support import supported
 
     listing = supported()
     shown = [(f"x.{n}", n) for n in listing["attributes"]]
@@ -126,8 +126,8 @@ def numpy_refused_table() -> str:
     >>> "`numpy.copy`" in numpy_refused_table()
     True
     """
-    from .ir import numpy_protocol as protocol
-    from .ir.numpy_support import public_name
+    from .frontend.numpy import methods as protocol
+    from .frontend.numpy.support import public_name
 
     hints = {f"numpy.{u.__name__}": h for (u, _), h in protocol.UFUNC_HINTS.items()}
     hints.update({public_name(f): h for f, h in protocol.FUNCTION_HINTS.items()})

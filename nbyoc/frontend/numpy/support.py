@@ -43,8 +43,8 @@ def supported() -> dict[str, list[str]]:
     """Everything ``nbyoc.jit`` understands, sorted: NumPy ``functions``, ``ufuncs`` (with
     ``reduce``/``accumulate`` where nbyoc has them: ``add.reduce``), array ``methods`` and
     ``attributes``, and Python ``operators``."""
-    from .nodes import Expr
-    from .numpy_protocol import (
+    from ...ir.nodes import Expr
+    from .methods import (
         ARRAY_FUNCTIONS,
         UFUNC_GRAPHS,
         UFUNC_REDUCTIONS,

@@ -19,7 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import NbyocTypeError
+from ...errors import NbyocTypeError
+from ...ir import ops
+from ...ir.dtypes import promote, scalar_dtype
+from ...ir.einsum import einsum
+from ...ir.nodes import Expr
+from ...ir.ops.elementwise import numpy_loop
+from ...ir.ops.linalg import norm
 
 
 def _no(name: str, what: str):
@@ -27,8 +33,6 @@ def _no(name: str, what: str):
 
 
 def _ops():
-    from . import ops
-
     return ops
 
 
@@ -105,16 +109,12 @@ def _diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
 
 
 def _einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=False):
-    from .einsum import einsum
-
     if out is not None or dtype is not None:
         _no("einsum", "takes no out= or dtype= on graph values; cast the result instead")
     return einsum(*operands)
 
 
 def _norm(x, ord=None, axis=None, keepdims=False):
-    from .ops.linalg import norm
-
     return norm(x, ord, axis, keepdims)
 
 
@@ -152,10 +152,6 @@ def logaddexp(a, b):
     >>> logaddexp(nbyoc.var("a", (3,), "int32"), 0.5).type
     Tensor[(3,), float64]
     """
-    from .dtypes import promote, scalar_dtype
-    from .nodes import Expr
-    from .ops.elementwise import numpy_loop
-
     ops = _ops()
     partner = promote(*(x.dtype for x in (a, b) if isinstance(x, Expr)))
     dtypes = tuple(x.dtype if isinstance(x, Expr) else scalar_dtype(x, partner) for x in (a, b))

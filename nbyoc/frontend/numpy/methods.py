@@ -31,8 +31,17 @@ import functools
 
 import numpy as np
 
-from ..errors import NbyocTypeError
-from . import numpy_functions, numpy_support
+from ...errors import NbyocTypeError, ValueOutOfRangeError
+from ...ir import ops
+from ...ir.builder import call_op, weak_kind
+from ...ir.dtypes import normalize_dtype
+from ...ir.nodes import Expr, TupleGetItem
+from ...ir.ops.index import index as tensor_index
+from ...ir.types import TensorType
+from ...ir.op import get_op, list_ops
+from . import sorting as numpy_functions
+from .masks import DATA_DEPENDENT, MaskedSelection, is_mask_of, refuses
+from . import support as numpy_support
 
 #: ``ufunc.reduce`` -> the reduction it computes.
 UFUNC_REDUCTIONS = {np.add: "sum", np.maximum: "max", np.minimum: "min", np.multiply: "prod"}
@@ -54,16 +63,12 @@ UFUNC_HINTS = {
 
 
 def _ops():
-    from . import ops  # the package registers the ops; imported late (it builds on nodes)
-
     return ops
 
 
 @functools.cache
 def ufunc_ops() -> dict:
     """NumPy ufunc -> name of the nbyoc op whose reference it is."""
-    from .op import get_op, list_ops
-
     table = {}
     for name in list_ops():
         reference = get_op(name).reference
@@ -74,8 +79,6 @@ def ufunc_ops() -> dict:
 
 def array_ufunc(ufunc, method: str, inputs, kwargs):
     """What ``Expr.__array_ufunc__`` returns: the call of the matching op."""
-    from .builder import call_op
-
     name = f"numpy.{ufunc.__name__}"
     if kwargs.get("out") is not None:
         raise NbyocTypeError(
@@ -106,8 +109,6 @@ def array_ufunc(ufunc, method: str, inputs, kwargs):
 def _accumulate(ufunc, array, axis=0, dtype=None):
     """``ufunc.accumulate``: the scan, in ``dtype`` (or the dtype NumPy accumulates the
     array's in: ``np.add.accumulate`` of int8 gives int64, of float32 float32)."""
-    from .dtypes import normalize_dtype
-
     want = normalize_dtype(dtype or ufunc.accumulate(np.zeros(1, array.dtype)).dtype)
     return _scan(UFUNC_SCANS[ufunc], array, axis, want)
 
@@ -116,8 +117,6 @@ def _scan(op: str, a, axis, dtype=None):
     """The scan ``op`` of ``a`` along ``axis`` (None: of the flattened ``a``) computed in
     and giving ``dtype`` (None: the op's own result dtype). Wrapping integer sums and
     products computed wider then cast to ``dtype`` give what NumPy's in ``dtype`` give."""
-    from .dtypes import normalize_dtype
-
     if dtype is not None:
         dtype = normalize_dtype(dtype)
         a = a if a.dtype == dtype else _ops().cast(a, dtype)
@@ -176,8 +175,6 @@ def _reshape(a, shape=None, order="C", *, newshape=None, copy=None):
 
 
 def _dot(a, b, out=None):
-    from .nodes import Expr
-
     ndims = [x.ndim if isinstance(x, Expr) else np.ndim(x) for x in (a, b)]
     if out is not None or max(ndims) > 2:
         _no("dot", "is nbyoc.matmul (a @ b) only for 1-D and 2-D operands without out=")
@@ -191,9 +188,6 @@ def _clip(a, a_min=None, a_max=None, out=None, **kwargs):
     tensor int64, and an int bound that would bind every element to a value the
     tensor's dtype cannot hold raises as NumPy does (one beyond the range on the other
     side binds nothing)."""
-    from .builder import weak_kind
-    from .nodes import Expr
-
     if out is not None or kwargs:
         _no("clip", "takes no out= or other keywords on graph values")
     bounds = (a_min, a_max)
@@ -222,8 +216,6 @@ def _is_python_number(value) -> bool:
 def _check_int_bounds(dtype: np.dtype, low=None, high=None, both=False) -> None:
     """Refuse, as NumPy does, a Python int bound past the end of ``dtype``'s range on
     the side where it would bind (on either side with ``both``)."""
-    from ..errors import ValueOutOfRangeError
-
     info = np.iinfo(dtype)
     for value, is_low in ((low, True), (high, False)):
         if value is None:
@@ -401,8 +393,6 @@ def _refuse_equality(symbol: str, op: str):
 
     def compare(self, other):
         if _ELEMENTWISE_EQUALITY.get():
-            from .builder import call_op
-
             return call_op(op, self, other)
         raise NbyocTypeError(
             f"graph values are not compared with {symbol}: write nbyoc.{op}(x, y) for the "
@@ -418,8 +408,6 @@ def _comparison(op: str):
     """``<``, ``<=``, ``>``, ``>=``: the elementwise comparison op (a bool tensor)."""
 
     def compare(self, other):
-        from .builder import call_op
-
         return call_op(op, self, other)
 
     compare.__name__ = op
@@ -575,9 +563,26 @@ class ArrayMethods(numpy_functions.SortingMethods):
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
         """Like ``ndarray.astype``: ``nbyoc.cast(self, dtype)`` (NumPy's unsafe casting:
         floats truncate toward zero into integers); the value itself for its own dtype."""
-        from .dtypes import normalize_dtype
-
         if casting != "unsafe" or order not in ("K", "C"):
             _no("astype", "casts as NumPy's default (casting='unsafe', C order) only")
         to = normalize_dtype(dtype)
         return self if to == self.dtype else _ops().cast(self, to)
+
+    def __getitem__(self, index):
+        """A field of a tuple value; for a tensor, NumPy-style indexing (``x[1:, ::2]``,
+        ``x[..., 0]``, ``x[None]``, ``x[:, [0, 2]]``) built from slice, reshape, gather."""
+        if isinstance(self.type, TensorType):
+            if is_mask_of(self, index):  # x[mask]: only a reduction takes it
+                return MaskedSelection(self, index)
+            if refuses(index):
+                raise NbyocTypeError(DATA_DEPENDENT)
+            return tensor_index(self, index)
+        return TupleGetItem(self, index)
+
+
+def attach(cls) -> None:
+    """Give ``cls`` (``Expr``) the NumPy layer's methods and attributes."""
+    for base in (numpy_functions.SortingMethods, ArrayMethods):
+        for name, value in vars(base).items():
+            if name not in ("__slots__", "__module__", "__doc__", "__qualname__"):
+                setattr(cls, name, value)
