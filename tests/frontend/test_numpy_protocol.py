@@ -7,7 +7,7 @@ import pytest
 
 import nbyoc
 from nbyoc.errors import NbyocTypeError
-from nbyoc.frontend.numpy.methods import ufunc_ops
+from nbyoc.frontend.numpy.ufuncs import ufunc_ops
 
 
 def same(a, b) -> bool:

@@ -40,16 +40,14 @@ from ...errors import (
 )
 from ...ir.builder import const, function, var, weak_scalar
 from ...ir.nodes import Expr, Function
-from .methods import elementwise_equality
-from .support import supported
 from ...ir.types import TensorType, tensor_types
+from .methods import elementwise_equality
 from .weak_ranges import check_int64, range_checker
 
 #: Python scalar types traced as weak scalars (the dtype they take follows their partner).
 WEAK_KINDS = (bool, int, float)
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _NUMPY = os.path.dirname(os.path.abspath(np.__file__))
-
 
 
 def jit(fn: Callable | None = None, *, backend="llvm", static_argnames: Sequence[str] = (),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import NbyocTypeError
+from ...ir import ops
 from ...ir.builder import call_op
 from ...ir.dtypes import dtype_info
 from ...ir.types import TensorType
@@ -172,9 +173,7 @@ def _whole(name: str, axis, out, keepdims, dtype=None) -> None:
 
 
 def _where(mask, x, fill):
-    from .methods import array_function
-
-    return array_function(np.where, (mask, x, np.asarray(fill, dtype=x.dtype)), {})
+    return ops.where(mask, x, np.asarray(fill, dtype=x.dtype))
 
 
 def _mean_dtype(dtype: str) -> str:
