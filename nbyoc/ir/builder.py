@@ -23,7 +23,9 @@ from ..errors import IRError, NbyocTypeError
 from .attrs import REQUIRED
 from .dtypes import promote, scalar_dtype
 from .nodes import Call, Constant, Expr, Function, Tuple, Var
+from .op import get_op
 from .types import TensorType
+from .verify import verify
 
 
 def var(name: str, shape, dtype="float32") -> Var:
@@ -110,8 +112,6 @@ def function(params: Sequence[Var], body, attrs=None) -> Function:
         body = Tuple(_as_exprs(body))
     elif not isinstance(body, Expr):
         raise IRError(f"function body must be an expression or a list of them, got {body!r}")
-    from .verify import verify
-
     return verify(Function(params, body, attrs))
 
 
@@ -182,8 +182,6 @@ def op_builder(name: str):
     >>> softmax(var("x", (2, 3)), 0).attrs["axis"]
     0
     """
-    from .op import get_op
-
     op = get_op(name)
     attr_names = list(op.attrs)
 

@@ -63,7 +63,7 @@ class Node:
     __delattr__ = __setattr__
 
     def __str__(self) -> str:
-        from .printer import astext
+        from .printer import astext  # (local: the printer imports nodes)
 
         return astext(self)
 
@@ -93,7 +93,7 @@ class Expr(Node):
     __slots__ = ("type",)
 
     def _binary(self, name: str, other, reflected: bool = False):
-        from .builder import call_op
+        from .builder import call_op  # (local: the builder imports nodes)
 
         return call_op(name, other, self) if reflected else call_op(name, self, other)
 
@@ -146,12 +146,12 @@ class Expr(Node):
         return self._binary("matmul", other, reflected=True)
 
     def __neg__(self):
-        from .builder import call_op
+        from .builder import call_op  # (local: the builder imports nodes)
 
         return call_op("negative", self)
 
     def __abs__(self):
-        from .builder import call_op
+        from .builder import call_op  # (local: the builder imports nodes)
 
         return call_op("abs", self)
 

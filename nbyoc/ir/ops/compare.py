@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..builder import call_op
 from ..dtypes import promote
 from .elementwise import register_elementwise
 
@@ -67,6 +68,4 @@ def where(condition, x, y):
     >>> nbyoc.where(v > 0, v, 0.0).type
     Tensor[(3,), float32]
     """
-    from ..builder import call_op
-
     return call_op("where", condition, x, y)
