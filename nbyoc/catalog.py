@@ -44,14 +44,14 @@ def numpy_ufunc_table() -> str:
     >>> print(numpy_ufunc_table().splitlines()[2])
     | `numpy.absolute` | `abs` |  |  |
     """
-    from .ir import numpy_protocol as protocol
+    from .frontend.numpy import ufuncs
 
-    built = {u: f"`{name}`" for u, name in protocol.ufunc_ops().items()}
-    built.update({u: "a graph of ops" for u in protocol.UFUNC_GRAPHS})
+    built = {u: f"`{name}`" for u, name in ufuncs.ufunc_ops().items()}
+    built.update({u: "a graph of ops" for u in ufuncs.UFUNC_GRAPHS})
     lines = ["| ufunc | builds | `.reduce` | `.accumulate` |", "|---|---|---|---|"]
     for ufunc in sorted(built, key=lambda u: u.__name__):
-        reduce = protocol.UFUNC_REDUCTIONS.get(ufunc)
-        scan = protocol.UFUNC_SCANS.get(ufunc)
+        reduce = ufuncs.UFUNC_REDUCTIONS.get(ufunc)
+        scan = ufuncs.UFUNC_SCANS.get(ufunc)
         cells = [f"`{reduce}`" if reduce else "", f"`{scan}`" if scan else ""]
         lines.append(f"| `numpy.{ufunc.__name__}` | {built[ufunc]} | {' | '.join(cells)} |")
     return "\n".join(lines)
@@ -64,7 +64,7 @@ def numpy_function_list() -> str:
     >>> "`numpy.einsum`" in numpy_function_list()
     True
     """
-    from .ir.numpy_support import supported
+    from .frontend.numpy.support import supported
 
     return ", ".join(f"`{name}`" for name in supported()["functions"])
 
@@ -77,9 +77,9 @@ def numpy_operator_table() -> str:
     >>> print(numpy_operator_table().splitlines()[2])
     | `+` | `add` |
     """
+    from .frontend.numpy.methods import elementwise_equality
+    from .frontend.numpy.support import OPERATORS, supported
     from .ir.builder import var
-    from .ir.numpy_protocol import elementwise_equality
-    from .ir.numpy_support import OPERATORS, supported
 
     x = var("x", (2, 2))
     method = {symbol: name for name, symbol in OPERATORS.items()}
@@ -102,8 +102,8 @@ def numpy_method_table() -> str:
     >>> "| `x.T` |" in numpy_method_table()
     True
     """
+    from .frontend.numpy.support import supported
     from .ir.nodes import Expr
-    from .ir.numpy_support import supported
 
     listing = supported()
     shown = [(f"x.{n}", n) for n in listing["attributes"]]
@@ -126,11 +126,11 @@ def numpy_refused_table() -> str:
     >>> "`numpy.copy`" in numpy_refused_table()
     True
     """
-    from .ir import numpy_protocol as protocol
-    from .ir.numpy_support import public_name
+    from .frontend.numpy import functions, ufuncs
+    from .frontend.numpy.refusals import public_name
 
-    hints = {f"numpy.{u.__name__}": h for (u, _), h in protocol.UFUNC_HINTS.items()}
-    hints.update({public_name(f): h for f, h in protocol.FUNCTION_HINTS.items()})
+    hints = {f"numpy.{u.__name__}": h for (u, _), h in ufuncs.UFUNC_HINTS.items()}
+    hints.update({public_name(f): h for f, h in functions.FUNCTION_HINTS.items()})
     lines = ["| NumPy | instead |", "|---|---|"]
     lines += [f"| `{name}` | {hints[name]} |" for name in sorted(hints)]
     return "\n".join(lines)

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import MissingDependencyError, NbyocError, NbyocTypeError
-from ..frontend.numpy import JitFunction
-from ..frontend.numpy import _role as jit_role
+from ..frontend.numpy.jit import JitFunction
+from ..frontend.numpy.jit import _role as jit_role
 from ..ir.builder import call_op
 from ..ir.nodes import Call, Constant, Tuple
 from ..ir.serialize import to_json

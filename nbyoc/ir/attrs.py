@@ -34,6 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import NbyocError, NbyocTypeError, shown
+from .dtypes import normalize_dtype
+from .symbols import SizeExpr, parse_size
 
 #: A string attribute's value must be a word, so every format can write it as one token.
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}\Z")
@@ -50,8 +52,6 @@ def _int(value) -> int:
 def _size(value):
     """An int, or a symbolic size (a ``SizeExpr`` or its text, as JSON and the text
     form store it): what a shape-like attribute computed from a model may hold."""
-    from .symbols import SizeExpr, parse_size  # symbols imports errors only
-
     if isinstance(value, (SizeExpr, str)):
         return parse_size(value) if isinstance(value, str) else value
     return _int(value)
@@ -89,8 +89,6 @@ def _str(value) -> str:
 
 
 def _dtype(value) -> str:
-    from .dtypes import normalize_dtype  # dtypes imports errors only; kept local for clarity
-
     return normalize_dtype(value)
 
 
@@ -115,7 +113,7 @@ def _words(value) -> tuple[str, ...]:
 
 
 def _function(value):
-    from .nodes import Function  # (nodes imports attrs' users, not attrs)
+    from .nodes import Function  # (local: nodes imports op, which imports attrs)
 
     if not isinstance(value, Function):
         raise TypeError("not an nbyoc Function")

@@ -25,7 +25,9 @@ from ..errors import IRError, NbyocTypeError
 from .attrs import REQUIRED
 from .dtypes import promote, scalar_dtype
 from .nodes import Call, Constant, Expr, Function, Tuple, Var
+from .op import get_op
 from .types import TensorType
+from .verify import verify
 
 if TYPE_CHECKING:
     from .annotations import DTypeLike, Operand, ShapeLike
@@ -117,8 +119,6 @@ def function(
         body = Tuple(_as_exprs(body))
     elif not isinstance(body, Expr):
         raise IRError(f"function body must be an expression or a list of them, got {body!r}")
-    from .verify import verify
-
     return verify(Function(params, body, attrs))
 
 
@@ -189,8 +189,6 @@ def op_builder(name: str) -> Callable[..., Call]:
     >>> softmax(var("x", (2, 3)), 0).attrs["axis"]
     0
     """
-    from .op import get_op
-
     op = get_op(name)
     attr_names = list(op.attrs)
 

@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import NbyocTypeError
+from . import ops
+from .builder import const
 from .dtypes import promote
 from .nodes import Expr
 from .symbols import SizeExpr
@@ -45,12 +47,6 @@ LETTERS = string.ascii_letters
 
 def _fail(subscripts: str, why: str):
     raise NbyocTypeError(f"einsum({subscripts!r}): {why}")
-
-
-def _ops():
-    from . import ops
-
-    return ops
 
 
 def einsum(*operands: Any, optimize: object = None, **kwargs: Any) -> Expr:
@@ -66,13 +62,11 @@ def einsum(*operands: Any, optimize: object = None, **kwargs: Any) -> Expr:
             f"einsum takes no {', '.join(sorted(kwargs))}= on graph values; cast the result"
         )
     subscripts, operands = _string_form(operands)
-    from .builder import const
-
     values = [x if isinstance(x, Expr) else const(np.asarray(x)) for x in operands]
     terms, output = _parse(subscripts, [v.type.ndim for v in values])
     dtype = promote(*(v.type.dtype for v in values))
     result = _plan(subscripts, list(zip(values, terms)), output)
-    return result if result.type.dtype == dtype else _ops().cast(result, dtype)
+    return result if result.type.dtype == dtype else ops.cast(result, dtype)
 
 
 def _string_form(operands) -> tuple[str, list]:
@@ -172,7 +166,7 @@ def _plan(subscripts: str, operands: list, output: list[str]):
     ((value, labels),) = operands
     value, labels = _sum_out(value, labels, set(output))
     if labels != output:
-        value = _ops().transpose(value, tuple(labels.index(label) for label in output))
+        value = ops.transpose(value, tuple(labels.index(label) for label in output))
     return value
 
 
@@ -198,7 +192,6 @@ def _contraction_order(subscripts: str, operands: list) -> list[tuple[int, int]]
 def _diagonals(subscripts: str, value, labels: list[str]):
     """``value`` without repeated labels: each repeated label's diagonal, its axes moved
     last, flattened and sliced with the stride that steps along the diagonal."""
-    ops = _ops()
     labels = list(labels)
     for label in dict.fromkeys(labels):
         axes = [k for k, x in enumerate(labels) if x == label]
@@ -230,12 +223,11 @@ def _sum_out(value, labels: list[str], needed: set[str]):
     gone = [k for k, label in enumerate(labels) if label not in needed]
     if not gone:
         return value, labels
-    return _ops().sum(value, axis=tuple(gone)), [x for x in labels if x in needed]
+    return ops.sum(value, axis=tuple(gone)), [x for x in labels if x in needed]
 
 
 def _contract(a, b, needed: set[str]):
     """Two (value, labels) contracted over their shared labels not ``needed`` later."""
-    ops = _ops()
     (x, xl), (y, yl) = a, b
     shared = [label for label in xl if label in yl]
     x, xl = _sum_out(x, xl, needed | set(yl))
@@ -273,7 +265,6 @@ def _contract(a, b, needed: set[str]):
 
 def _arranged(value, labels: list[str], order: list[str]):
     """``value`` with its axes in ``order``, a length-1 axis for each label it lacks."""
-    ops = _ops()
     own = [label for label in order if label in labels]
     if own != labels:
         value = ops.transpose(value, tuple(labels.index(label) for label in own))

@@ -4,9 +4,11 @@
 (``Expr``); a ``Function`` binds parameters to a body; an ``IRModule`` holds
 named functions that call each other through ``GlobalVar``.
 
-Nodes compare and hash by identity, so passes can key dicts by node; use
-``structural_equal`` / ``structural_hash`` to compare graphs by content.
-Operators on expressions build calls: ``a + b`` is ``nbyoc.add(a, b)``.
+Nodes hash by identity, so passes can key dicts by node; use ``structural_equal`` /
+``structural_hash`` to compare graphs by content. Operators on expressions build calls:
+``a + b`` is ``nbyoc.add(a, b)``, ``a < b`` is ``nbyoc.less(a, b)``; ``==`` and ``!=``
+raise rather than answer. (NumPy's ufuncs, array functions, methods and indexing on
+graph values are the NumPy layer's, which ``nbyoc.frontend.numpy`` adds to ``Expr``.)
 
 >>> a = Var("a", TensorType((2, 3), "float32"))
 >>> y = Call("multiply", [a, a])
@@ -30,7 +32,6 @@ import numpy as np
 from ..errors import IRError, NbyocTypeError
 from .dtypes import normalize_dtype
 from .names import IDENTIFIER, check_backend_name, check_identifier, check_symbol, check_var_name
-from .numpy_protocol import ArrayMethods
 from .op import Op, describe, get_op, infer_call
 from .symbols import SizeExpr, collecting
 from .types import FuncType, TensorType, TupleType, Type
@@ -63,25 +64,38 @@ class Node:
     __delattr__ = __setattr__
 
     def __str__(self) -> str:
-        from .printer import astext
+        from .printer import astext  # (local: the printer imports nodes)
 
         return astext(self)
 
 
-class Expr(Node, ArrayMethods):
+def refuse_equality(symbol: str, op: str):
+    """Raise for ``x == y`` (``symbol`` ``==``, ``op`` ``equal``) or ``x != y`` on graph
+    values: nodes keep identity semantics, so that lists, dicts and sets of nodes work;
+    the elementwise comparison is ``nbyoc.equal`` / ``not_equal``."""
+    raise NbyocTypeError(
+        f"graph values are not compared with {symbol}: write nbyoc.{op}(x, y) for the "
+        f"elementwise comparison ({symbol} is kept from building graphs so that nodes "
+        f"work in lists and dicts; use 'is' to ask whether two nodes are the same node, "
+        f"and nbyoc.structural_equal to compare graphs)"
+    )
+
+
+class Expr(Node):
     """An expression; ``type`` is its inferred ``TensorType`` or ``TupleType``.
 
-    Operators build calls; NumPy ufuncs, array functions and methods such as
-    ``.T``, ``.sum(axis=)`` and ``.reshape`` do too (``numpy_protocol``).
-    Nodes hash by identity; ``==`` and the other comparisons raise rather than
-    answer a Python bool.
+    The builder's operators build calls (``+ - * / // % ** @``, unary ``-``, ``abs()``,
+    ``< <= > >=``); ``==`` and ``!=`` raise rather than answer a Python bool, and nodes
+    hash by identity. NumPy's ufuncs, array functions, methods such as ``.T``,
+    ``.sum(axis=)`` and ``.reshape``, and tensor indexing are attached by the NumPy
+    layer (``nbyoc.frontend.numpy``), which ``import nbyoc`` loads.
     """
 
     __slots__ = ("type",)
     type: TensorType | TupleType
 
     def _binary(self, name: str, other, reflected: bool = False):
-        from .builder import call_op
+        from .builder import call_op  # (local: the builder imports nodes)
 
         return call_op(name, other, self) if reflected else call_op(name, self, other)
 
@@ -134,27 +148,44 @@ class Expr(Node, ArrayMethods):
         return self._binary("matmul", other, reflected=True)
 
     def __neg__(self):
-        from .builder import call_op
+        from .builder import call_op  # (local: the builder imports nodes)
 
         return call_op("negative", self)
 
     def __abs__(self):
-        from .builder import call_op
+        from .builder import call_op  # (local: the builder imports nodes)
 
         return call_op("abs", self)
 
-    def __getitem__(self, index):
-        """A field of a tuple value; for a tensor, NumPy-style indexing (``x[1:, ::2]``,
-        ``x[..., 0]``, ``x[None]``, ``x[:, [0, 2]]``) built from slice, reshape, gather."""
-        if isinstance(self.type, TensorType):
-            from .masked import DATA_DEPENDENT, MaskedSelection, is_mask_of, refuses
-            from .ops.index import index as tensor_index
+    def __lt__(self, other):
+        return self._binary("less", other)
 
-            if is_mask_of(self, index):  # x[mask]: only a reduction takes it
-                return MaskedSelection(self, index)
-            if refuses(index):
-                raise NbyocTypeError(DATA_DEPENDENT)
-            return tensor_index(self, index)
+    def __le__(self, other):
+        return self._binary("less_equal", other)
+
+    def __gt__(self, other):
+        return self._binary("greater", other)
+
+    def __ge__(self, other):
+        return self._binary("greater_equal", other)
+
+    def __eq__(self, other):
+        refuse_equality("==", "equal")
+
+    def __ne__(self, other):
+        refuse_equality("!=", "not_equal")
+
+    __hash__ = object.__hash__  # nodes hash by identity (defining __eq__ would unset it)
+
+    def __getitem__(self, index):
+        """A field of a tuple value (``t[0]``). Indexing a tensor is NumPy's indexing,
+        which the NumPy layer (``nbyoc.frontend.numpy.indexing``) attaches."""
+        if isinstance(self.type, TensorType):
+            raise NbyocTypeError(
+                f"indexing a tensor ({self.type!r}) is NumPy's indexing, which "
+                f"nbyoc.frontend.numpy adds to graph values; import nbyoc, or build the "
+                f"slice with nbyoc.slice / nbyoc.gather"
+            )
         return TupleGetItem(self, index)
 
     def __iter__(self):

@@ -35,6 +35,7 @@ from .dtypes import dtype_info
 from .nodes import Call, Constant, Function, GlobalVar, IRModule, Tuple, TupleGetItem, Var
 from .symbols import parse_size
 from .types import FuncType, TensorType, TupleType
+from .verify import verify
 
 _TOKEN = re.compile(
     r"""
@@ -81,8 +82,6 @@ def line_and_column(text: str, offset: int) -> tuple[int, int]:
 
 def parse(text: str) -> Function | IRModule:
     """Parse the text form: ``fn (...) {...}`` gives a Function, ``def @main ...`` a module."""
-    from .verify import verify
-
     try:
         return verify(_Parser(text).program())
     except RecursionError:

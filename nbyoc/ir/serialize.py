@@ -32,6 +32,7 @@ from .nodes import Call, Constant, Expr, Function, GlobalVar, IRModule, Tuple, T
 from .op import get_op
 from .traversal import post_order
 from .types import FuncType, TensorType, TupleType
+from .verify import verify
 
 FORMAT = "nbyoc-ir"
 VERSION = 1
@@ -56,8 +57,6 @@ def from_json(text: str | bytes, constants: list[np.ndarray] | None = None) -> F
 
     ``constants`` supplies the arrays when the text was written with a list.
     """
-    from .verify import verify
-
     limits.check_json_nesting(text, "the JSON document")
     try:
         doc = json.loads(text)

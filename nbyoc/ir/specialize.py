@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from ..errors import NbyocTypeError
 from .nodes import Call, Function, GlobalVar, IRModule, Var
+from .ops.control import body_parameter_types
 from .symbols import SizeExpr, substitute
 from .traversal import callees_first, operands, post_order, with_operands
 from .types import TensorType, TupleType
@@ -105,8 +106,6 @@ def retyped_bodies(op: str, operand_types, attrs: Mapping) -> dict:
     """A control-flow op's attributes with each body's parameters given the types its
     operands have now (the function around it generalised or specialised): the body
     is typed again from them."""
-    from .ops.control import body_parameter_types
-
     attrs = dict(attrs)
     for key, types in body_parameter_types(op, operand_types).items():
         body = attrs[key]

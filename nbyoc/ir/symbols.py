@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -284,8 +285,6 @@ def size(value):
         return parse_size(value)
     if isinstance(value, bool):
         raise NbyocTypeError(f"a size must be an int or a symbol name, got {value!r}")
-    import operator
-
     try:
         return operator.index(value)
     except TypeError:

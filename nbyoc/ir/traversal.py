@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Container, Iterable
 
 from ..errors import WellFormednessError
-from .nodes import Call, Constant, Expr, Tuple, TupleGetItem, Var
+from .nodes import Call, Constant, Expr, GlobalVar, Tuple, TupleGetItem, Var
 
 
 def operands(node: Expr) -> tuple[Expr, ...]:
@@ -109,8 +109,6 @@ def callees_first(module) -> list[str]:
     >>> callees_first(IRModule({"main": Function([x], -x)}))
     ['main']
     """
-    from .nodes import GlobalVar
-
     order: list[str] = []
     visiting: set[str] = set()
 

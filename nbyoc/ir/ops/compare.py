@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..annotations import Operand
+from ..builder import call_op
 from ..dtypes import promote
 from ..nodes import Expr
 from .elementwise import register_elementwise
@@ -69,6 +70,4 @@ def where(condition: Operand, x: Operand, y: Operand) -> Expr:
     >>> nbyoc.where(v > 0, v, 0.0).type
     Tensor[(3,), float32]
     """
-    from ..builder import call_op
-
     return call_op("where", condition, x, y)

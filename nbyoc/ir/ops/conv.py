@@ -29,6 +29,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from ...errors import NbyocTypeError
 from ..annotations import Operand
 from ..attrs import Attr
+from ..builder import call_op
 from ..dtypes import dtype_info, promote
 from ..nodes import Expr
 from ..op import Op, describe, register_op
@@ -246,8 +247,6 @@ def conv(
     >>> nbyoc.conv(x, w, group=4, pads=(1, 1)).shape  # depthwise
     (2, 4, 10)
     """
-    from ..builder import call_op
-
     operands = (x, w) if bias is None else (x, w, bias)
     return call_op("conv", *operands, strides=strides, pads=pads, dilations=dilations,
                    group=group, auto_pad=auto_pad)  # fmt: skip
@@ -356,8 +355,6 @@ def conv_transpose(
     >>> nbyoc.conv_transpose(x, w, strides=(2, 2), pads=(1, 1, 1, 1), output_padding=(1, 1)).shape
     (1, 2, 10, 10)
     """
-    from ..builder import call_op
-
     operands = (x, w) if bias is None else (x, w, bias)
     return call_op("conv_transpose", *operands, strides=strides, pads=pads, dilations=dilations,
                    group=group, output_padding=output_padding)  # fmt: skip

@@ -1,7 +1,9 @@
 """Ops that select, reshape or repeat elements: ``slice``, ``gather``, ``squeeze``,
 ``unsqueeze``, ``flatten``, ``broadcast_to``, ``expand``, ``tile``, ``pad``, ``identity``,
-and the ``split`` builder. Their attributes follow ONNX's conventions (so a frontend
-maps onto them directly) and are stored in normal form.
+and the ``split`` builder (NumPy's ``x[...]`` on graph values, built from ``slice``,
+``reshape`` and ``gather``, is the NumPy layer's: ``nbyoc.frontend.numpy.indexing``).
+Their attributes follow ONNX's conventions (so a frontend maps onto them directly) and
+are stored in normal form.
 
 Most are defined by decomposition into ``reshape``, ``slice``, ``broadcast_to`` and
 ``concatenate``, so a backend needs no rows for them; a repeat count (``tile``'s, an edge
@@ -11,8 +13,10 @@ fuse into a loop nest.
 
 >>> import nbyoc
 >>> x = nbyoc.var("x", (4, 6))
->>> x[1:, ::-2].type, nbyoc.unsqueeze(x, (0, 3)).shape, nbyoc.pad(x, (1, 0, 1, 2)).shape
-(Tensor[(3, 3), float32], (1, 4, 6, 1), (6, 8))
+>>> nbyoc.slice(x, starts=(1, -1), ends=(4, -7), steps=(1, -2)).type
+Tensor[(3, 3), float32]
+>>> nbyoc.unsqueeze(x, (0, 3)).shape, nbyoc.pad(x, (1, 0, 1, 2)).shape
+((1, 4, 6, 1), (6, 8))
 """
 
 from __future__ import annotations
@@ -393,7 +397,7 @@ _register(
 )  # fmt: skip
 
 
-# -- split and Python indexing: builders over the ops above ---------------------------------
+# -- split: a builder over the ops above ---------------------------------------------------
 
 
 def split(x: Operand, sections: int | Sequence[int], axis: int = 0) -> tuple[Expr, ...]:
@@ -428,88 +432,3 @@ def split(x: Operand, sections: int | Sequence[int], axis: int = 0) -> tuple[Exp
         parts.append(call_op("slice", x, starts=(start,), ends=(start + n,), axes=(axis,)))
         start += n
     return tuple(parts)
-
-
-def index(x, key):
-    """``x[key]`` for a tensor-typed graph value, with NumPy's basic indexing (ints,
-    slices, ``...``, ``None``) built from ``slice``, ``reshape`` and one integer-array
-    index (a list, an array or an integer graph value) built as ``gather``.
-
-    >>> import nbyoc
-    >>> x = nbyoc.var("x", (4, 5, 6))
-    >>> x[1, ..., ::2].shape, x[:, [0, 2]].shape, x[None, -1].shape
-    ((5, 3), (4, 2, 6), (1, 5, 6))
-    """
-    from ..nodes import Expr
-
-    key = key if isinstance(key, tuple) else (key,)
-    if builtins.sum(k is Ellipsis for k in key) > 1:
-        raise NbyocTypeError("an index can only have a single ellipsis ('...')")
-    explicit = builtins.sum(k is not None and k is not Ellipsis for k in key)
-    if explicit > x.type.ndim:
-        raise NbyocTypeError(f"too many indices for {x.type!r}: {explicit}")
-    if not builtins.any(k is Ellipsis for k in key):
-        key = (*key, Ellipsis)
-    at = next(i for i, k in enumerate(key) if k is Ellipsis)  # (== would compare arrays)
-    key = key[:at] + (builtins.slice(None),) * (x.type.ndim - explicit) + key[at + 1 :]
-    starts, ends, axes, steps, shape, gathers = [], [], [], [], [], []
-    axis = 0
-    for k in key:
-        if k is None:
-            shape.append(1)
-            continue
-        size = x.type.shape[axis]
-        if isinstance(k, builtins.slice) and isinstance(size, SizeExpr):
-            # the slice op resolves the indices against the symbolic size
-            step = 1 if k.step is None else operator.index(k.step)
-            if step == 0:
-                raise NbyocTypeError("slice step cannot be zero")
-            first, before = (0, size) if step > 0 else (-1, -(size + 1))
-            starts.append(first if k.start is None else operator.index(k.start))
-            ends.append(before if k.stop is None else operator.index(k.stop))
-            steps.append(step)
-            axes.append(axis)
-            shape.append((axis,))  # (its size is the slice's, once built)
-        elif isinstance(k, builtins.slice):
-            start, stop, step = k.indices(size)
-            # Python's resolved -1 means "before the first element" (stepping backwards);
-            # the slice op reads -1 as the last one, and takes -(size + 1) for "before".
-            starts.append(start if start >= 0 else -(size + 1))
-            ends.append(stop if stop >= 0 else -(size + 1))
-            steps.append(step)
-            axes.append(axis)
-            shape.append(len(range(start, stop, step)))
-        elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
-            k = operator.index(k)
-            if not -size <= k < size:
-                raise NbyocTypeError(f"index {k} is out of range for axis {axis} of {x.type!r}")
-            k = k + size if k < 0 else k
-            starts.append(k)
-            ends.append(k + 1)
-            steps.append(1)
-            axes.append(axis)
-        elif isinstance(k, (list, np.ndarray, Expr)):
-            gathers.append((axis, k))
-        else:
-            raise NbyocTypeError(f"cannot index a graph value with {k!r} ({type(k).__name__})")
-        axis += 1
-    sliced = any((s, e, st) != (0, x.type.shape[a], 1)
-                 for s, e, st, a in zip(starts, ends, steps, axes))  # fmt: skip
-    if gathers:
-        new_axes = builtins.any(k is None for k in key)
-        plain = not sliced and not new_axes and len(axes) == x.type.ndim - 1
-        if len(gathers) > 1 or not plain:
-            raise NbyocTypeError(
-                "an integer-array index (which becomes gather) combines only with ':' "
-                "on the other axes; index in two steps"
-            )
-        ((source_axis, indices),) = gathers
-        return call_op("gather", x, indices, axis=source_axis)
-    out = x
-    if sliced:
-        out = call_op("slice", out, starts=tuple(starts), ends=tuple(ends), axes=tuple(axes),
-                      steps=tuple(steps))  # fmt: skip
-    shape = [out.type.shape[d[0]] if type(d) is tuple else d for d in shape]
-    if tuple(shape) != out.type.shape:
-        out = call_op("reshape", out, newshape=tuple(shape))
-    return out

@@ -7,7 +7,7 @@ import pytest
 
 import nbyoc
 from nbyoc.errors import NbyocTypeError
-from nbyoc.ir.numpy_protocol import ufunc_ops
+from nbyoc.frontend.numpy.ufuncs import ufunc_ops
 
 
 def same(a, b) -> bool:
@@ -230,8 +230,8 @@ def test_in_place_updates_and_boolean_masks_say_why_and_what_to_write():
 
 
 def test_every_operator_supported_lists_builds_a_graph():
-    from nbyoc.ir.numpy_protocol import elementwise_equality
-    from nbyoc.ir.numpy_support import OPERATORS, supported
+    from nbyoc.frontend.numpy.methods import elementwise_equality
+    from nbyoc.frontend.numpy.support import OPERATORS, supported
 
     x, b = nbyoc.var("x", (2, 2)), nbyoc.var("b", (2, 2), "bool")
     symbols = {symbol: method for method, symbol in OPERATORS.items()}

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import NbyocTypeError
-from .dtypes import dtype_info
-from .types import TensorType
+from ...errors import NbyocTypeError
+from ...ir import ops
+from ...ir.builder import call_op
+from ...ir.dtypes import dtype_info
+from ...ir.types import TensorType
 
 DATA_DEPENDENT = (
     "x[mask] with a boolean mask has as many elements as the mask has True values, a "
@@ -157,8 +159,6 @@ class MaskedSelection:
         return before[index]
 
     def _required(self, reduction: str, value):
-        from .builder import call_op
-
         return call_op("require_nonempty", self._count(), value,
                        reduction=_NO_IDENTITY[reduction])  # fmt: skip
 
@@ -173,9 +173,7 @@ def _whole(name: str, axis, out, keepdims, dtype=None) -> None:
 
 
 def _where(mask, x, fill):
-    from .numpy_protocol import array_function
-
-    return array_function(np.where, (mask, x, np.asarray(fill, dtype=x.dtype)), {})
+    return ops.where(mask, x, np.asarray(fill, dtype=x.dtype))
 
 
 def _mean_dtype(dtype: str) -> str:

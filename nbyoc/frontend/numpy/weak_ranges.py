@@ -28,11 +28,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..errors import ValueOutOfRangeError
-from ..ir.builder import function, weak_kind
-from ..ir.nodes import Call, Expr, Function
-from ..ir.op import Op
-from ..ir.traversal import post_order
+from ...errors import ValueOutOfRangeError
+from ...ir.builder import function, weak_kind
+from ...ir.nodes import Call, Expr, Function
+from ...ir.op import Op
+from ...ir.traversal import post_order
 
 INT64 = np.iinfo(np.int64)
 
@@ -63,7 +63,7 @@ def range_checker(func: Function, names: Sequence[str]) -> Callable[[list], None
     computed = [(s, t) for s, t in casts if id(s) not in position]
     evaluate = None
     if computed:
-        from ..runtime.host import HostFunction
+        from ...runtime.host import HostFunction
 
         evaluate = HostFunction(function(list(func.params), [s for s, _ in computed]))
 

@@ -5,7 +5,7 @@ At the first call with a new *signature* (each array's shape and dtype; each Pyt
 ``bool``/``int``/``float`` as a weak scalar of that kind; any other argument by its
 value) the function runs once on graph values instead of arrays: NumPy's ufuncs,
 array functions, operators, methods and indexing on them build an nbyoc
-``Function`` (``nbyoc.ir.numpy_protocol``). That function is compiled for the
+``Function`` (``nbyoc.frontend.numpy``). That function is compiled for the
 backend and kept; later calls with the signature go straight to it.
 
 >>> import numpy as np, nbyoc
@@ -32,18 +32,17 @@ from typing import Any, overload
 
 import numpy as np
 
-from ..errors import (
+from ...errors import (
     ArgumentError,
     NbyocError,
     NbyocTypeError,
     UndecidableSizeError,
     ValueOutOfRangeError,
 )
-from ..ir.builder import const, function, var, weak_scalar
-from ..ir.nodes import Expr, Function
-from ..ir.numpy_protocol import elementwise_equality
-from ..ir.numpy_support import supported
-from ..ir.types import TensorType, tensor_types
+from ...ir.builder import const, function, var, weak_scalar
+from ...ir.nodes import Expr, Function
+from ...ir.types import TensorType, tensor_types
+from .methods import elementwise_equality
 from .weak_ranges import check_int64, range_checker
 
 #: Python scalar types traced as weak scalars (the dtype they take follows their partner).
@@ -52,7 +51,7 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _NUMPY = os.path.dirname(os.path.abspath(np.__file__))
 
 
-__all__ = ["JitFunction", "jit", "supported"]
+__all__ = ["JitFunction", "jit"]
 
 
 @overload
@@ -274,7 +273,7 @@ class JitFunction:
         return run
 
     def _compile(self, args, key, symbolic=None) -> Callable:
-        from ..compiler import compile as nbyoc_compile
+        from ...compiler import compile as nbyoc_compile
 
         func, structure, text = self._trace(args, symbolic)
         executable = nbyoc_compile(func, self._backend, **self._options)

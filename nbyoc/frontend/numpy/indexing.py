@@ -1,0 +1,121 @@
+"""NumPy's indexing of graph values, ``x[key]`` (``Expr.__getitem__``): basic indexing
+(ints, slices, ``...``, ``None``) built from the ``slice`` and ``reshape`` ops, one
+integer-array index built as ``gather``, and a boolean mask of ``x``'s own shape held
+as a selection that only a reduction takes (``masks``). A tuple value's field
+(``t[0]``) is the IR's own ``TupleGetItem``.
+
+>>> import nbyoc
+>>> x = nbyoc.var("x", (4, 5, 6))
+>>> x[1:, ::-2].type
+Tensor[(3, 3, 6), float32]
+>>> x[x > 0].sum().shape
+()
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ...errors import NbyocTypeError
+from ...ir.builder import call_op
+from ...ir.nodes import Expr, TupleGetItem
+from ...ir.symbols import SizeExpr
+from ...ir.types import TensorType
+from .masks import DATA_DEPENDENT, MaskedSelection, is_mask_of, refuses
+
+
+def getitem(x, key):
+    """A field of a tuple value; for a tensor, NumPy-style indexing (``x[1:, ::2]``,
+    ``x[..., 0]``, ``x[None]``, ``x[:, [0, 2]]``) built from slice, reshape, gather."""
+    if not isinstance(x.type, TensorType):
+        return TupleGetItem(x, key)
+    if is_mask_of(x, key):  # x[mask]: only a reduction takes it
+        return MaskedSelection(x, key)
+    if refuses(key):
+        raise NbyocTypeError(DATA_DEPENDENT)
+    return index(x, key)
+
+
+def index(x, key):
+    """``x[key]`` for a tensor-typed graph value, with NumPy's basic indexing (ints,
+    slices, ``...``, ``None``) built from ``slice``, ``reshape`` and one integer-array
+    index (a list, an array or an integer graph value) built as ``gather``.
+
+    >>> import nbyoc
+    >>> x = nbyoc.var("x", (4, 5, 6))
+    >>> x[1, ..., ::2].shape, x[:, [0, 2]].shape, x[None, -1].shape
+    ((5, 3), (4, 2, 6), (1, 5, 6))
+    """
+    key = key if isinstance(key, tuple) else (key,)
+    if sum(k is Ellipsis for k in key) > 1:
+        raise NbyocTypeError("an index can only have a single ellipsis ('...')")
+    explicit = sum(k is not None and k is not Ellipsis for k in key)
+    if explicit > x.type.ndim:
+        raise NbyocTypeError(f"too many indices for {x.type!r}: {explicit}")
+    if not any(k is Ellipsis for k in key):
+        key = (*key, Ellipsis)
+    at = next(i for i, k in enumerate(key) if k is Ellipsis)  # (== would compare arrays)
+    key = key[:at] + (slice(None),) * (x.type.ndim - explicit) + key[at + 1 :]
+    starts, ends, axes, steps, shape, gathers = [], [], [], [], [], []
+    axis = 0
+    for k in key:
+        if k is None:
+            shape.append(1)
+            continue
+        size = x.type.shape[axis]
+        if isinstance(k, slice) and isinstance(size, SizeExpr):
+            # the slice op resolves the indices against the symbolic size
+            step = 1 if k.step is None else operator.index(k.step)
+            if step == 0:
+                raise NbyocTypeError("slice step cannot be zero")
+            first, before = (0, size) if step > 0 else (-1, -(size + 1))
+            starts.append(first if k.start is None else operator.index(k.start))
+            ends.append(before if k.stop is None else operator.index(k.stop))
+            steps.append(step)
+            axes.append(axis)
+            shape.append((axis,))  # (its size is the slice's, once built)
+        elif isinstance(k, slice):
+            start, stop, step = k.indices(size)
+            # Python's resolved -1 means "before the first element" (stepping backwards);
+            # the slice op reads -1 as the last one, and takes -(size + 1) for "before".
+            starts.append(start if start >= 0 else -(size + 1))
+            ends.append(stop if stop >= 0 else -(size + 1))
+            steps.append(step)
+            axes.append(axis)
+            shape.append(len(range(start, stop, step)))
+        elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+            k = operator.index(k)
+            if not -size <= k < size:
+                raise NbyocTypeError(f"index {k} is out of range for axis {axis} of {x.type!r}")
+            k = k + size if k < 0 else k
+            starts.append(k)
+            ends.append(k + 1)
+            steps.append(1)
+            axes.append(axis)
+        elif isinstance(k, (list, np.ndarray, Expr)):
+            gathers.append((axis, k))
+        else:
+            raise NbyocTypeError(f"cannot index a graph value with {k!r} ({type(k).__name__})")
+        axis += 1
+    sliced = any((s, e, st) != (0, x.type.shape[a], 1)
+                 for s, e, st, a in zip(starts, ends, steps, axes))  # fmt: skip
+    if gathers:
+        new_axes = any(k is None for k in key)
+        plain = not sliced and not new_axes and len(axes) == x.type.ndim - 1
+        if len(gathers) > 1 or not plain:
+            raise NbyocTypeError(
+                "an integer-array index (which becomes gather) combines only with ':' "
+                "on the other axes; index in two steps"
+            )
+        ((source_axis, indices),) = gathers
+        return call_op("gather", x, indices, axis=source_axis)
+    out = x
+    if sliced:
+        out = call_op("slice", out, starts=tuple(starts), ends=tuple(ends), axes=tuple(axes),
+                      steps=tuple(steps))  # fmt: skip
+    shape = [out.type.shape[d[0]] if type(d) is tuple else d for d in shape]
+    if tuple(shape) != out.type.shape:
+        out = call_op("reshape", out, newshape=tuple(shape))
+    return out

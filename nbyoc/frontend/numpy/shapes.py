@@ -1,0 +1,74 @@
+"""NumPy's shape functions on graph values: ``np.reshape``, ``squeeze``, ``expand_dims``,
+``stack``, ``ravel`` and ``zeros_like`` / ``ones_like`` / ``full_like``, each taking
+NumPy's arguments and building nbyoc's layout ops (C order only).
+
+>>> import nbyoc
+>>> x = nbyoc.var("x", (2, 1, 3))
+>>> squeeze(x).shape, expand_dims(x, (0, -1)).shape, stack([x, x], axis=-1).shape
+((2, 3), (1, 2, 1, 3, 1), (2, 1, 3, 2))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir import ops
+from .refusals import refuse
+
+
+def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    """np.reshape (``newshape=``, NumPy's older spelling, too)."""
+    if order != "C":
+        refuse("reshape", f"order={order!r}: graph values are reshaped in C order only")
+    return ops.reshape(a, shape if shape is not None else newshape)
+
+
+def ravel(a, order="C"):
+    """np.ravel: the flattened value."""
+    return reshape(a, (-1,), order)
+
+
+def squeeze(a, axis=None):
+    """np.squeeze: without the given axes of length 1 (all of them without ``axis``)."""
+    shape = a.shape
+    axes = range(len(shape)) if axis is None else np.atleast_1d(axis).tolist()
+    axes = {ax % len(shape) for ax in axes if axis is not None or shape[ax] == 1}
+    if any(shape[ax] != 1 for ax in axes):
+        refuse("squeeze", f"cannot squeeze an axis whose length is not 1 (shape {shape})")
+    return ops.reshape(a, tuple(d for k, d in enumerate(shape) if k not in axes))
+
+
+def expand_dims(a, axis):
+    """np.expand_dims: axes of length 1 at ``axis`` (positions in the result)."""
+    axes = np.atleast_1d(axis).tolist()
+    ndim = a.ndim + len(axes)
+    axes = {ax % ndim for ax in axes}
+    dims = iter(a.shape)
+    return ops.reshape(a, tuple(1 if k in axes else next(dims) for k in range(ndim)))
+
+
+def stack(arrays, axis=0, out=None, **kwargs):
+    """np.stack: the arrays joined along a new axis."""
+    if out is not None or kwargs:
+        refuse("stack", "takes no out=, dtype= or casting= on graph values")
+    arrays = list(arrays)
+    if not arrays:
+        refuse("stack", "needs at least one array")
+    ndim = np.ndim(arrays[0]) + 1
+    axis = axis % ndim
+    return ops.concatenate([expand_dims(x, axis) for x in arrays], axis=axis)
+
+
+def filled_like(value_of):
+    """The builder of np.zeros_like, ones_like or full_like: ``value_of`` gives the fill
+    value from the arguments after the array."""
+
+    def build(a, *args, dtype=None, shape=None, **kwargs):
+        if kwargs.get("order", "K") not in ("K", "C") or kwargs.get("subok") is False:
+            refuse("zeros_like", "graph values are C-ordered arrays")
+        fill = value_of(args)
+        dtype = np.dtype(dtype or a.dtype)
+        shape = a.shape if shape is None else tuple(np.atleast_1d(shape).tolist())
+        return ops.broadcast_to(np.asarray(fill, dtype), shape)
+
+    return build
