@@ -81,16 +81,18 @@ def numpy_operator_table() -> str:
     from .frontend.numpy.support import OPERATORS, supported
     from .ir.builder import var
 
-    x = var("x", (2, 2))
+    x, b = var("x", (2, 2)), var("b", (2, 2), "bool")
     method = {symbol: name for name, symbol in OPERATORS.items()}
     lines = ["| operator | builds |", "|---|---|"]
     for symbol in supported()["operators"]:
         if symbol == "x[...]":  # (the methods' table has indexing)
             continue
-        unary = symbol.startswith("unary") or symbol.endswith("()")
+        unary = symbol.startswith("unary") or symbol.endswith("()") or symbol == "~"
+        operand = b if symbol in ("&", "|", "^", "~") else x
         with elementwise_equality():
-            built = getattr(x, method[symbol])(*([] if unary else [x]))
+            built = getattr(operand, method[symbol])(*([] if unary else [operand]))
         note = " (in `nbyoc.jit`)" if symbol in ("==", "!=") else ""
+        note += " (of bools)" if operand is b else ""
         lines.append(f"| `{symbol}` | `{built.op.name}`{note} |")
     return "\n".join(lines)
 

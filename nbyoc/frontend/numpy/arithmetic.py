@@ -1,6 +1,7 @@
 """NumPy's elementwise functions that are graphs of nbyoc ops rather than one op:
 ``np.clip`` (NumPy 2's promotion of its bounds included), ``np.round``, ``np.where``,
-``np.logaddexp`` and ``np.diff``, each taking NumPy's arguments.
+``np.logaddexp``, ``np.diff`` and the bitwise operators of bools (``&``, ``|``, ``^``,
+``~``: the logical ops), each taking NumPy's arguments.
 
 >>> import numpy as np, nbyoc
 >>> x = nbyoc.var("x", (4,), "int8")
@@ -128,3 +129,37 @@ def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
         tail = a[(slice(None),) * axis + (slice(0, max(length - 1, 0)),)]
         a = ops.not_equal(head, tail) if a.dtype == "bool" else ops.subtract(head, tail)
     return a
+
+
+#: Bitwise ufunc (and operator) -> the logical op it is on bools.
+BITWISE = {"bitwise_and": ("logical_and", "&"), "bitwise_or": ("logical_or", "|"),
+           "bitwise_xor": ("logical_xor", "^"), "invert": ("logical_not", "~")}  # fmt: skip
+
+
+def _dtype_of(value) -> str:
+    if isinstance(value, Expr):
+        return value.dtype
+    return np.asarray(value).dtype.name
+
+
+def bitwise(name: str):
+    """The builder of NumPy's ``name`` (``bitwise_and``, ..., ``invert``; the operators
+    ``&``, ``|``, ``^``, ``~``) on bools: the logical op, which is what it computes
+    there. Integers are refused (nbyoc has no bitwise integer ops yet).
+
+    >>> import nbyoc
+    >>> x = nbyoc.var("x", (3,))
+    >>> bitwise("bitwise_and")(x > 0, x < 1).op.name, bitwise("invert")(x > 0).op.name
+    ('logical_and', 'logical_not')
+    """
+    op, symbol = BITWISE[name]
+
+    def build(*operands):
+        dtypes = [_dtype_of(v) for v in operands]
+        if all(d == "bool" for d in dtypes):
+            return getattr(ops, op)(*operands)
+        refuse(name, f"{symbol} of {' and '.join(dtypes)} values: nbyoc computes it for bools "
+                     f"only (as {op}); it has no bitwise integer ops yet")  # fmt: skip
+
+    build.__name__ = name
+    return build

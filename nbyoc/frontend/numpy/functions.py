@@ -42,6 +42,10 @@ ARRAY_FUNCTIONS = {
     **({np.cumulative_sum: reductions.cumulative_array_api("cumsum", 0),
         np.cumulative_prod: reductions.cumulative_array_api("cumprod", 1)}
        if hasattr(np, "cumulative_sum") else {}),
+    np.ptp: reductions.peak_to_peak,
+    np.any: reductions.truth("any"),
+    np.all: reductions.truth("all"),
+    np.median: sorting.median,
     np.var: reductions.variance,
     np.std: reductions.deviation,
     np.reshape: shapes.reshape,
@@ -52,6 +56,7 @@ ARRAY_FUNCTIONS = {
     np.squeeze: shapes.squeeze,
     np.expand_dims: shapes.expand_dims,
     np.ravel: shapes.ravel,
+    np.roll: shapes.roll,
     np.zeros_like: shapes.filled_like(lambda args: 0),
     np.ones_like: shapes.filled_like(lambda args: 1),
     np.full_like: shapes.filled_like(lambda args: args[0]),
@@ -77,6 +82,7 @@ ARRAY_FUNCTIONS = {
     np.argsort: sorting.sorting("argsort", "argsort"),
     np.partition: sorting.partitioning("sort", "partition"),
     np.argpartition: sorting.partitioning("argsort", "argpartition"),
+    np.take: sorting.take,
     np.take_along_axis: sorting.take_along_axis,
     np.searchsorted: sorting.searchsorted,
     np.interp: sorting.interp,
@@ -85,8 +91,9 @@ ARRAY_FUNCTIONS = {
 #: Array functions without a counterpart, and what to write instead.
 FUNCTION_HINTS = {
     np.copy: "use x itself (graph values are immutable)",
-    np.any: "write np.max(x != 0) (or x.max() of a bool array)",
-    np.all: "write np.min(x != 0) (or x.min() of a bool array)",
+    np.average: "write (x * w).sum(axis) / w.sum() (NumPy's weights that sum to 0 raise)",
+    np.percentile: "write it from np.sort(x, axis) with the quantile's positions",
+    np.quantile: "write it from np.sort(x, axis) with the quantile's positions",
 }
 
 

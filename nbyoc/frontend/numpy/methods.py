@@ -60,10 +60,40 @@ class ArrayMethods:
     __getitem__ = getitem
 
     def __array__(self, dtype=None, copy=None):
+        # (NumPy asks for the data when an ndarray meets a graph value where it cannot
+        # defer to it: an ndarray indexed by it, np.asarray of it, a Python-level loop)
         raise NbyocTypeError(
-            "a graph value holds no data while the graph is being built; compile the "
-            "function (nbyoc.compile) and call it with arrays to get results"
+            "a graph value holds no data while the graph is being built, and NumPy asked "
+            "for it (an ndarray indexed by a traced value, e.g. np.eye(n)[labels], or "
+            "np.asarray/np.array of one); make the array a graph value first: "
+            "nbyoc.const(table)[labels]; outside nbyoc.jit, compile the function "
+            "(nbyoc.compile) and call it with arrays"
         )
+
+    def __and__(self, other):
+        """``x & y`` of bools: ``np.logical_and`` (integers are refused)."""
+        return arithmetic.bitwise("bitwise_and")(self, other)
+
+    def __rand__(self, other):
+        return arithmetic.bitwise("bitwise_and")(other, self)
+
+    def __or__(self, other):
+        """``x | y`` of bools: ``np.logical_or`` (integers are refused)."""
+        return arithmetic.bitwise("bitwise_or")(self, other)
+
+    def __ror__(self, other):
+        return arithmetic.bitwise("bitwise_or")(other, self)
+
+    def __xor__(self, other):
+        """``x ^ y`` of bools: ``np.logical_xor`` (integers are refused)."""
+        return arithmetic.bitwise("bitwise_xor")(self, other)
+
+    def __rxor__(self, other):
+        return arithmetic.bitwise("bitwise_xor")(other, self)
+
+    def __invert__(self):
+        """``~x`` of bools: ``np.logical_not`` (integers are refused)."""
+        return arithmetic.bitwise("invert")(self)
 
     def __setitem__(self, index, value):
         # (graph values are immutable: an update is a new value, which Python's

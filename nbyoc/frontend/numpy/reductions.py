@@ -1,7 +1,7 @@
 """NumPy's reductions and scans on graph values: ``np.sum``, ``mean``, ``max``, ``min``,
-``prod``, ``argmax``, ``argmin``, ``var``, ``std``, ``cumsum``, ``cumprod`` and NumPy
-2.1's ``cumulative_sum`` / ``cumulative_prod``, each taking NumPy's arguments and
-building nbyoc's ops (the array functions and the ndarray methods share them).
+``prod``, ``argmax``, ``argmin``, ``var``, ``std``, ``ptp``, ``any``, ``all``, ``cumsum``,
+``cumprod`` and NumPy 2.1's ``cumulative_sum`` / ``cumulative_prod``, each taking NumPy's
+arguments and building nbyoc's ops (the array functions and the ndarray methods share them).
 
 >>> import numpy as np, nbyoc
 >>> x = nbyoc.var("x", (2, 3), "int8")
@@ -103,3 +103,28 @@ def variance(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwarg
 def deviation(a, *args, **kwargs):
     """np.std: the square root of ``variance``."""
     return ops.sqrt(variance(a, *args, **kwargs))
+
+
+def peak_to_peak(a, axis=None, out=None, keepdims=False):
+    """np.ptp: ``max - min`` along ``axis``."""
+    if out is not None:
+        refuse("ptp", "takes no out= on graph values")
+    return ops.subtract(ops.max(a, axis=axis, keepdims=keepdims),
+                        ops.min(a, axis=axis, keepdims=keepdims))  # fmt: skip
+
+
+def truth(name: str):
+    """The builder of ``np.any`` (``name``) / ``np.all``: the max / min of ``a != 0`` (of
+    ``a`` itself for bools)."""
+    op = "max" if name == "any" else "min"
+
+    def build(a, axis=None, out=None, keepdims=False, *, where=None):
+        if out is not None or where is not None:
+            refuse(name, "takes no out= or where= on graph values")
+        nonzero = a if a.dtype == "bool" else ops.not_equal(a, 0)
+        if nonzero.type.size == 0:  # (NumPy: any of nothing is False, all of nothing True)
+            refuse(name, "of an empty array on graph values; its result is a constant")
+        return getattr(ops, op)(nonzero, axis=axis, keepdims=keepdims)
+
+    build.__name__ = name
+    return build

@@ -1,5 +1,5 @@
 """NumPy's shape functions on graph values: ``np.reshape``, ``squeeze``, ``expand_dims``,
-``stack``, ``ravel`` and ``zeros_like`` / ``ones_like`` / ``full_like``, each taking
+``stack``, ``ravel``, ``roll`` and ``zeros_like`` / ``ones_like`` / ``full_like``, each taking
 NumPy's arguments and building nbyoc's layout ops (C order only).
 
 >>> import nbyoc
@@ -72,3 +72,29 @@ def filled_like(value_of):
         return ops.broadcast_to(np.asarray(fill, dtype), shape)
 
     return build
+
+
+def roll(a, shift, axis=None):
+    """np.roll by a shift known at compile time: two slices joined (of the flattened
+    ``a`` without ``axis``); shifts and axes given as tuples roll one after another.
+
+    >>> import nbyoc
+    >>> roll(nbyoc.var("x", (3, 4)), (1, -1), (0, 1)).shape
+    (3, 4)
+    """
+    if not all(isinstance(k, (int, np.integer)) for k in np.atleast_1d(shift).tolist()):
+        refuse("roll", "needs shifts known at compile time (Python ints) on graph values")
+    if axis is None:
+        return ops.reshape(roll(ravel(a), shift, 0), a.shape)
+    shifts, axes = np.broadcast_arrays(np.atleast_1d(shift), np.atleast_1d(axis))
+    for k, ax in zip(shifts.tolist(), axes.tolist()):
+        ax %= a.ndim
+        n = a.shape[ax]
+        if not isinstance(n, int):
+            refuse("roll", f"needs the rolled axis's length known at compile time (got {n})")
+        k = k % n if n else 0
+        if k:
+            lead = (slice(None),) * ax
+            a = ops.concatenate([a[(*lead, slice(n - k, None))], a[(*lead, slice(0, n - k))]],
+                                axis=ax)  # fmt: skip
+    return a

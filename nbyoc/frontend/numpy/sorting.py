@@ -1,6 +1,7 @@
 """NumPy's sorting and searching on graph values: ``np.sort``, ``argsort``,
-``partition``, ``argpartition``, ``take_along_axis``, ``searchsorted`` and ``interp``
-(a search into ``xp``), each taking NumPy's arguments and building nbyoc's ops.
+``partition``, ``argpartition``, ``take``, ``take_along_axis``, ``median`` (the middle of
+a sort), ``searchsorted`` and ``interp`` (a search into ``xp``), each taking NumPy's
+arguments and building nbyoc's ops.
 
 Every sort is stable, so ``np.argsort``'s ties come in their order whatever ``kind``
 says (NumPy's default kind may order them otherwise; ``kind="stable"`` agrees).
@@ -20,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import ops
+from ...ir.builder import const
+from ...ir.nodes import Expr
 from .refusals import refuse
 
 
@@ -52,6 +55,54 @@ def take_along_axis(arr, indices, axis=-1):
     if axis is None:  # as NumPy: the flattened array, 1-D indices
         arr, axis = ops.reshape(arr, (-1,)), 0
     return ops.take_along_axis(arr, indices, axis=axis)
+
+
+def take(a, indices, axis=None, out=None, mode="raise"):
+    """np.take: the elements of ``a`` (a graph value or an array: ``np.take(np.eye(n),
+    labels, axis=0)``) at ``indices`` along ``axis`` (None: of the flattened ``a``);
+    an index out of range raises when the function runs, as ``mode="raise"`` does."""
+    if out is not None or mode != "raise":
+        refuse("take", "takes no out= and only mode='raise' on graph values")
+    a = a if isinstance(a, Expr) else const(np.asarray(a))
+    if axis is None:
+        a, axis = ops.reshape(a, (-1,)), 0
+    return ops.gather(a, indices, axis=axis % a.ndim)
+
+
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """np.median along one axis (None: of the flattened ``a``): the middle of the sorted
+    values, or the mean of the two middle ones; NaN where the axis holds a NaN (sorted
+    last, as NumPy sorts them); integers give float64, as NumPy's."""
+    if out is not None:
+        refuse("median", "takes no out= on graph values")
+    if axis is not None and not isinstance(axis, (int, np.integer)):
+        refuse("median", "takes one axis or None on graph values")
+    shape = a.shape
+    flat = axis is None
+    if flat:
+        a, axis = ops.reshape(a, (-1,)), 0
+    axis = axis % a.ndim
+    n = a.shape[axis]
+    if not isinstance(n, int) or n == 0:
+        refuse("median", f"needs the axis length known and not 0 at compile time (got {n})")
+    ordered = ops.sort(a, axis=axis)
+
+    def at(k):
+        return ordered[(slice(None),) * axis + (k,)]
+
+    middle = at(n // 2)
+    if a.dtype != "bool" and np.dtype(a.dtype).kind in "iub":
+        middle = ops.cast(middle, "float64")
+        if n % 2 == 0:
+            middle = ops.divide(ops.add(ops.cast(at(n // 2 - 1), "float64"), middle), 2.0)
+    elif n % 2 == 0:
+        middle = ops.divide(ops.add(at(n // 2 - 1), middle), 2.0)
+    if np.dtype(a.dtype).kind == "f":  # (a NaN sorts last: the largest is NaN)
+        middle = ops.where(ops.isnan(at(n - 1)), at(n - 1), middle)
+    if keepdims:
+        middle = ops.reshape(middle, (1,) * len(shape) if flat else
+                             tuple(1 if k == axis else d for k, d in enumerate(shape)))  # fmt: skip
+    return middle
 
 
 def searchsorted(a, v, side="left", sorter=None):

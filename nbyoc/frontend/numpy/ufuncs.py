@@ -18,6 +18,7 @@ nbyoc.errors.NbyocTypeError: numpy.arctan has no nbyoc op yet; ...
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from ...ir import ops
 from ...ir.builder import call_op
 from ...ir.dtypes import normalize_dtype
 from ...ir.op import get_op, list_ops
-from .arithmetic import logaddexp
+from .arithmetic import BITWISE, bitwise, logaddexp
 from .reductions import scan
 from .refusals import unsupported_ufunc
 
@@ -41,6 +42,10 @@ UFUNC_GRAPHS = {
     np.positive: lambda x: x,
     np.conjugate: lambda x: x,  # real dtypes only: nbyoc has no complex ones
     np.logaddexp: logaddexp,
+    # (the natural log over log(base), each rounding once more: within 2 ulp of NumPy's)
+    np.log10: lambda x: ops.divide(ops.log(x), math.log(10)),
+    np.log2: lambda x: ops.divide(ops.log(x), math.log(2)),
+    **{getattr(np, name): bitwise(name) for name in BITWISE},
 }
 #: (ufunc, method) without an op of their own, and what to write instead.
 UFUNC_HINTS = {

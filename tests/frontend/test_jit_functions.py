@@ -1,0 +1,87 @@
+"""NumPy functions and operators the user corpus asked for (tests/frontend/user_corpus.py):
+``np.median``, ``np.ptp``, ``np.roll``, ``np.any``/``np.all``, ``np.take``, ``np.log10``,
+``np.log2`` and ``&``/``|``/``^``/``~`` of bools, each against NumPy for value, dtype and
+shape, with the edge cases NumPy defines (NaN in a median, even and odd lengths, integer
+medians in float64, rolls past the length), and the refusals that stand in for what
+nbyoc cannot compute."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nbyoc
+from nbyoc.errors import NbyocTypeError
+
+from .test_numpy_jit import assert_like_numpy
+
+
+def _data(dtype="float32", shape=(4, 6), seed=0):
+    x = np.random.default_rng(seed).standard_normal(shape) * 3
+    return x.astype(dtype)
+
+
+def _with_nan():
+    x = _data()
+    x[1, 2] = np.nan
+    return x
+
+
+CASES = {
+    "median rows": (lambda x: np.median(x, axis=1), _data),
+    "median even": (lambda x: np.median(x[:, :4], axis=1), _data),
+    "median all": (lambda x: np.median(x), _data),
+    "median keepdims": (lambda x: np.median(x, axis=0, keepdims=True), _data),
+    "median of NaN rows": (lambda x: np.median(x, axis=1), _with_nan),
+    "median of ints": (lambda x: np.median(x, axis=0), lambda: _data("int32")),
+    "median float64": (lambda x: np.median(x, axis=-1), lambda: _data("float64", (3, 7))),
+    "ptp": (lambda x: np.ptp(x, axis=0), _data),
+    "ptp all": (lambda x: np.ptp(x), lambda: _data("int64")),
+    "roll": (lambda x: np.roll(x, 2, axis=1), _data),
+    "roll past the length": (lambda x: np.roll(x, -13, axis=1), _data),
+    "roll flat": (lambda x: np.roll(x, 5), _data),
+    "roll two axes": (lambda x: np.roll(x, (1, -2), (0, 1)), _data),
+    "any": (lambda x: np.any(x > 4, axis=1), _data),
+    "all": (lambda x: np.all(x > -9), _data),
+    "any of ints": (lambda x: np.any(x, axis=0), lambda: _data("int32")),
+    "take": (lambda x: np.take(x, np.array([3, 0, -1]), axis=1), _data),
+    "take flat": (lambda x: np.take(x, np.array([[0, 23], [5, 7]])), _data),
+    "log10": (lambda x: np.log10(np.abs(x) + 1), _data),
+    "log2 of ints": (lambda x: np.log2(np.abs(x) + 1), lambda: _data("int32")),
+    "and or not": (lambda x: (x > 0) & ~(x > 2) | (x < -2), _data),
+    "xor with a bool array": (lambda x: (x > 0) ^ np.eye(4, 6, dtype=bool), _data),
+    "bitwise_and ufunc": (lambda x: np.bitwise_and(x > 0, x < 1), _data),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_numpy_functions_match_numpy(name):
+    fn, make = CASES[name]
+    assert_like_numpy(nbyoc.jit(fn)(make()), fn(make()), name)
+
+
+@pytest.mark.parametrize(
+    "fn,message",
+    [
+        (lambda x: x.astype(np.int32) & 3, "numpy.bitwise_and: & of int32 and int64 values"),
+        (lambda x: ~x.astype(np.int32), "numpy.invert: ~ of int32 values"),
+        (lambda x: np.eye(6)[(x > 0).astype(np.int64)], "a graph value holds no data"),
+        (lambda x: np.roll(x, 1.5), "numpy.roll: needs shifts known at compile time"),
+        (lambda x: np.median(x, axis=(0, 1)), "numpy.median: takes one axis or None"),
+        (
+            lambda x: np.average(x, weights=x),
+            "numpy.average is not supported by nbyoc.jit; write (x * w).sum(axis) / w.sum()",
+        ),
+    ],
+    ids=["int &", "int ~", "ndarray indexed", "float shift", "two axes", "average"],
+)
+def test_what_nbyoc_cannot_compute_is_refused_with_what_to_write(fn, message):
+    with pytest.raises(NbyocTypeError) as refusal:
+        nbyoc.jit(fn)(_data())
+    assert str(refusal.value).startswith(message), str(refusal.value)
+
+
+def test_an_ndarray_lookup_table_becomes_a_graph_value_as_the_refusal_says():
+    labels = np.array([2, 0, 1, 2])
+    got = nbyoc.jit(lambda labels: nbyoc.const(np.eye(3))[labels])(labels)
+    np.testing.assert_array_equal(got, np.eye(3)[labels])
