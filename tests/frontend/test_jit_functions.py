@@ -85,3 +85,22 @@ def test_an_ndarray_lookup_table_becomes_a_graph_value_as_the_refusal_says():
     labels = np.array([2, 0, 1, 2])
     got = nbyoc.jit(lambda labels: nbyoc.const(np.eye(3))[labels])(labels)
     np.testing.assert_array_equal(got, np.eye(3)[labels])
+
+
+def test_random_draws_while_tracing_are_refused_and_numpy_is_left_as_it_was():
+    """A draw while tracing would be baked into the graph: every call would return the
+    same numbers. Refused in the tracing thread; NumPy's functions are back after."""
+    import threading
+
+    from nbyoc.frontend.numpy.randomness import refusing_random_draws
+
+    normal = np.random.normal
+    with pytest.raises(NbyocTypeError, match=r"numpy\.random\.uniform inside nbyoc\.jit"):
+        nbyoc.jit(lambda x: x * np.random.uniform(size=x.shape))(_data())
+    assert np.random.normal is normal
+    drawn = []
+    with refusing_random_draws():  # (another thread draws as NumPy does meanwhile)
+        worker = threading.Thread(target=lambda: drawn.append(np.random.normal(size=2)))
+        worker.start()
+        worker.join()
+    assert drawn[0].shape == (2,)

@@ -70,12 +70,13 @@ def test_the_user_corpus_is_forty_functions_or_more_of_five_kinds():
     assert len(CASES) >= 40
     kinds = {case.kind for case in CASES.values()}
     assert kinds == {"statistics", "signal", "physics", "losses", "features"}
-    # (a refusal always has a rewrite here but for what cannot be rewritten inside)
-    assert all(c.rewrite is not None for c in CASES.values() if c.refused is not None)
+    # (a refusal always has a rewrite, but for random draws: they belong outside)
+    without = {n for n, c in CASES.items() if c.refused is not None and c.rewrite is None}
+    assert without == {"noisy_positions"}
 
 
 def test_the_user_corpus_counts():
     """How many of the corpus run as written (the README's and the note's count)."""
     written = sum(c.refused is None for c in CASES.values())
-    assert (written, len(CASES)) == (41, 50)
+    assert (written, len(CASES)) == (41, 51)
     assert np.isfinite(written / len(CASES))

@@ -218,6 +218,10 @@ def kinetic_and_potential(x, v, k, m):
     return 0.5 * m * (v**2).sum(), 0.5 * k * (x**2).sum()
 
 
+def noisy_positions(x):
+    return x + np.random.normal(0.0, 0.1, x.shape)
+
+
 # -- losses and metrics -------------------------------------------------------------
 
 
@@ -430,6 +434,9 @@ CASES: dict[str, Case] = {
                                   lambda: [_rand(50, 3), _rand(50, 3, seed=1), 2.0, 0.5],
                                   lambda: [_rand(4, dtype=F64), _rand(4, seed=1, dtype=F64), 1.0, 1.0],
                                   "physics"),
+    # (no rewrite inside: draw the noise outside and pass it in)
+    "noisy_positions": Case(noisy_positions, lambda: [_rand(10)], lambda: [_rand(3, 2, dtype=F64)],
+                            "physics", refused="numpy.random.normal inside nbyoc.jit would draw once"),
     # losses and metrics
     "binary_cross_entropy": Case(binary_cross_entropy,
                                  lambda: [_rand(100, low=0.01, high=0.99), _ints(100, high=2).astype("float32")],

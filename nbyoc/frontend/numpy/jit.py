@@ -43,6 +43,7 @@ from ...ir.builder import const, function, var, weak_scalar
 from ...ir.nodes import Expr, Function
 from ...ir.types import TensorType, tensor_types
 from .methods import elementwise_equality
+from .randomness import refusing_random_draws
 from .weak_ranges import check_int64, range_checker
 
 #: Python scalar types traced as weak scalars (the dtype they take follows their partner).
@@ -305,7 +306,7 @@ class JitFunction:
                 described.append(f"{name}={node!r}")
             traced.append(node)
         try:
-            with elementwise_equality():
+            with elementwise_equality(), refusing_random_draws():
                 result = self._fn(*traced)
         except NbyocError as error:
             raise type(error)(f"{error}\n{_user_line(error)}") from None
