@@ -104,3 +104,61 @@ def test_random_draws_while_tracing_are_refused_and_numpy_is_left_as_it_was():
         worker.start()
         worker.join()
     assert drawn[0].shape == (2,)
+
+
+def _accumulate(x):
+    total = np.zeros_like(x[0])
+    for i in range(x.shape[0]):
+        total += x[i] * 2
+    total /= 3
+    return total
+
+
+def _integer_updates(x):
+    y = (x * 4).astype(np.int64)
+    y //= 3
+    y -= 1
+    y *= 2
+    return y
+
+
+def _bool_updates(x):
+    mask = x > 0
+    mask |= x < -2
+    mask &= x < 2
+    return mask
+
+
+@pytest.mark.parametrize("fn", [_accumulate, _integer_updates, _bool_updates])
+def test_augmented_assignments_keep_numpy_s_dtype(fn):
+    assert_like_numpy(nbyoc.jit(fn)(_data()), fn(_data()), fn.__name__)
+
+
+def _argument_update(x):
+    x += 1
+    return x
+
+
+def _unsafe_update(x):
+    y = x.astype(np.int32)
+    y += 0.5
+    return y
+
+
+@pytest.mark.parametrize(
+    "fn,message",
+    [
+        (_argument_update, "x += ... updates the argument 'x' in place: NumPy would change"),
+        (_unsafe_update, "y += ... of int32 by float64 values: NumPy's in-place += keeps int32"),
+    ],
+    ids=["argument", "same_kind"],
+)
+def test_augmented_assignments_numpy_would_not_do_the_same_are_refused(fn, message):
+    """NumPy changes the caller's array, or raises (UFuncTypeError): never a quiet new
+    value."""
+    with pytest.raises(NbyocTypeError) as refusal:
+        nbyoc.jit(fn)(_data())
+    assert str(refusal.value).startswith(message), str(refusal.value)
+    if fn is _unsafe_update:
+        with pytest.raises(TypeError):  # (NumPy's own refusal)
+            fn(_data())

@@ -42,6 +42,7 @@ from ...errors import (
 from ...ir.builder import const, function, var, weak_scalar
 from ...ir.nodes import Expr, Function
 from ...ir.types import TensorType, tensor_types
+from .inplace import tracing_parameters
 from .methods import elementwise_equality
 from .randomness import refusing_random_draws
 from .weak_ranges import check_int64, range_checker
@@ -306,7 +307,7 @@ class JitFunction:
                 described.append(f"{name}={node!r}")
             traced.append(node)
         try:
-            with elementwise_equality(), refusing_random_draws():
+            with elementwise_equality(), refusing_random_draws(), tracing_parameters():
                 result = self._fn(*traced)
         except NbyocError as error:
             raise type(error)(f"{error}\n{_user_line(error)}") from None

@@ -27,6 +27,7 @@ from ...ir.nodes import refuse_equality
 from . import arithmetic, linalg, reductions, shapes, sorting
 from .functions import array_function
 from .indexing import getitem
+from .inplace import AUGMENTED, augmented
 from .refusals import refuse
 from .ufuncs import array_ufunc
 
@@ -253,6 +254,9 @@ class ArrayMethods:
         """Like ``ndarray.searchsorted``: ``np.searchsorted(self, v, side, sorter)``."""
         return sorting.searchsorted(self, v, side, sorter)
 
+
+for _name, (_binary, _symbol) in AUGMENTED.items():  # (y += v ...: ``inplace``)
+    setattr(ArrayMethods, _name, augmented(_binary, _symbol))
 
 #: What every class body holds of its own (``__module__``, ``__doc__``...), and the
 #: ``__hash__ = None`` Python gives a class body that defines ``__eq__``: not copied
