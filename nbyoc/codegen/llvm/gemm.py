@@ -183,10 +183,12 @@ def row_group(
 #: A task's rows of A from which its product is computed in blocks of packed operands
 #: (``gemm_blocks``: each panel's k rows lie ``n`` values apart in B, at n = 1024
 #: float32 4 KiB, so they all fall in the same L1 sets; packed they are one contiguous
-#: block). Measured on this project's Intel VM, one thread, 258 x 1024 x 1024: 44 ->
-#: 81-119 GFLOP/s packing B alone (NumPy's BLAS: 100-130 a core). A task of fewer rows
-#: would pay the copies for too little work.
-PACK_MIN_ROWS = 12
+#: block). A task packs all of B, so one of fewer rows pays the copies for too little
+#: work: on this project's AMD EPYC (12-row tiles, one thread, M x 1024 x 1024), read
+#: in place / in blocks, float32 at 12 rows 89 / 47 GFLOP/s, 48 rows 92 / 65, 128 rows
+#: 93 / 88, 192 rows 95 / 93; and at 2048 rows 76 / 105, float64 7.8 / 53 (K = 2048:
+#: twelve rows of A 16 KiB apart share their L1 set).
+PACK_MIN_ROWS = 128
 
 
 def packs_b(rows: int, k: int, n: int, cols: int) -> bool:
@@ -280,10 +282,10 @@ def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
     tile_rows, cols = tile_shape(dtype)
     itemsize = dtype_info(dtype).itemsize
     depth = min(kv, K_BLOCK) if kv > DEEP_K else kv  # the K a tile's call sums over
-    group = row_group(mv, depth, itemsize, tile_rows)
-    blocked = packs_b(min(group, mv), depth, nv, cols)  # (a group may pass the rows)
-    if blocked:
-        group = task_rows(mv, value(math.prod(batch)), tile_rows)
+    group = task_rows(mv, value(math.prod(batch)), tile_rows)
+    blocked = packs_b(min(group, mv), kv, nv, cols)  # (a group may pass the rows)
+    if not blocked:
+        group = row_group(mv, depth, itemsize, tile_rows)
     groups_value = -(-mv // group)
     groups, group = sizes.dims((groups_value, group))
     deep = depth != kv  # (structure: summed in parts of K_BLOCK, a constant)
