@@ -18,10 +18,11 @@ a constant trip count along the contiguous side (a trip count read at run time l
 the 32 values of a panel's row to the vectorised loop's scalar remainder: the copies
 then took a third of the product's time).
 
-Measured on this project's AMD EPYC (Zen 4, one thread, process time; NumPy's
-OpenBLAS beside it): 1024 x 1024 x 1024 float32 102 GFLOP/s (OpenBLAS 98),
-float64 49 (51); 2048^3 float32 101 (102), float64 51 (53); and the tiles without
-the copies at 112: the copies cost the rest.
+Measured on this project's AMD EPYC (Zen 4, one thread, process time, medians;
+NumPy's OpenBLAS beside it in the same process): 1024^3 float32 96.6 GFLOP/s
+(OpenBLAS 99.9), float64 49.4 (50.3); 2048^3 float32 99.6 (101.1), float64 51.1
+(51.5; read in place it ran at 8.2); 4096 x 1024 x 1024 float32 99.7 (98.8). The
+tiles alone, without the copies, ran at 105-112: the copies cost the rest.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ def task_rows(rows: int, matrices: int, tile_rows: int) -> int:
     of each shared out over the worker threads the matrices leave idle, a multiple of
     the tile's rows.
 
-    >>> task_rows(1024, 1, 12) * 2 >= 1024, task_rows(1024, 8, 12)
-    (True, 1032)
+    >>> task_rows(1024, 1, 12) % 12, task_rows(1024, 1 << 20, 12)  # (matrices to spare)
+    (0, 1032)
     """
     groups = max(1, -(-worker_threads() // matrices))
     tiles = -(-rows // tile_rows)
