@@ -123,24 +123,67 @@ def test_large_matmuls_match_numpy(a_shape, b_shape, dtype):
 @pytest.mark.parametrize(
     "a_shape,b_shape,transposed_b",
     [
-        ((300, 100), (100, 1000), False),  # 31 full panels and a part one
-        ((97, 33), (33, 200), True),  # B a transposed view: copied, then packed
+        ((600, 100), (100, 1000), False),  # 31 full panels and a part one
+        ((597, 33), (33, 200), True),  # B a transposed view
         ((3, 200, 64), (64, 100), False),  # batched A, one B
-        ((2, 200, 16), (2, 16, 70), False),  # batched B: a panel packed per matrix
+        ((2, 200, 16), (2, 16, 70), False),  # batched B: B packed per matrix
     ],
     ids=["wide", "transposed", "batched-a", "batched-b"],
 )
 def test_products_that_pack_b_match_numpy(a_shape, b_shape, transposed_b, dtype):
-    """Products wider than one panel, with tasks of rows enough, copy each panel of B
-    into a contiguous block before the tiles read it (``gemm.packs_b``)."""
+    """Products wider than one panel, with tasks of rows enough, copy their operands
+    into packed blocks before the tiles read them (``gemm.packs_b``, ``gemm_blocks``)."""
+    from nbyoc.codegen.llvm import gemm_blocks
+
     a = nbyoc.var("a", a_shape, dtype)
     b = nbyoc.var("b", b_shape, dtype)
-    rows = gemm.row_group(a_shape[-2], a_shape[-1], np.dtype(dtype).itemsize, 6)
-    if len(b_shape) == 2:
-        assert gemm.packs_b(rows, a_shape[-1], b_shape[-1], 32) or dtype == "float64"
+    tile_rows, cols = tile_shape(dtype)
+    matrices = int(np.prod(np.broadcast_shapes(a_shape[:-2], b_shape[:-2])))
+    rows = min(a_shape[-2], gemm_blocks.task_rows(a_shape[-2], matrices, tile_rows))
+    if rows < gemm.PACK_MIN_ROWS:
+        pytest.skip(f"more threads than these {a_shape[-2]} rows take in blocks")
+    assert gemm.packs_b(rows, a_shape[-1], b_shape[-1], cols)
     source = nbyoc.compile(nbyoc.function([a, b], a @ b), backend="llvm").get_source()
-    assert "b_panel[kk, j] = " in source
+    assert "b_pack[p, kk, j] = " in source and "a_pack[t, kk, i] = " in source
     check_matmul(a_shape, b_shape, dtype, "bias+relu", seed=7, transposed_b=transposed_b)
+
+
+def _edges(tile: int) -> list[int]:
+    return [tile - 1, tile, tile + 1]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("part", ["rows", "columns", "depth"])
+def test_blocked_products_match_numpy_at_every_edge(part, dtype, monkeypatch):
+    """The blocked product (``gemm_blocks``, taken here from one tile's rows) at the
+    edges of its tile, panel, column block and K block: one fewer, exactly, one more
+    (row tails of 8, 4, 2, 1 rows; a part panel; a part column block; a part K block),
+    each against NumPy."""
+    from nbyoc.codegen.llvm import gemm_blocks
+
+    tile_rows, cols = tile_shape(dtype)
+    monkeypatch.setattr(gemm, "PACK_MIN_ROWS", tile_rows)
+    block, depth = gemm_blocks.column_block(dtype), gemm_blocks.K_PART
+    base = {"rows": 2 * tile_rows + 7, "columns": 3 * cols + 5, "depth": 37}
+    values = {
+        "rows": [*_edges(2 * tile_rows), 4 * tile_rows + 15],
+        "columns": [*_edges(2 * cols), *_edges(block), block + 2 * cols + 3],
+        "depth": [2, *_edges(depth), 2 * depth + 3],
+    }[part]
+    for seed, size in enumerate(values):
+        m, n, k = (size if part == name else base[name] for name in ("rows", "columns", "depth"))
+        check_matmul((m, k), (k, n), dtype, "none", seed=seed)
+    a, b = nbyoc.var("a", (m, k), dtype), nbyoc.var("b", (k, n), dtype)
+    source = nbyoc.compile(nbyoc.function([a, b], a @ b)).get_source()
+    assert "a_pack[t, kk, i] = " in source
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 40, 70), (40, 1, 70), (40, 70, 1)])
+def test_products_with_a_size_of_one_match_numpy(m, k, n, dtype):
+    """A row, a column or a depth of one: the tiles read the operands in place."""
+    check_matmul((m, k), (k, n), dtype, "none")
+    check_matmul((3, m, k), (k, n), dtype, "bias+relu")
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -151,8 +194,9 @@ def test_products_that_pack_b_match_numpy(a_shape, b_shape, transposed_b, dtype)
     ids=["deep", "deep-batched"],
 )  # fmt: skip
 def test_deep_products_sum_k_in_parts(a_shape, b_shape, dtype):
-    """Beyond DEEP_K, K is summed in parts of K_BLOCK: the first part's tiles store,
-    the later ones add to what is stored (accumulating tiles)."""
+    """Beyond DEEP_K, a product read in place (rows too few for blocks) sums K in parts
+    of K_BLOCK: the first part's tiles store, the later ones add to what is stored
+    (accumulating tiles)."""
     a = nbyoc.var("a", a_shape, dtype)
     b = nbyoc.var("b", b_shape, dtype)
     source = nbyoc.compile(nbyoc.function([a, b], a @ b), backend="llvm").get_source()

@@ -6,12 +6,13 @@ Three ways, chosen per call by its dtype:
 
 - **tiles** (float32 and float64, both operands at least 2-D): the product is cut
   into groups of rows, one task each, shared out over the kernel's threads; a task
-  runs ``nbyoc.runtime.llvm.tiles``' register-blocked tiles over its rows, a panel of
-  columns at a time (the panel of B stays in L1 while the task's rows pass over it,
-  the rows of A in L2 while the panels pass), then its epilogue on its rows.
-  In the kernel's own threads, at BLAS speed (see ``tiles``). A product deeper than
-  ``DEEP_K`` sums K in parts of ``K_BLOCK`` (accumulating tiles after the first), so
-  that the rows of a part and a panel stay in cache (BLAS's ``kc`` blocking).
+  runs ``nbyoc.runtime.llvm.tiles``' register-blocked tiles over its rows, then its
+  epilogue on its rows. In the kernel's own threads, at BLAS speed. A product wide
+  enough and with rows enough (``packs_b``) runs in blocks of packed operands, one
+  task per thread (``gemm_blocks``); a smaller one reads its operands in place, a
+  panel of columns at a time, and one deeper than ``DEEP_K`` sums K in parts of
+  ``K_BLOCK`` (accumulating tiles after the first), so that the rows of a part and a
+  panel stay in cache (BLAS's ``kc`` blocking).
 - **rows** (float16, computed in float32): each output row is ``K`` multiply-adds of
   rows of ``b`` into an accumulator row, vectorised along the row.
 - **loops**: integer and bool products and products with a 1-D operand; taken only
@@ -27,8 +28,13 @@ import math
 
 from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call, Constant
-from ...runtime.llvm.target import tile_name, tile_shape, tiles_supported, worker_threads
+from ...runtime.llvm.target import (
+    tile_name,
+    tile_shape,
+    tiles_supported,
+)
 from . import rules
+from .gemm_blocks import blocked_product, tail_rows, task_rows
 from .generic import symbolic_size
 from .loops import loop_nest, outer, subscript
 from .sizes import Sizes, ceil_div, value
@@ -174,24 +180,21 @@ def row_group(
     return tile_rows * max(1, min(per_task, fits))
 
 
-#: A task's rows of A per panel of B, from which the panel is first packed (each
-#: panel's k rows lie ``n`` values apart in B: at n = 1024 float32, 4 KiB, so they
-#: all fall in the same L1 sets; packed they are one contiguous block). Measured on
-#: this project's Intel VM, one thread, 258 x 1024 x 1024: 44 -> 81-119 GFLOP/s (NumPy's
-#: BLAS: 100-130 a core). A task of fewer rows would pay the copy for too little work.
-PACK_MIN_ROWS = 12
-#: A task packs every panel of B once, so products that pack take fewer, larger tasks:
-#: this many per worker thread, their A up to PACKED_ROW_GROUP_BYTES (re-read from L2
-#: for each panel). The bench's MLP (two 256x1024x1024 products with epilogues, 2
-#: threads): 13.0 ms unpacked in 16 tasks, 14.8 packed in 16, 6.7 packed in 4, 5.4
-#: packed in 2 (NumPy: 4.4 ms). Two a thread leave room to balance a busy machine.
-PACKED_TASKS_PER_THREAD = 2
-PACKED_ROW_GROUP_BYTES = 1 << 20
+#: A task's rows of A from which its product is computed in blocks of packed operands
+#: (``gemm_blocks``: each panel's k rows lie ``n`` values apart in B, at n = 1024
+#: float32 4 KiB, so they all fall in the same L1 sets; packed they are one contiguous
+#: block). A task packs all of B, so one of fewer rows pays the copies for too little
+#: work: on this project's AMD EPYC (12-row tiles, one thread, M x 1024 x 1024), read
+#: in place / in blocks, float32 at 12 rows 89 / 47 GFLOP/s, 48 rows 92 / 65, 128 rows
+#: 93 / 88, 192 rows 95 / 93; and at 2048 rows 76 / 105, float64 7.8 / 53 (K = 2048:
+#: twelve rows of A 16 KiB apart share their L1 set).
+PACK_MIN_ROWS = 128
 
 
 def packs_b(rows: int, k: int, n: int, cols: int) -> bool:
-    """Whether a tiled product whose tasks take ``rows`` rows of A packs B's panels:
-    B wider than one panel (else its rows are the panel, contiguous), and rows enough.
+    """Whether a tiled product whose tasks would take ``rows`` rows of A runs in blocks
+    of packed operands (``gemm_blocks``): B wider than one panel (else its rows are
+    the panel, contiguous), and rows enough.
 
     >>> packs_b(258, 1024, 1024, 32), packs_b(258, 1024, 32, 32), packs_b(6, 64, 1024, 32)
     (True, False, False)
@@ -200,15 +203,15 @@ def packs_b(rows: int, k: int, n: int, cols: int) -> bool:
 
 
 def tile_product(
-    dtype: str, arrays, sizes, r0: str, r1: str, pack: str | None = None, accumulate=False
+    dtype: str, arrays, sizes, r0: str, r1: str, accumulate=False
 ) -> tuple[list[str], set[str]]:
     """Lines computing rows ``[r0, r1)`` of ``c = a @ b`` by tiles, and the tiles they
     import. ``arrays``: the names of the 2-D ``a``, ``b`` (unit-stride rows) and ``c``;
     ``sizes``: (rows of the whole product, k, n: a number or an expression). ``r0``
     must be a multiple of the tile's rows and ``r1 - r0`` one too, except at the end of
-    the product, so the last tile's rows are always ``rows % tile rows``. With ``pack``
-    (a (k, tile columns) array), each panel of ``b`` is first copied there (see
-    ``packs_b``). With ``accumulate``, the product is added to ``c``."""
+    the product, so the last tile's rows are always ``rows % tile rows``. The operands
+    are read in place (a product large enough to gain from copying them runs in
+    blocks: ``gemm_blocks``). With ``accumulate``, the product is added to ``c``."""
     a, b, c = arrays
     m, k, n = sizes
     tile_rows, cols = tile_shape(dtype)
@@ -226,16 +229,8 @@ def tile_product(
     imports.update(tails)
 
     def panel(valid: str) -> list[str]:
-        lines, source, column, target = [], b, "n0", c
-        if pack is not None:  # (the tile writes c at b's column: c's view starts at n0)
-            lines = [
-                f"for kk in range({k}):",
-                f"    for j in range({valid}):",
-                f"        {pack}[kk, j] = {b}[kk, n0 + j]",
-                f"{pack}_c = {c}[:, n0:]",
-            ]
-            source, column, target = pack, "0", f"{pack}_c"
-        lines += [
+        source, column, target = b, "n0", c
+        lines = [
             f"r = {r0}",
             f"while r + {tile_rows} <= {r1}:",
             f"    {tile}({a}, r, {source}, {column}, {k}, {target}, r, {valid})",
@@ -274,20 +269,6 @@ def tile_product(
     return lines, imports
 
 
-def tail_rows(tile_rows: int) -> list[int]:
-    """The row counts of the tiles that take the last rows of a product whose row count
-    is read at run time: powers of two below the full tile's, largest first.
-
-    >>> tail_rows(6), tail_rows(4)
-    ([4, 2, 1], [2, 1])
-    """
-    rows, found = 1, []
-    while rows < tile_rows:
-        found.insert(0, rows)
-        rows *= 2
-    return found
-
-
 def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
     a_name, b_name = sources
     a, b = node.args
@@ -301,11 +282,10 @@ def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
     tile_rows, cols = tile_shape(dtype)
     itemsize = dtype_info(dtype).itemsize
     depth = min(kv, K_BLOCK) if kv > DEEP_K else kv  # the K a tile's call sums over
-    group = row_group(mv, depth, itemsize, tile_rows)
-    pack = "b_panel" if packs_b(group, depth, nv, cols) else None
-    if pack:  # (never more tasks than unpacked: the group only grows)
-        tasks = min(TASKS_PER_MATRIX, PACKED_TASKS_PER_THREAD * worker_threads())
-        group = row_group(mv, depth, itemsize, tile_rows, tasks, PACKED_ROW_GROUP_BYTES)
+    group = task_rows(mv, value(math.prod(batch)), tile_rows)
+    blocked = packs_b(min(group, mv), kv, nv, cols)  # (a group may pass the rows)
+    if not blocked:
+        group = row_group(mv, depth, itemsize, tile_rows)
     groups_value = -(-mv // group)
     groups, group = sizes.dims((groups_value, group))
     deep = depth != kv  # (structure: summed in parts of K_BLOCK, a constant)
@@ -317,13 +297,17 @@ def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
     c2 = f"{dest}[{subscript(names)}]" if names else dest
     # (a column count that is a symbol: its panels counted at run time)
     columns = str(n) if b.type.ndim >= 2 and symbolic_size(b, -1) else n
-    if not deep:
-        lines, imports = tile_product(dtype, (a2, b2, c2), (m, k, columns), "r0", "r1", pack)
-        body += lines
+    setup = []
+    if blocked:  # (each matrix's views once: the copies index them per value)
+        body += [f"a_m = {a2}", f"b_m = {b2}", f"c_m = {c2}"]
+        setup, lines, imports = blocked_product(
+            dtype, ("a_m", "b_m", "c_m"), (m, k, n), "r0", "r1", group
+        )
+    elif not deep:
+        lines, imports = tile_product(dtype, (a2, b2, c2), (m, k, columns), "r0", "r1")
     else:
-        lines, imports = _deep_product(dtype, (a2, b2, c2), (m, k, columns), depth, pack)
-        body += lines
-    setup = [f"b_panel = np.empty(({depth}, {cols}), np.{dtype})"] if pack else []
+        lines, imports = _deep_product(dtype, (a2, b2, c2), (m, k, columns), depth)
+    body += lines
     if epilogue is not None and names:
         body += ["for r in range(r0, r1):", *("    " + line for line in epilogue([*names, "r"]))]
     elif epilogue is not None:
@@ -344,7 +328,7 @@ DEEP_K = 2048
 K_BLOCK = 512
 
 
-def _deep_product(dtype, arrays, sizes, depth: int, pack) -> tuple[list[str], set[str]]:
+def _deep_product(dtype, arrays, sizes, depth: int) -> tuple[list[str], set[str]]:
     """Lines computing rows ``[r0, r1)`` of ``c = a @ b`` over K in parts of ``depth``,
     and the tiles they import: the first part stores its product, the others add theirs
     (accumulating tiles)."""
@@ -355,7 +339,7 @@ def _deep_product(dtype, arrays, sizes, depth: int, pack) -> tuple[list[str], se
 
     def part(first: bool) -> list[str]:
         lines, tiles = tile_product(
-            dtype, ("a_k", "b_k", c), (m, "kl", n), "r0", "r1", pack, accumulate=not first
+            dtype, ("a_k", "b_k", c), (m, "kl", n), "r0", "r1", accumulate=not first
         )
         imports.update(tiles)
         return lines

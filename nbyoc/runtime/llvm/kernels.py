@@ -2,7 +2,8 @@
 
 Each source is content-addressed: its file under ``<cache>/kernels`` is named
 by a hash of the source, the versions of nbyoc, Numba, llvmlite, NumPy and
-Python, and the text of the nbyoc runtime modules it imports (Numba's own cache
+Python, the CPU it is compiled for (``target.machine_signature``), and the text
+of the nbyoc runtime modules it imports (Numba's own cache
 checks only the kernel file's time stamp, so a changed helper such as
 ``vecmath.exp_f32`` would otherwise stay inlined in old machine code) and of
 ``runtime.llvm.linking``, which shapes every kernel's machine code. It is run as a
@@ -50,7 +51,7 @@ import types
 from ... import cache
 from ..._version import __version__
 from ..compiles import count
-from . import entry_code, machine_code
+from . import entry_code, machine_code, target
 from .linking import KERNEL_MODULE_PREFIX
 from .linking import install as keep_kernels_self_contained
 from .numba_cache import NumbaCacheFiles
@@ -68,9 +69,11 @@ def _versions() -> str:
     import numba
     import numpy
 
+    # (the CPU too: a stage module's machine code is loaded without Numba, which would
+    # otherwise have refused code made for another CPU: ``target.machine_signature``)
     return "|".join(
         [__version__, numba.__version__, llvmlite.__version__, numpy.__version__,
-         platform.python_version(), platform.machine()]
+         platform.python_version(), platform.machine(), target.machine_signature()]
     )  # fmt: skip
 
 

