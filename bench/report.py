@@ -405,6 +405,12 @@ def markdown(doc: dict) -> str:
          "through `nbyoc.jit` (llvm), written out as loops under `numba.njit(parallel=True)`, "
          "and as a numexpr expression where one applies (bench/test_jit.py); in brackets "
          "NumPy's median over the case's.", run_time_table(doc, "jit")),
+        ("The user corpus", "tests/frontend/user_corpus.py's functions on their first "
+         "signature's (small) arguments: NumPy as written, `nbyoc.jit` (as written, or the "
+         "recorded rewrite where nbyoc refuses it) and `numba.njit` on the function as "
+         "written (blank where Numba does not compile it); in brackets NumPy's median over "
+         "the case's (bench/test_user_corpus.py). Mostly each tool's cost per call.",
+         run_time_table(doc, "corpus")),
         ("Against ONNX Runtime", "ONNX Runtime (default session options: all graph "
          "optimisations, a thread per core) on the same graph as an ONNX model "
          "(bench/onnx_graphs.py; the models of bench/test_models.py), its median over each "

@@ -84,8 +84,11 @@ def test_report_has_every_table(smoke_run):
     text = load_report().markdown(smoke_run)
     assert text.startswith("Machine: ")
     for title in ("Run time", "Against ONNX Runtime", "Compute-bound: the MLP", "Compile time",
-                  "Peak memory per call", "Compile time against graph size"):  # fmt: skip
+                  "Peak memory per call", "Compile time against graph size",
+                  "The user corpus"):  # fmt: skip
         assert f"#### {title}" in text
+    corpus = text.split("#### The user corpus")[1].split("####")[0]
+    assert "| ewma | 12x4 | " in corpus  # (a rewrite's row)
     scaling = text.split("#### Compile time against graph size")[1].split("####")[0]
     for family in ("chain", "dag", "blocks"):
         for backend in ("llvm", "csource", "examplejson", "host"):
