@@ -21,6 +21,8 @@ CASES = [*graphs.COMPETITORS, *graphs.NBYOC_CASES]
 def test_peak_memory(benchmark, case, largest_size, process_rounds):
     if case == "numexpr" and graphs.numexpr is None:
         pytest.skip("numexpr is not installed (pip install '.[bench]')")
+    if case == "jax.jit" and graphs.jax is None:
+        pytest.skip("jax is not installed (pip install '.[bench]')")
     benchmark.group = f"memory: reference {largest_size}x{largest_size}"
     reports = []
     benchmark.pedantic(

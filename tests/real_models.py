@@ -282,7 +282,7 @@ def symbolic_import(name: str, data: bytes | None = None):
         # (a size the import must decide: PLCMOS's GRU runs over frames - 6 steps, which
         # nbyoc cannot tell is not negative without knowing frames)
         undecidable = isinstance(e.__cause__, nbyoc.errors.UndecidableSizeError)
-        if isinstance(e, nbyoc.errors.ModelImportError) and not undecidable:
+        if not isinstance(e, nbyoc.errors.NeedsConstantError) and not undecidable:
             raise
         shapes = {}
         for k, i in model.inputs.items():
