@@ -366,8 +366,9 @@ def test_tiled_convs_of_any_size_match_numpy(images, channels, out_channels, sid
         ((2, 4, 45), (8, 4, 5), {"pads": (3, 1)}, "wide"),  # 1-D
         ((1, 3, 4, 5, 9), (8, 3, 3, 2, 2), {"pads": (1, 0, 1, 1, 1, 0)}, "wide"),  # 3-D
         ((1, 6, 11, 13), (16, 6, 3, 3), {"pads": (1, 1, 1, 1), "strides": (2, 2)}, "tiles"),
+        ((1, 16, 90), (8, 16, 2), {"pads": (0, 9)}, "wide"),  # end padding past the kernel
     ],
-    ids=["2-D", "1-D", "3-D", "strided"],
+    ids=["2-D", "1-D", "3-D", "strided", "end padding"],
 )
 def test_convs_in_the_smallest_blocks_read_their_neighbours_rows_and_padding(
     monkeypatch, x_shape, w_shape, attrs, way
@@ -386,6 +387,7 @@ def test_convs_in_the_smallest_blocks_read_their_neighbours_rows_and_padding(
     g = llvm_conv._Geometry(y)
     if way == "wide":
         assert llvm_conv._wide_block_rows(g, 1 << 20, 4, 16) == 1
+        assert "plane" in fn.get_source()
     else:
         assert llvm_conv._position_block(g, 16, 4) == 16
     inputs = [normal(x_shape, seed=3)]

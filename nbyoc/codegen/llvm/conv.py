@@ -359,7 +359,8 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
         f"    in0 = max(0, row0 - {b0})",
         f"    in1 = min({g.spatial[0]}, row1 + {reach - b0})",
         f"    plane[ci, : (in0 + {b0} - row0) * {stride[0]}] = 0.0",
-        f"    plane[ci, (in1 + {b0} - row0) * {stride[0]} :] = 0.0",
+        # (past the input when the end padding outreaches the kernel: zero it all)
+        f"    plane[ci, max(0, in1 + {b0} - row0) * {stride[0]} :] = 0.0",
         "    for i0 in range(in0, in1):",
     ]
     if k == 1:
