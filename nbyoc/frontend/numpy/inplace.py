@@ -27,6 +27,7 @@ import numpy as np
 
 from ...errors import NbyocTypeError
 from ...ir import ops
+from ...ir.dtypes import dtype_info
 from ...ir.nodes import Var
 
 #: Whether the current trace's parameters are a user's arrays (``nbyoc.jit`` runs).
@@ -71,7 +72,9 @@ def augmented(binary: str, symbol: str):
         result = getattr(self, binary)(other)
         if result is NotImplemented or result.dtype == self.dtype:
             return result
-        if not np.can_cast(result.dtype, self.dtype, casting="same_kind"):
+        # (NumPy's dtypes for nbyoc's names: ml_dtypes' bfloat16 and float8 too)
+        wider, kept = dtype_info(result.dtype).numpy, dtype_info(self.dtype).numpy
+        if not np.can_cast(wider, kept, casting="same_kind"):
             name = getattr(self, "name_hint", None) or "y"
             raise NbyocTypeError(
                 f"{name} {symbol} ... of {self.dtype} by {result.dtype} values: NumPy's "

@@ -22,6 +22,7 @@ import numpy as np
 
 from ...ir import ops
 from ...ir.builder import const
+from ...ir.dtypes import dtype_info
 from ...ir.nodes import Expr
 from .refusals import refuse
 
@@ -90,14 +91,16 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     def at(k):
         return ordered[(slice(None),) * axis + (k,)]
 
-    middle = at(n // 2)
-    if a.dtype != "bool" and np.dtype(a.dtype).kind in "iub":
-        middle = ops.cast(middle, "float64")
-        if n % 2 == 0:
-            middle = ops.divide(ops.add(ops.cast(at(n // 2 - 1), "float64"), middle), 2.0)
-    elif n % 2 == 0:
-        middle = ops.divide(ops.add(at(n // 2 - 1), middle), 2.0)
-    if np.dtype(a.dtype).kind == "f":  # (a NaN sorts last: the largest is NaN)
+    # (integers and bools give float64, as NumPy's mean of the middle gives)
+    is_float = dtype_info(a.dtype).is_float
+
+    def middle_at(k):
+        return at(k) if is_float else ops.cast(at(k), "float64")
+
+    middle = middle_at(n // 2)
+    if n % 2 == 0:
+        middle = ops.divide(ops.add(middle_at(n // 2 - 1), middle), 2.0)
+    if is_float:  # (a NaN sorts last: the largest is NaN)
         middle = ops.where(ops.isnan(at(n - 1)), at(n - 1), middle)
     if keepdims:
         middle = ops.reshape(middle, (1,) * len(shape) if flat else
