@@ -22,7 +22,9 @@ AttributeError: IR nodes are immutable; build a new node instead
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -41,6 +43,32 @@ _CHECKED_ATTRS = {
     "global_symbol": lambda v: check_symbol(v, "global_symbol"),
     "Compiler": check_backend_name,
 }
+
+
+#: While set, every argument of a new ``Call``, ``Tuple`` or ``TupleGetItem`` is passed
+#: through it first (``resolving_arguments``).
+_ARGUMENT_RESOLVER: contextvars.ContextVar[Callable[[Expr], Expr] | None] = contextvars.ContextVar(
+    "nbyoc_argument_resolver", default=None
+)
+
+
+@contextlib.contextmanager
+def resolving_arguments(resolve: Callable[[Expr], Expr]):
+    """Within it, nodes built take ``resolve(arg)`` for each argument ``arg``: the NumPy
+    frontend's hook for in-place updates, where a traced array's name stands for a newer
+    value once the function changed the array (``frontend.numpy.aliasing``).
+
+    >>> a = Var("a", TensorType((2,), "float32"))
+    >>> b = Var("b", TensorType((2,), "float32"))
+    >>> with resolving_arguments(lambda e: b if e is a else e):
+    ...     Call("negative", [a]).args[0] is b
+    True
+    """
+    token = _ARGUMENT_RESOLVER.set(resolve)
+    try:
+        yield
+    finally:
+        _ARGUMENT_RESOLVER.reset(token)
 
 
 def check_function_name(name) -> str:
@@ -278,6 +306,9 @@ class Call(Expr):
         for arg in args:
             if not isinstance(arg, Expr):
                 raise IRError(f"call arguments must be IR expressions, got {arg!r}")
+        resolve = _ARGUMENT_RESOLVER.get()
+        if resolve is not None:
+            args = tuple(map(resolve, args))
         arg_types = tuple(a.type for a in args)
         if isinstance(op, GlobalVar):
             if attrs:
@@ -329,6 +360,9 @@ class Tuple(Expr):
         for f in fields:
             if not isinstance(f, Expr):
                 raise IRError(f"tuple fields must be IR expressions, got {f!r}")
+        resolve = _ARGUMENT_RESOLVER.get()
+        if resolve is not None:
+            fields = tuple(map(resolve, fields))
         self._set(fields=fields, type=TupleType(f.type for f in fields))
 
     def __repr__(self) -> str:
@@ -343,6 +377,9 @@ class TupleGetItem(Expr):
     index: int
 
     def __init__(self, tuple_value: Expr, index: int):
+        resolve = _ARGUMENT_RESOLVER.get()
+        if resolve is not None:
+            tuple_value = resolve(tuple_value)
         t = tuple_value.type
         if not isinstance(t, TupleType):
             raise NbyocTypeError(

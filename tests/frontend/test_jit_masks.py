@@ -92,7 +92,9 @@ def test_a_selection_in_a_larger_function():
 @pytest.mark.parametrize(
     "fn, asked",
     [
-        (lambda x: x[x > 0] * 2.0, "arithmetic"),
+        (lambda x: x[x > 0] * 2.0, "returned it"),
+        (lambda x: x[x > 0] + x, "arithmetic with a value of shape"),
+        (lambda x: x[x > 0] + x[x < 1], "two masks"),
         (lambda x: x[x > 0].shape, ".shape"),
         (lambda x: x[x > 0].sum(axis=0), "reduces the whole selection only"),
         (lambda x: np.sort(x[x > 0]), "numpy.sort"),

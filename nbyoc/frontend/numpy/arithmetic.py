@@ -13,13 +13,44 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ValueOutOfRangeError
+from ...errors import NbyocTypeError, ValueOutOfRangeError
 from ...ir import ops
 from ...ir.builder import weak_kind
-from ...ir.dtypes import promote, scalar_dtype
+from ...ir.dtypes import dtype_info, promote, scalar_dtype
 from ...ir.nodes import Expr
 from ...ir.ops.elementwise import numpy_loop
 from .refusals import refuse
+
+#: Augmented operator -> (the binary method computing it, its symbol).
+AUGMENTED = {
+    "__iadd__": ("__add__", "+="), "__isub__": ("__sub__", "-="),
+    "__imul__": ("__mul__", "*="), "__itruediv__": ("__truediv__", "/="),
+    "__ifloordiv__": ("__floordiv__", "//="), "__imod__": ("__mod__", "%="),
+    "__ipow__": ("__pow__", "**="), "__imatmul__": ("__matmul__", "@="),
+    "__iand__": ("__and__", "&="), "__ior__": ("__or__", "|="), "__ixor__": ("__xor__", "^="),
+}  # fmt: skip
+
+
+def kept_in_place(result: Expr, dtype: str, symbol: str, name: str) -> Expr:
+    """``result`` of ``name <symbol> ...`` (``+=``...) cast back to ``dtype`` as NumPy's
+    in-place operation casts it: with ``same_kind``, else NumPy's error.
+
+    >>> import nbyoc
+    >>> kept_in_place(nbyoc.var("y", (2,), "float64"), "float32", "+=", "y").type
+    Tensor[(2,), float32]
+    """
+    if result.dtype == dtype:
+        return result
+    # (NumPy's dtypes for nbyoc's names: ml_dtypes' bfloat16 and float8 too)
+    wider, kept = dtype_info(result.dtype).numpy, dtype_info(dtype).numpy
+    if not np.can_cast(wider, kept, casting="same_kind"):
+        raise NbyocTypeError(
+            f"{name} {symbol} ... of {dtype} by {result.dtype} values: NumPy's in-place "
+            f"{symbol} keeps {dtype} and cannot cast {result.dtype} to it "
+            f"(casting='same_kind'); write {name} = {name} {symbol[:-1]} ... for a new "
+            f"{result.dtype} value"
+        )
+    return ops.cast(result, dtype)
 
 
 def clip(a, a_min=None, a_max=None, out=None, **kwargs):

@@ -22,6 +22,7 @@ import numpy as np
 from ...errors import NbyocTypeError
 from ...ir import ops
 from . import arithmetic, linalg, reductions, shapes, sorting
+from .aliasing import fresh
 from .refusals import public_name, unsupported_function
 
 #: NumPy array function -> builder taking NumPy's arguments.
@@ -49,15 +50,18 @@ ARRAY_FUNCTIONS = {
     np.var: reductions.variance,
     np.std: reductions.deviation,
     np.reshape: shapes.reshape,
-    np.transpose: lambda a, axes=None: ops.transpose(a, axes),
+    np.transpose: shapes.transpose,
     np.concatenate: lambda arrays, axis=0, **kw: ops.concatenate(list(arrays), axis=axis),
     np.stack: shapes.stack,
-    np.broadcast_to: lambda array, shape, subok=False: ops.broadcast_to(array, shape),
+    np.broadcast_to: shapes.broadcast_to,
+    np.copy: shapes.copy,
     np.squeeze: shapes.squeeze,
     np.expand_dims: shapes.expand_dims,
     np.ravel: shapes.ravel,
     np.roll: shapes.roll,
     np.zeros_like: shapes.filled_like(lambda args: 0),
+    # (any values are NumPy's empty_like; zeros are the cheapest to make)
+    np.empty_like: shapes.filled_like(lambda args: 0),
     np.ones_like: shapes.filled_like(lambda args: 1),
     np.full_like: shapes.filled_like(lambda args: args[0]),
     np.shape: lambda a: a.shape,
@@ -88,9 +92,21 @@ ARRAY_FUNCTIONS = {
     np.interp: sorting.interp,
 }
 # fmt: on
+#: The array functions whose result is a view of their first argument, as NumPy's is
+#: (their builders record it: ``aliasing.view``), or may be that argument itself.
+VIEWS = {
+    np.reshape,
+    np.transpose,
+    np.broadcast_to,
+    np.squeeze,
+    np.expand_dims,
+    np.ravel,
+    np.shape,
+    np.ndim,
+    np.size,
+}  # fmt: skip
 #: Array functions without a counterpart, and what to write instead.
 FUNCTION_HINTS = {
-    np.copy: "use x itself (graph values are immutable)",
     np.average: "write (x * w).sum(axis) / w.sum() (NumPy's weights that sum to 0 raise)",
     np.percentile: "write it from np.sort(x, axis) with the quantile's positions",
     np.quantile: "write it from np.sort(x, axis) with the quantile's positions",
@@ -106,6 +122,7 @@ def array_function(func, args, kwargs):
     """What ``Expr.__array_function__`` returns: the graph NumPy's ``func`` describes."""
     build = ARRAY_FUNCTIONS.get(func)
     if build is not None:
-        return build(*args, **kwargs)
+        result = build(*args, **kwargs)
+        return result if func in VIEWS else fresh(result, [*args, *kwargs.values()])
     hint = FUNCTION_HINTS.get(func, "")
     raise NbyocTypeError(unsupported_function(public_name(func), hint, names()))

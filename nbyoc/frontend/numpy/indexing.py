@@ -23,6 +23,7 @@ from ...ir.builder import call_op
 from ...ir.nodes import Expr, TupleGetItem
 from ...ir.symbols import SizeExpr
 from ...ir.types import TensorType
+from .aliasing import active, current
 from .masks import DATA_DEPENDENT, MaskedSelection, is_mask_of, refuses
 
 
@@ -31,11 +32,49 @@ def getitem(x, key):
     ``x[..., 0]``, ``x[None]``, ``x[:, [0, 2]]``) built from slice, reshape, gather."""
     if not isinstance(x.type, TensorType):
         return TupleGetItem(x, key)
-    if is_mask_of(x, key):  # x[mask]: only a reduction takes it
-        return MaskedSelection(x, key)
+    if is_mask_of(x, key):  # x[mask]: only a reduction takes it (a copy: values now)
+        return MaskedSelection(current(x), current(key))
     if refuses(key):
         raise NbyocTypeError(DATA_DEPENDENT)
-    return index(x, key)
+    result = index(x, key)
+    record = active()
+    if record is not None and _is_view(key, result):
+        from .assignment import assigned  # (local: assignment builds on indexing)
+
+        record.add_view(
+            result, x, lambda base: index(base, key),
+            lambda base, new: assigned(base, key, new), key=key,
+        )  # fmt: skip
+    return result
+
+
+def _is_view(key, result) -> bool:
+    """Whether NumPy's ``x[key]`` is a view: basic indexing, but for a single element
+    (all integers), which NumPy returns as a scalar."""
+    parts = key if isinstance(key, tuple) else (key,)
+    if any(isinstance(p, (list, np.ndarray, Expr)) for p in parts):
+        return False  # (an integer-array index copies)
+    return not (result.type.ndim == 0 and all(isinstance(p, (int, np.integer)) for p in parts))
+
+
+def expand_key(type: TensorType, key) -> tuple:
+    """``key`` as a tuple with one entry per axis of a ``type`` value (its ``...`` spelt
+    out as full slices, as are the axes after the last entry), and its ``None`` entries.
+
+    >>> import nbyoc
+    >>> expand_key(nbyoc.var("x", (4, 5, 6)).type, (None, 1))
+    (None, 1, slice(None, None, None), slice(None, None, None))
+    """
+    key = key if isinstance(key, tuple) else (key,)
+    if sum(k is Ellipsis for k in key) > 1:
+        raise NbyocTypeError("an index can only have a single ellipsis ('...')")
+    explicit = sum(k is not None and k is not Ellipsis for k in key)
+    if explicit > type.ndim:
+        raise NbyocTypeError(f"too many indices for {type!r}: {explicit}")
+    if not any(k is Ellipsis for k in key):
+        key = (*key, Ellipsis)
+    at = next(i for i, k in enumerate(key) if k is Ellipsis)  # (== would compare arrays)
+    return key[:at] + (slice(None),) * (type.ndim - explicit) + key[at + 1 :]
 
 
 def index(x, key):
@@ -48,16 +87,7 @@ def index(x, key):
     >>> x[1, ..., ::2].shape, x[:, [0, 2]].shape, x[None, -1].shape
     ((5, 3), (4, 2, 6), (1, 5, 6))
     """
-    key = key if isinstance(key, tuple) else (key,)
-    if sum(k is Ellipsis for k in key) > 1:
-        raise NbyocTypeError("an index can only have a single ellipsis ('...')")
-    explicit = sum(k is not None and k is not Ellipsis for k in key)
-    if explicit > x.type.ndim:
-        raise NbyocTypeError(f"too many indices for {x.type!r}: {explicit}")
-    if not any(k is Ellipsis for k in key):
-        key = (*key, Ellipsis)
-    at = next(i for i, k in enumerate(key) if k is Ellipsis)  # (== would compare arrays)
-    key = key[:at] + (slice(None),) * (x.type.ndim - explicit) + key[at + 1 :]
+    key = expand_key(x.type, key)
     starts, ends, axes, steps, shape, gathers = [], [], [], [], [], []
     axis = 0
     for k in key:

@@ -42,7 +42,8 @@ from ...errors import (
 from ...ir.builder import const, function, var, weak_scalar
 from ...ir.nodes import Expr, Function
 from ...ir.types import TensorType, tensor_types
-from .inplace import tracing_parameters
+from .aliasing import tracking
+from .masks import DATA_DEPENDENT, MaskedSelection
 from .methods import elementwise_equality
 from .randomness import refusing_random_draws
 from .weak_ranges import check_int64, range_checker
@@ -289,7 +290,7 @@ class JitFunction:
     def _trace(self, args, symbolic=None) -> tuple[Function, object, str]:
         """Trace the function on graph values for ``args``; ``symbolic``: per argument,
         the dimension of each axis (an int, or a symbol's name)."""
-        traced, params, described = [], [], []
+        traced, params, described, scalars = [], [], [], []
         for k, (name, value) in enumerate(zip(self._names, args)):
             role = _role(value)
             if role in ("array", "scalar"):
@@ -297,21 +298,25 @@ class JitFunction:
                 shape = symbolic[k] if symbolic is not None else array.shape
                 node = var(name, shape, array.dtype)
                 params.append(node)
+                if role == "scalar":
+                    scalars.append(node)
                 described.append(f"{name}: {array.dtype}[{', '.join(map(str, shape))}]")
             elif role == "weak":
                 node = weak_scalar(name, type(value))
                 params.append(node)
+                scalars.append(node)
                 described.append(f"{name}: {type(value).__name__}")
             else:
                 node = value.value if isinstance(value, _Static) else value
                 described.append(f"{name}={node!r}")
             traced.append(node)
         try:
-            with elementwise_equality(), refusing_random_draws(), tracing_parameters():
+            with elementwise_equality(), refusing_random_draws(), tracking(scalars) as aliases:
                 result = self._fn(*traced)
+                # (each result as it is after the function's in-place updates)
+                outputs, structure = _outputs(result, self.__name__, aliases.value)
         except NbyocError as error:
             raise type(error)(f"{error}\n{_user_line(error)}") from None
-        outputs, structure = _outputs(result, self.__name__)
         func = function(params, outputs[0] if len(outputs) == 1 else outputs)
         return func, structure, f"({', '.join(described)})"
 
@@ -431,14 +436,16 @@ def _role(value) -> str:
     return "static"
 
 
-def _outputs(result, name: str) -> tuple[list[Expr], object]:
-    """The graph values ``result`` holds, and how to rebuild it from arrays: "one" for a
-    single value, else a ``_Tree`` of the tuples, lists, named tuples and dicts holding
-    them (``nbyoc.jit`` functions return their results in that structure)."""
+def _outputs(result, name: str, latest=lambda node: node) -> tuple[list[Expr], object]:
+    """The graph values ``result`` holds (each as ``latest`` gives it), and how to rebuild
+    it from arrays: "one" for a single value, else a ``_Tree`` of the tuples, lists, named
+    tuples and dicts holding them (``nbyoc.jit`` functions return their results in that
+    structure)."""
     if not isinstance(result, (tuple, list, dict)):
-        return [_leaf(result, name)], "one"
+        return [latest(_leaf(result, name))], "one"
     leaves: list[Expr] = []
-    return leaves, _Tree.of(result, leaves, name)
+    tree = _Tree.of(result, leaves, name)
+    return [latest(leaf) for leaf in leaves], tree
 
 
 def _leaf(value, name: str) -> Expr:
@@ -446,6 +453,8 @@ def _leaf(value, name: str) -> Expr:
         return value
     if isinstance(value, (np.ndarray, np.generic, bool, int, float)):
         return const(value)  # computed from static values only
+    if isinstance(value, MaskedSelection):
+        raise NbyocTypeError(f"{DATA_DEPENDENT} (returned it)")
     raise NbyocTypeError(
         f"{name} returned {type(value).__name__}; nbyoc.jit functions return arrays, or "
         f"tuples, lists, named tuples and dicts of them"

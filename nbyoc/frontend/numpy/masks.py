@@ -25,6 +25,7 @@ from ...ir import ops
 from ...ir.builder import call_op
 from ...ir.dtypes import dtype_info
 from ...ir.types import TensorType
+from .arithmetic import AUGMENTED, kept_in_place
 
 DATA_DEPENDENT = (
     "x[mask] with a boolean mask has as many elements as the mask has True values, a "
@@ -65,7 +66,30 @@ class MaskedSelection:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method == "reduce" and ufunc in _UFUNC_REDUCTIONS and len(inputs) == 1:
             return getattr(self, _UFUNC_REDUCTIONS[ufunc])(**kwargs)
+        if method == "__call__" and ufunc.nout == 1 and not kwargs:  # np.log(x[m])
+            return MaskedSelection(ufunc(*self._operands(inputs)), self.mask)
         raise NbyocTypeError(f"{DATA_DEPENDENT} (asked for numpy.{ufunc.__name__})")
+
+    def _operands(self, operands) -> list:
+        """``operands`` of an elementwise op with this selection: selections by the same
+        mask as their full values (the op runs on every element; the mask picks later),
+        scalars as they are; anything else has a shape the selection's count must match."""
+        out = []
+        for operand in operands:
+            if isinstance(operand, MaskedSelection):
+                if operand.mask is not self.mask:
+                    raise NbyocTypeError(
+                        f"{DATA_DEPENDENT} (asked for arithmetic on selections by two masks)"
+                    )
+                operand = operand.x
+            elif np.ndim(operand) != 0:
+                raise NbyocTypeError(
+                    f"{DATA_DEPENDENT} (asked for arithmetic with a value of shape "
+                    f"{np.shape(operand)}; only scalars and selections by the same mask "
+                    f"combine with it)"
+                )
+            out.append(operand)
+        return out
 
     def __array_function__(self, func, types, args, kwargs):
         reduction = _FUNCTIONS.get(func)
@@ -74,12 +98,9 @@ class MaskedSelection:
         return getattr(self, reduction)(*args[1:], **kwargs)
 
     def _refused(self, *args, **kwargs):
-        raise NbyocTypeError(f"{DATA_DEPENDENT} (asked for arithmetic on it)")
+        raise NbyocTypeError(f"{DATA_DEPENDENT} (asked for a shape-dependent use of it)")
 
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refused
-    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _refused
-    __pow__ = __rpow__ = __matmul__ = __rmatmul__ = __neg__ = __abs__ = __invert__ = _refused
-    __and__ = __or__ = __xor__ = __lt__ = __le__ = __gt__ = __ge__ = __getitem__ = _refused
+    __matmul__ = __rmatmul__ = __getitem__ = _refused
 
     def __len__(self):
         raise NbyocTypeError(f"{DATA_DEPENDENT} (asked for its length: mask.sum() counts it)")
@@ -161,6 +182,43 @@ class MaskedSelection:
     def _required(self, reduction: str, value):
         return call_op("require_nonempty", self._count(), value,
                        reduction=_NO_IDENTITY[reduction])  # fmt: skip
+
+
+def _elementwise(method: str, reflected: bool = False):
+    """The selection's ``method`` (``__add__``...): the op on the full values, the mask
+    kept (``x[m] * 2`` is ``(x * 2)[m]``)."""
+
+    def apply(self, *others):
+        x = getattr(self.x, method)(*self._operands(others))
+        if x is NotImplemented:
+            raise NbyocTypeError(f"{DATA_DEPENDENT} (asked for {method} with {others!r})")
+        return MaskedSelection(x, self.mask)
+
+    apply.__name__ = method
+    return apply
+
+
+def _in_place(binary: str, symbol: str):
+    """``x[m] += v`` (Python's middle step): the new selected values, kept in the
+    selection's dtype as NumPy's in-place op keeps them (``arithmetic.kept_in_place``)."""
+
+    def apply(self, other):
+        result = getattr(self, binary)(other)
+        return MaskedSelection(kept_in_place(result.x, self.x.dtype, symbol, "y[mask]"), self.mask)
+
+    apply.__name__ = f"__i{binary[2:]}"
+    return apply
+
+
+for _method in (
+    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+    "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__",
+    "__rpow__", "__neg__", "__abs__", "__invert__", "__and__", "__or__", "__xor__",
+    "__lt__", "__le__", "__gt__", "__ge__",
+):  # fmt: skip
+    setattr(MaskedSelection, _method, _elementwise(_method))
+for _method, (_binary, _symbol) in AUGMENTED.items():
+    setattr(MaskedSelection, _method, _in_place(_binary, _symbol))
 
 
 def _whole(name: str, axis, out, keepdims, dtype=None) -> None:

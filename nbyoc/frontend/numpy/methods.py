@@ -24,10 +24,11 @@ from ...ir import ops
 from ...ir.builder import call_op
 from ...ir.dtypes import normalize_dtype
 from ...ir.nodes import refuse_equality
-from . import arithmetic, linalg, reductions, shapes, sorting
+from . import aliasing, arithmetic, linalg, reductions, shapes, sorting
+from .arithmetic import AUGMENTED
 from .functions import array_function
 from .indexing import getitem
-from .inplace import AUGMENTED, augmented
+from .inplace import augmented, set_item
 from .refusals import refuse
 from .ufuncs import array_ufunc
 
@@ -96,14 +97,7 @@ class ArrayMethods:
         """``~x`` of bools: ``np.logical_not`` (integers are refused)."""
         return arithmetic.bitwise("invert")(self)
 
-    def __setitem__(self, index, value):
-        # (graph values are immutable: an update is a new value, which Python's
-        # ``y[i] = v`` cannot bind back to ``y``)
-        raise NbyocTypeError(
-            "a traced array cannot be updated in place (y[...] = v): nbyoc's graph values "
-            "are immutable; write the update as a new value: y = np.where(mask, v, y) for "
-            "a boolean mask, or build y from slices with np.concatenate"
-        )
+    __setitem__ = set_item
 
     def __bool__(self):
         raise NbyocTypeError(
@@ -143,7 +137,7 @@ class ArrayMethods:
     @property
     def T(self):
         """The transpose (axes reversed), like ``ndarray.T``."""
-        return ops.transpose(self) if self.ndim > 1 else self
+        return shapes.transpose(self) if self.ndim > 1 else self
 
     @property
     def ndim(self) -> int:
@@ -211,7 +205,13 @@ class ArrayMethods:
         """Like ``ndarray.ravel``: the flattened value (C order)."""
         return shapes.ravel(self, order)
 
-    flatten = ravel
+    def flatten(self, order="C"):
+        """Like ``ndarray.flatten``: a flattened copy."""
+        return shapes.copy(shapes.ravel(self, order))
+
+    def copy(self, order="C"):
+        """Like ``ndarray.copy``: a new array of the values (``np.copy``)."""
+        return shapes.copy(self, order)
 
     def round(self, decimals=0, out=None):
         """Like ``ndarray.round`` to whole numbers (halves to even)."""
@@ -228,7 +228,7 @@ class ArrayMethods:
     def transpose(self, *axes):
         """Like ``ndarray.transpose``: ``x.transpose(1, 0)`` or ``x.transpose((1, 0))``."""
         axes = axes[0] if len(axes) == 1 else (axes or None)
-        return ops.transpose(self, axes)
+        return shapes.transpose(self, axes)
 
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
         """Like ``ndarray.astype``: ``nbyoc.cast(self, dtype)`` (NumPy's unsafe casting:
@@ -236,7 +236,9 @@ class ArrayMethods:
         if casting != "unsafe" or order not in ("K", "C"):
             refuse("astype", "casts as NumPy's default (casting='unsafe', C order) only")
         to = normalize_dtype(dtype)
-        return self if to == self.dtype else ops.cast(self, to)
+        if to != self.dtype:
+            return ops.cast(self, to)
+        return shapes.copy(self) if copy and aliasing.active() else self
 
     def sort(self, axis=-1, kind=None, order=None, **kwargs):
         """``ndarray.sort`` sorts in place, which a graph value cannot: refused, with

@@ -13,9 +13,29 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import ops
+from .aliasing import is_view, view
 from .refusals import refuse
 
 
+def _reshaped_back(base, new, *args, **kwargs):
+    """A base with a reshaped view's elements replaced by ``new``: ``new`` reshaped."""
+    return ops.reshape(new, base.type.shape)
+
+
+def _contiguous(base) -> bool:
+    """Whether NumPy's reshape of ``base`` is surely a view: a value computed whole (not
+    a view, which may be strided) is C-contiguous. (A parameter's array may not be, but
+    a parameter is never updated in place.)"""
+    return not is_view(base)
+
+
+_LAYOUT = (
+    "it is a reshape (or ravel) of a view, which NumPy makes a view or a copy by the "
+    "view's memory layout"
+)
+
+
+@view(_reshaped_back, _LAYOUT, _contiguous)
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     """np.reshape (``newshape=``, NumPy's older spelling, too)."""
     if order != "C":
@@ -28,6 +48,7 @@ def ravel(a, order="C"):
     return reshape(a, (-1,), order)
 
 
+@view(_reshaped_back)
 def squeeze(a, axis=None):
     """np.squeeze: without the given axes of length 1 (all of them without ``axis``)."""
     shape = a.shape
@@ -38,6 +59,7 @@ def squeeze(a, axis=None):
     return ops.reshape(a, tuple(d for k, d in enumerate(shape) if k not in axes))
 
 
+@view(_reshaped_back)
 def expand_dims(a, axis):
     """np.expand_dims: axes of length 1 at ``axis`` (positions in the result)."""
     axes = np.atleast_1d(axis).tolist()
@@ -45,6 +67,32 @@ def expand_dims(a, axis):
     axes = {ax % ndim for ax in axes}
     dims = iter(a.shape)
     return ops.reshape(a, tuple(1 if k in axes else next(dims) for k in range(ndim)))
+
+
+def _transposed_back(base, new, axes=None):
+    if axes is None:
+        return ops.transpose(new)
+    axes = [int(a) % base.type.ndim for a in np.atleast_1d(axes).tolist()]
+    return ops.transpose(new, tuple(int(a) for a in np.argsort(axes)))
+
+
+@view(_transposed_back)
+def transpose(a, axes=None):
+    """np.transpose: ``a``'s axes permuted (reversed without ``axes``), a view of it."""
+    return ops.transpose(a, axes)
+
+
+@view(None, "np.broadcast_to gives a read-only view (NumPy refuses writes to it)")
+def broadcast_to(array, shape, subok=False):
+    """np.broadcast_to: ``array`` repeated along new or length-1 axes (read-only)."""
+    return ops.broadcast_to(array, shape)
+
+
+def copy(a, order="K", subok=False):
+    """np.copy: a new array of ``a``'s values, which updates of ``a`` leave alone."""
+    if order not in ("K", "C", "A"):
+        refuse("copy", f"order={order!r}: graph values are C-ordered")
+    return ops.identity(a)
 
 
 def stack(arrays, axis=0, out=None, **kwargs):

@@ -27,7 +27,9 @@ from ...ir import ops
 from ...ir.builder import call_op
 from ...ir.dtypes import normalize_dtype
 from ...ir.op import get_op, list_ops
+from .aliasing import fresh
 from .arithmetic import BITWISE, bitwise, logaddexp
+from .inplace import into, unbuffered
 from .reductions import scan
 from .refusals import unsupported_ufunc
 
@@ -75,13 +77,20 @@ def names() -> list[str]:
 
 
 def array_ufunc(ufunc, method: str, inputs, kwargs):
-    """What ``Expr.__array_ufunc__`` returns: the call of the matching op."""
+    """What ``Expr.__array_ufunc__`` returns: the call of the matching op; within
+    ``nbyoc.jit``, ``out=`` and ``ufunc.at`` update an array in place (``inplace``)."""
+    out = kwargs.pop("out", None)
+    if method == "at":
+        return unbuffered(ufunc, *inputs, **kwargs)
+    result = computed(ufunc, method, inputs, kwargs)
+    if out is not None:
+        return into(out, result, f"numpy.{ufunc.__name__}")
+    return fresh(result, inputs)
+
+
+def computed(ufunc, method: str, inputs, kwargs):
+    """The graph of ``ufunc.<method>(*inputs, **kwargs)`` (without ``out=``)."""
     name = f"numpy.{ufunc.__name__}"
-    if kwargs.get("out") is not None:
-        raise NbyocTypeError(
-            f"{name}(..., out=...) cannot write into a graph value; use the result instead"
-        )
-    kwargs = {k: v for k, v in kwargs.items() if k != "out"}
     if method == "accumulate" and ufunc in UFUNC_SCANS:
         return _accumulate(ufunc, *inputs, **kwargs)
     reduce = method == "reduce" and ufunc in UFUNC_REDUCTIONS
