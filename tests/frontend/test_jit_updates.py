@@ -189,6 +189,14 @@ def ellipsis_and_none(x):
     return y
 
 
+def histogram(labels, weights):
+    totals = np.zeros_like(weights, shape=(4,))
+    np.add.at(totals, labels, weights)  # repeated labels add up (unbuffered)
+    peaks = np.full_like(weights, -np.inf, shape=(4,))
+    np.maximum.at(peaks, labels, weights)
+    return totals, peaks
+
+
 CASES = {f.__name__: (f, lambda: (_data(),)) for f in (
     aliases, loop_rows, empty_like_filled, strided, view_read_after, write_through_view,
     write_through_transpose, nested_views, repeated_indices, masked_in_place,
@@ -198,6 +206,7 @@ CASES = {f.__name__: (f, lambda: (_data(),)) for f in (
 )}  # fmt: skip
 CASES["fancy"] = (fancy, lambda: (_data(), np.array([2, 0, -1])))
 CASES["fancy_columns"] = (fancy_columns, lambda: (_data(), np.array([1, 3, 1])))
+CASES["histogram"] = (histogram, lambda: (np.array([0, 2, 2, 3, 0, 2]), _data((6,))))
 CASES["float32 loop"] = (loop_rows, lambda: (_data(dtype="float32"),))
 CASES["int64 strided"] = (strided, lambda: (_data(dtype="int64"),))
 
@@ -229,6 +238,13 @@ def test_an_index_out_of_range_raises_when_the_function_runs():
     jitted(_data(), np.array([4]))
     with pytest.raises(ExecutionError, match="IndexError: scatter_nd: index 5 is out of range"):
         jitted(_data(), np.array([5]))
+
+
+def test_updates_in_a_function_compiled_for_many_sizes():
+    jitted = nbyoc.jit(strided, dynamic=True)
+    for shape in [(5, 6), (7, 6), (9, 4)]:
+        x = _data(shape)
+        assert_like_numpy(jitted(x), strided(x.copy()), str(shape))
 
 
 # -- random basic indices against NumPy ---------------------------------------------------
@@ -357,7 +373,7 @@ def test_what_numpy_would_do_differently_is_refused(name):
     fn, message = REFUSED[name]
     with pytest.raises(NbyocTypeError, match=message) as info:
         nbyoc.jit(fn)(_data())
-    assert "test_jit_updates.py\", line" in str(info.value)  # (the user's line)
+    assert 'test_jit_updates.py", line' in str(info.value)  # (the user's line)
 
 
 def test_outside_jit_graph_values_stay_immutable():

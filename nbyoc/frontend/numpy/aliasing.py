@@ -20,11 +20,11 @@ refused rather than guessed.
 >>> @nbyoc.jit
 ... def shifted(x):
 ...     y = x * 1.0
-...     first = y[0]       # a view of y
-...     y[0] = 10.0        # NumPy: first sees it too
+...     first = y[0]       # a view of y's first row
+...     y[0, 0] = 10.0     # NumPy: first sees it too
 ...     return first + 1
->>> float(shifted(np.arange(3.0)))
-11.0
+>>> shifted(np.zeros((2, 2)))
+array([11.,  1.])
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ nothing silently turns a graph value into an array.
 >>> x = nbyoc.var("x", (2, 3))
 >>> np.sum(x, axis=1, keepdims=True).type
 Tensor[(2, 1), float32]
->>> np.copy(x)
+>>> np.average(x)
 Traceback (most recent call last):
     ...
-nbyoc.errors.NbyocTypeError: numpy.copy is not supported by nbyoc.jit; use x itself ...
+nbyoc.errors.NbyocTypeError: numpy.average is not supported by nbyoc.jit; write ...
 """
 
 from __future__ import annotations
