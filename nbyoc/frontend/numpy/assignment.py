@@ -36,15 +36,27 @@ from ...errors import NbyocTypeError
 from ...ir import ops
 from ...ir.builder import const
 from ...ir.dtypes import dtype_info
-from ...ir.nodes import Expr
+from ...ir.nodes import Call, Expr, resolving_arguments
+from ...ir.op import Op
 from ...ir.symbols import SizeExpr
 from ...ir.types import TensorType
+from .aliasing import current
 from .indexing import expand_key, index
 from .masks import DATA_DEPENDENT, MaskedSelection
 
 
 def assigned(y: Expr, key, value) -> Expr:
     """``y`` with ``y[key] = value`` done as NumPy does it (see the module docstring)."""
+    # Every graph value taken part as it is now, then the update built from exactly these
+    # nodes: the pieces of y's earlier updates are reused (``_slice``), and a piece must
+    # not be read anew as what its name stands for after later updates.
+    y, value = current(y), current(value)
+    key = tuple(map(current, key)) if isinstance(key, tuple) else current(key)
+    with resolving_arguments(None):
+        return _assigned(y, key, value)
+
+
+def _assigned(y: Expr, key, value) -> Expr:
     mask = _mask(y, key)
     if mask is not None:
         return _masked(y, mask, value)
@@ -209,7 +221,41 @@ def _placed(y: Expr, parts: tuple, values: Expr) -> Expr:
 
 
 def _slice(x: Expr, axis: int, start: int, stop: int, step: int = 1) -> Expr:
+    """``x`` from ``start`` to ``stop`` along ``axis``: the pieces themselves where ``x``
+    joins pieces along it. (A loop writing row after row, ``out[i] = ...``, then makes
+    one join of its rows, rather than n joins of whole copies, each slicing the last:
+    200 rows of 1000 ran 340x slower than NumPy that way.)"""
+    if step == 1 and start == 0 and stop == x.type.shape[axis]:
+        return x
+    if step == 1 and _joins(x, axis):
+        pieces, at = [], 0
+        for piece in x.args:
+            length = piece.type.shape[axis]
+            low, high = max(start, at), min(stop, at + length)
+            if low < high:
+                pieces.append(_slice(piece, axis, low - at, high - at))
+            at += length
+        return _join(pieces, axis)
     return ops.slice(x, starts=(start,), ends=(stop,), axes=(axis,), steps=(step,))
+
+
+def _joins(x: Expr, axis: int) -> bool:
+    """Whether ``x`` is a concatenate along ``axis`` of pieces of known lengths."""
+    return (
+        isinstance(x, Call)
+        and isinstance(x.op, Op)
+        and x.op.name == "concatenate"
+        and x.attrs["axis"] % x.type.ndim == axis
+        and all(isinstance(a.type.shape[axis], int) for a in x.args)
+    )
+
+
+def _join(pieces: list, axis: int) -> Expr:
+    """``pieces`` joined along ``axis``, a piece that is itself such a join spread out."""
+    flat = []
+    for piece in pieces:
+        flat.extend(piece.args if _joins(piece, axis) else [piece])
+    return flat[0] if len(flat) == 1 else ops.concatenate(flat, axis=axis)
 
 
 def _flip(x: Expr, axis: int, count: int) -> Expr:
@@ -235,7 +281,7 @@ def _place(block: Expr, values: Expr, specs: list, d: int) -> Expr:
     pieces.append(inner)
     if stop < size:
         pieces.append(_slice(block, d, stop, size))
-    return ops.concatenate(pieces, axis=d) if len(pieces) > 1 else inner
+    return _join(pieces, d)
 
 
 def _interleave(span: Expr, written: Expr, step: int, d: int) -> Expr:

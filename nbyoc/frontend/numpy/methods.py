@@ -232,7 +232,8 @@ class ArrayMethods:
 
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
         """Like ``ndarray.astype``: ``nbyoc.cast(self, dtype)`` (NumPy's unsafe casting:
-        floats truncate toward zero into integers); the value itself for its own dtype."""
+        floats truncate toward zero into integers); for its own dtype, a copy within
+        ``nbyoc.jit`` (which in-place updates of ``self`` leave alone), else the value."""
         if casting != "unsafe" or order not in ("K", "C"):
             refuse("astype", "casts as NumPy's default (casting='unsafe', C order) only")
         to = normalize_dtype(dtype)
