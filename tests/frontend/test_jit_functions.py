@@ -51,6 +51,12 @@ CASES = {
     "and or not": (lambda x: (x > 0) & ~(x > 2) | (x < -2), _data),
     "xor with a bool array": (lambda x: (x > 0) ^ np.eye(4, 6, dtype=bool), _data),
     "bitwise_and ufunc": (lambda x: np.bitwise_and(x > 0, x < 1), _data),
+    "labels of each row": (lambda x: x[np.arange(4), np.array([5, 0, -1, 2])], _data),
+    "two arrays, broadcast": (lambda x: x[np.array([[0], [3]]), np.array([1, -2, 4])], _data),
+    "arrays on axes apart": (
+        lambda x: x.reshape(2, 3, 4)[np.array([1, 0]), :, np.array([3, -1])],
+        _data,
+    ),
     "nansum": (lambda x: np.nansum(x, axis=0), _with_nan),
     "nanmean": (lambda x: np.nanmean(x, axis=1, keepdims=True), _with_nan),
     "nanmean of an all-NaN column": (

@@ -9,8 +9,8 @@ How each kind of key is built, so that the update runs where ``y`` runs:
 - basic indexing (ints, slices, ``...``, ``None``) keeps the elements around the
   region by slices and joins them to the new values by ``concatenate``, axis by axis;
   a slice with a step interleaves the values with the elements between them;
-- one integer-array index (a list, an array or an integer graph value; ``:`` on the
-  other axes) is ``scatter_nd``: negative indices count from the end, one out of range
+- integer-array indices (lists, arrays or integer graph values; ``:`` on the other
+  axes) are ``scatter_nd``: negative indices count from the end, one out of range
   raises when the function runs (``ExecutionError`` from scatter_nd's ``IndexError``),
   and the last of repeated ones wins.
 
@@ -41,7 +41,7 @@ from ...ir.op import Op
 from ...ir.symbols import SizeExpr
 from ...ir.types import TensorType
 from .aliasing import current
-from .indexing import expand_key, index
+from .indexing import array_axes_layout, expand_key, index
 from .masks import DATA_DEPENDENT, MaskedSelection
 
 
@@ -312,20 +312,26 @@ def integer_index(indices) -> Expr:
 
 
 def _scattered(y: Expr, parts: tuple, values: Expr) -> Expr:
-    """``y`` with ``values`` at one integer-array index (``index`` already checked that
-    the other axes are whole: ``:``)."""
-    axis = next(a for a, p in enumerate(parts) if isinstance(p, (list, np.ndarray, Expr)))
-    indices = integer_index(parts[axis])
-    depth = indices.type.ndim
-    ndim = y.type.ndim
-    if axis:  # (scatter_nd writes along leading axes: the indexed one first)
-        order = (axis, *range(axis), *range(axis + 1, ndim))
-        values_order = (*range(axis, axis + depth), *range(axis),
-                        *range(axis + depth, values.type.ndim))  # fmt: skip
-        rows = ops.scatter_nd(
-            ops.transpose(y, order),
-            ops.reshape(indices, (*indices.type.shape, 1)),
-            ops.transpose(values, values_order),
+    """``y`` with ``values`` (of the region's shape, as NumPy lays out ``y[parts]``) at
+    integer-array indices (``index`` already checked that the other axes are whole).
+    ``scatter_nd`` writes along leading axes: the indexed axes go first, and the values'
+    broadcast axes too."""
+    arrays = [(a, p) for a, p in enumerate(parts) if isinstance(p, (list, np.ndarray, Expr))]
+    axes = [a for a, _ in arrays]
+    order, at = array_axes_layout(y.type.ndim, axes)
+    indices = [integer_index(p) for _, p in arrays]
+    common = tuple(np.broadcast_shapes(*(tuple(i.type.shape) for i in indices)))
+    tuples = ops.concatenate(
+        [ops.reshape(ops.broadcast_to(i, common) if i.type.shape != common else i,
+                     (*common, 1)) for i in indices],
+        axis=len(common),
+    )  # fmt: skip
+    if at:  # (NumPy put the broadcast axes at the first array's place: first, here)
+        front = range(at, at + len(common))
+        values = ops.transpose(
+            values, (*front, *range(at), *range(at + len(common), values.type.ndim))
         )
-        return ops.transpose(rows, tuple(int(a) for a in np.argsort(order)))
-    return ops.scatter_nd(y, ops.reshape(indices, (*indices.type.shape, 1)), values)
+    identity = list(order) == list(range(y.type.ndim))
+    moved = y if identity else ops.transpose(y, order)
+    rows = ops.scatter_nd(moved, tuples, values)
+    return rows if identity else ops.transpose(rows, tuple(int(a) for a in np.argsort(order)))
