@@ -30,11 +30,16 @@ def out_extent(n, k, s, d, begin, end) -> int:
 
 
 #: The epilogues a conv may carry: none, a per-channel shift and relu, a residual and
-#: tanh (each ``(y, extra) -> result``, ``extra`` of the conv's shape where used).
+#: tanh, a scale per column (not constant over a plane: its epilogue walks positions
+#: as indices, not flat) (each ``(y, extra, shift) -> result``, ``extra`` of the
+#: conv's shape where used).
 EPILOGUES = {
     "none": lambda y, extra, shift: y,
     "shift+relu": lambda y, extra, shift: nbyoc.relu(y + shift),
     "residual+tanh": lambda y, extra, shift: nbyoc.tanh(y) + extra,
+    "column scale": lambda y, extra, shift: (
+        y * nbyoc.const(normal((1, 1, 1, y.type.shape[3]), y.type.dtype, seed=5))
+    ),
 }
 
 
