@@ -31,7 +31,7 @@ are written into the code, and so is the form (flat or row by row).
 from __future__ import annotations
 
 from ...ir.nodes import Call
-from ...runtime.llvm.target import deal_row_name, vector_lanes, window_rows_name
+from ...runtime.llvm.target import deal_row_name, window_rows_name
 from ...runtime.llvm.window_rows import DEAL_STRIDES
 from .sizes import ceil_div, value
 from .stages import Lead, StageBody
@@ -65,6 +65,10 @@ def runs_depthwise(node: Call) -> bool:
     return len(w) == 4 and w[1] == 1
 
 
+#: The vector size ``flat_rows`` counts lanes by, on every machine.
+FORM_VECTOR_BYTES = 64
+
+
 def flat_rows(out_width: int, padded_width: int, dtype: str) -> bool:
     """Whether a map's rows are computed flat over the buffer's padded rows: when that
     fills more lanes than row by row does (a row of ``out_width`` outputs takes whole
@@ -72,10 +76,15 @@ def flat_rows(out_width: int, padded_width: int, dtype: str) -> bool:
     two forms measured level (28 and 7 outputs a row: 187 against 184 us, 108 against
     108, rows 4 at a time), so the choice is by the lanes they fill.
 
+    The lanes are a 64-byte vector's whatever the machine's: the form is written into
+    the code, and a rule that moved with the machine would split one structure's sizes
+    between two stage functions on some machines and not others (on 32-byte vectors the
+    other form may fill a few more lanes; the two measured level anyway).
+
     >>> flat_rows(7, 9, "float32"), flat_rows(112, 114, "float32")
     (True, False)
     """
-    lanes = vector_lanes(dtype)
+    lanes = FORM_VECTOR_BYTES // (8 if dtype == "float64" else 4)
     return padded_width < -(-out_width // lanes) * lanes
 
 
