@@ -28,6 +28,7 @@ import math
 
 from ...ir.nodes import Call
 from ...runtime.llvm.target import tap_row_name, tile_shape
+from .depthwise import depthwise_conv, runs_depthwise
 from .gemm import tile_product
 from .loops import outer, subscript
 from .phases import Phases
@@ -159,7 +160,9 @@ def conv_stage(node: Call, sources, dest: str, parallel: bool, epilogue=None) ->
     g = _Geometry(node, Sizes())
     if epilogue is not None:
         epilogue = epilogue.sized((g.n, g.m, *g.out))
-    if direct:
+    if direct and runs_depthwise(node):
+        body = depthwise_conv(node, g, sources, dest, epilogue)
+    elif direct:
         body = _direct_conv(node, g, sources, dest, epilogue)
     elif _runs_wide(g):
         body = _wide_tiled_conv(node, g, sources, dest, epilogue)
