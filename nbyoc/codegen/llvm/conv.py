@@ -13,10 +13,12 @@ Two ways, chosen per call by its sizes:
   by ``nbyoc.runtime.llvm.tiles``, the columns gathered first (im2col; a 1x1 conv with
   unit strides and no padding reads its input as it is; other unit-stride convs
   gather from a zero-padded copy of the input, one contiguous copy per channel and
-  tap, and compute over rows of the padded width, ``_wide_tiled_conv``). One task per image, group
-  and block of output positions: an image is cut into blocks when there are fewer
-  images than ``TASKS``, so a single image still uses every thread. Taken for
-  convs with enough channels (``uses_tiles``).
+  tap, and compute over rows of the padded width, ``_wide_tiled_conv``). One task per image, group,
+  block of output channels and block of output positions: an image is cut into blocks
+  of positions when there are fewer images than ``TASKS``, and a small map's output
+  channels into blocks when its positions give the threads too few tasks
+  (``_channel_block``), so a single image still uses every thread. Taken for convs
+  with enough channels (``uses_tiles``).
 
 Float32 and float64 convs whose operands share the dtype; the rest (float16,
 mixed dtypes) run on the host.
@@ -27,7 +29,7 @@ from __future__ import annotations
 import math
 
 from ...ir.nodes import Call
-from ...runtime.llvm.target import tap_row_name, tile_shape
+from ...runtime.llvm.target import tap_row_name, tile_shape, worker_threads
 from .gemm import tile_product
 from .loops import outer, subscript
 from .phases import Phases
@@ -52,6 +54,19 @@ MIN_BLOCK_TILES = 4
 #: block's columns, output rows and input rows then stay in a core's L2 between the
 #: gather that writes them and the tiles that read them.
 COLUMNS_BYTES = 1 << 20
+#: A tiled conv splits its output channels into blocks until it has this many tasks
+#: per worker thread (``_channel_block``): two, so that blocks of positions of unequal
+#: sizes still share out evenly (ResNet-50's 1x1 1024 -> 256 conv on 14 x 14: blocks
+#: of 4 and 3 tiles of columns; on 2 threads 0.71 ms as 2 tasks, 0.65 ms as 4).
+CHANNEL_TASKS_PER_THREAD = 2
+#: A conv of at least this many multiply-adds runs its tasks in parallel however small
+#: its output (``StageRule.parallel_work``; by its output's size alone, ResNet-18's
+#: 512-channel 3x3 conv on a 7x7 map, 25088 outputs, ran on one thread). Measured
+#: (loaded, 2-core AMD EPYC, serial / parallel side by side, ReLU after): 3x3 convs on
+#: 7x7 and 8x8 maps of 32 channels (0.6 M multiply-adds) 24 / 45 us, 64 channels
+#: (1.8 M) 86 / 136 us, 128 channels (7.2 M) 202 / 147 us, 256 channels (29 M) 724 /
+#: 473 us; waking the second thread cost tens of microseconds there.
+PARALLEL_MIN_WORK = 1 << 22
 #: The largest stride or dilation a tiled conv's gather has written into its code:
 #: 1 and 2 (most convs; LLVM vectorises a copy of step 1 or 2), larger ones read at
 #: run time, so that convs differing only in them share a stage function (an audio
@@ -162,9 +177,9 @@ def conv_stage(node: Call, sources, dest: str, parallel: bool, epilogue=None) ->
     if direct:
         body = _direct_conv(node, g, sources, dest, epilogue)
     elif _runs_wide(g):
-        body = _wide_tiled_conv(node, g, sources, dest, epilogue)
+        body = _wide_tiled_conv(node, g, sources, dest, epilogue, parallel)
     else:
-        body = _tiled_conv(node, g, sources, dest, epilogue)
+        body = _tiled_conv(node, g, sources, dest, epilogue, parallel)
     body.sizes = g.sizes
     return body
 
@@ -254,7 +269,7 @@ def _position_block(g: _Geometry, cols: int, depth_bytes: int) -> int:
     return cols * max(MIN_BLOCK_TILES, min(most, -(-tiles // blocks)))
 
 
-def _tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
+def _tiled_conv(node, g: _Geometry, sources, dest, epilogue, parallel: bool) -> StageBody:
     x_name, w_name, *bias = sources
     dtype = node.type.dtype
     g.read_steps()
@@ -263,15 +278,16 @@ def _tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
     block = min(
         value(g.positions), _position_block(g, tile_shape(dtype)[1], value(depth) * itemsize)
     )
-    blocks = g.dim(-(-value(g.positions) // block))
-    block = g.dim(block)
+    blocks = -(-value(g.positions) // block)
+    channels = _channel_block(g, value(g.n * g.group) * blocks, dtype, parallel)
+    blocks, block = g.dim(blocks), g.dim(block)
     setup = [
         f"{w_name}_g = {w_name}.reshape(({g.group}, {g.mg}, {depth}))",
         f"{dest}_g = {dest}.reshape(({g.n}, {g.group}, {g.mg}, {g.positions}))",
     ]
     body = [
         f"b = task % {blocks}",
-        f"q = task // {blocks}",
+        *_channel_lines(g, channels, f"task // {blocks}"),
         f"g = q % {g.group}",
         f"n = q // {g.group}",
         f"p0 = b * {block}",
@@ -286,9 +302,9 @@ def _tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
         body += _im2col(g, x_name)
         columns = "columns"
     arrays = (f"{w_name}_g[g]", columns, "out_block")
-    lines, imports = tile_product(dtype, arrays, (g.mg, depth, "p1 - p0"), "0", str(g.mg))
+    lines, imports = tile_product(dtype, arrays, (g.mg, depth, "p1 - p0"), "m0", "m1")
     body += lines
-    planes = [f"for m in range(g * {g.mg}, (g + 1) * {g.mg}):"]
+    planes = [f"for m in range(g * {g.mg} + m0, g * {g.mg} + m1):"]
     if bias:
         flat = f"{dest}_g[n, g, m - g * {g.mg}]"
         planes += [
@@ -299,13 +315,13 @@ def _tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
         planes += ["    " + line for line in epilogue(["n", "m"], ("p0", "p1"))]
     if len(planes) > 1:
         body += planes
-    tasks = value(g.n * g.group * blocks)
+    tasks = value(g.n * g.group * blocks * channels.blocks)
     setup += epilogue.setup if epilogue is not None else []
     lead = Lead(value(g.n), 1, tasks // value(g.n))
-    return StageBody(body, tasks, value(block * depth * g.mg), setup, imports, lead)
+    return StageBody(body, tasks, value(block * depth * channels.rows), setup, imports, lead)
 
 
-def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
+def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue, parallel: bool) -> StageBody:
     """A unit-stride conv as tiles over *wide* rows: the input rows a block of output
     rows reads are copied into a zero-padded plane per channel (the block's own, reused
     by the thread's next task), and an output position ``o`` and tap ``q`` then read
@@ -327,8 +343,9 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
     slack = sum((g.kernel[d] - 1) * g.dilations[d] * stride[d] for d in range(1, k))
     itemsize = 8 if dtype == "float64" else 4
     rows = _wide_block_rows(g, value(stride[0]), value(depth) * itemsize, tile_shape(dtype)[1])
-    blocks = g.dim(-(-value(g.out[0]) // rows))
-    rows = g.dim(rows)
+    blocks = -(-value(g.out[0]) // rows)
+    channels = _channel_block(g, value(g.n * g.group) * blocks, dtype, parallel)
+    blocks, rows = g.dim(blocks), g.dim(rows)
     reach = (g.kernel[0] - 1) * g.dilations[0]  # padded rows a block reads past its last
     plane = (rows + reach) * stride[0] + slack
     inner = math.prod(g.out[1:])  # output positions per row of the first axis
@@ -343,7 +360,7 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
     ]
     body = [
         f"b = task % {blocks}",
-        f"q = task // {blocks}",
+        *_channel_lines(g, channels, f"task // {blocks}"),
         f"g = q % {g.group}",
         f"n = q // {g.group}",
         f"row0 = b * {rows}",
@@ -399,7 +416,7 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
         loop_depth,
     )
     arrays = (f"{w_name}_g[g]", "columns", "wide")
-    lines, imports = tile_product(dtype, arrays, (g.mg, depth, "span"), "0", str(g.mg))
+    lines, imports = tile_product(dtype, arrays, (g.mg, depth, "span"), "m0", "m1")
     body += lines
     # Keep the output's columns of the wide rows, adding the bias. The innermost loop
     # runs over unsigned offsets (Numba wraps negative signed indices, which blocks
@@ -412,7 +429,7 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
     source_base = " + ".join(source[:last]) or "0"
     target_base = " + ".join([*target[:last], lo])
     add = f" + {bias[0]}[g * {g.mg} + m]" if bias else ""
-    keep = [f"for m in range({outer(g.mg)}):", "    for o0 in range(row0, row1):"]
+    keep = ["for m in range(m0, m1):", "    for o0 in range(row0, row1):"]
     for d in range(1, k - 1):
         keep.append("    " * (d + 1) + f"for o{d} in range({g.out[d]}):")
     keep += _indent(
@@ -432,13 +449,14 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue) -> StageBody:
         body += [
             f"p0 = row0 * {inner}",
             f"p1 = row1 * {inner}",
-            f"for m in range(g * {g.mg}, (g + 1) * {g.mg}):",
+            f"for m in range(g * {g.mg} + m0, g * {g.mg} + m1):",
             *("    " + line for line in epilogue(["n", "m"], ("p0", "p1"))),
         ]
-    tasks = value(g.n * g.group * blocks)
+    tasks = value(g.n * g.group * blocks * channels.blocks)
     setup += epilogue.setup if epilogue is not None else []
     lead = Lead(value(g.n), 1, tasks // value(g.n))
-    return StageBody(body, tasks, value(rows * stride[0] * depth * g.mg), setup, imports, lead)
+    work = value(rows * stride[0] * depth * channels.rows)
+    return StageBody(body, tasks, work, setup, imports, lead)
 
 
 def _wide_block_rows(g: _Geometry, width: int, depth_bytes: int, cols: int) -> int:
@@ -451,6 +469,56 @@ def _wide_block_rows(g: _Geometry, width: int, depth_bytes: int, cols: int) -> i
     rows = -(-out0 // wanted)
     rows = min(rows, max(1, COLUMNS_BYTES // (width * depth_bytes)))
     return min(out0, max(rows, -(-MIN_BLOCK_TILES * cols // width)))
+
+
+class _ChannelBlock:
+    """A tiled conv's output channels per task (``rows``) and the blocks of them a group's
+    channels make (``blocks``), both read at run time."""
+
+    def __init__(self, g: _Geometry, rows: int):
+        self.blocks = g.dim(-(-value(g.mg) // rows))
+        self.rows = g.dim(rows)
+
+
+def _channel_block(g: _Geometry, tasks: int, dtype: str, parallel: bool) -> _ChannelBlock:
+    """How a tiled conv's tasks share its output channels, given the ``tasks`` its images,
+    groups and blocks of positions make, and whether they run ``parallel`` (if not: in
+    one block). Which dimension the threads split, per conv:
+
+    - images, when the batch gives every worker thread one (each task then has all of
+      an image's positions or its blocks);
+    - blocks of positions, when the map has positions enough (``_position_block``,
+      ``_wide_block_rows``: at least ``MIN_BLOCK_TILES`` tiles of columns each);
+    - blocks of output channels (multiples of the tile's rows), when those give fewer
+      than ``CHANNEL_TASKS_PER_THREAD`` tasks per worker thread: a small map with many
+      channels.
+
+    Measured (loaded, 2-core AMD EPYC, AVX-512, medians): ResNet-18's 3x3 512 -> 512
+    conv on a 7x7 map was one task (7 rows < 4 tiles of 32 columns): 2.79 ms on 2
+    threads, 2.83 ms on one, 0.39x ONNX Runtime; in 4 channel blocks 1.61 ms on 2
+    threads. ResNet-50's 1x1 512 -> 2048 on 7x7 likewise (1.32 ms on 2 threads, 1.28 on
+    one; split, 0.74 ms). Each channel block of a gathered conv gathers its columns
+    again: on the 7x7 512-channel conv, one thread, 2.83 ms in one block, 2.96 in 2,
+    3.05 in 4, 3.24 in 8: hence only as many as the threads need.
+    """
+    mg, tile_rows = value(g.mg), tile_shape(dtype)[0]
+    tiles = -(-mg // tile_rows)
+    wanted = -(-CHANNEL_TASKS_PER_THREAD * worker_threads() // max(1, tasks)) if parallel else 1
+    wanted = max(1, min(tiles, wanted))
+    return _ChannelBlock(g, min(mg, tile_rows * -(-tiles // wanted)))
+
+
+def _channel_lines(g: _Geometry, channels: _ChannelBlock, index: str) -> list[str]:
+    """Lines binding the block of its group's output channels ``[m0, m1)`` of the task
+    whose index among the images, groups and channel blocks is ``index``, and ``q``, its
+    (image, group). The channel blocks are outside the position blocks: a thread's
+    consecutive tasks then take one block of channels at all positions, so that two
+    threads share a 14 x 14 map of two blocks of 4 and 3 tiles of columns evenly."""
+    return [
+        f"m0 = ({index}) % {channels.blocks} * {channels.rows}",
+        f"m1 = min({g.mg}, m0 + {channels.rows})",
+        f"q = ({index}) // {channels.blocks}",
+    ]
 
 
 def _im2col(g: _Geometry, x_name: str) -> list[str]:
