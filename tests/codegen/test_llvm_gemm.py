@@ -4,6 +4,8 @@ tiles they run on (runtime/llvm/tiles.py), and batch norm folded into convs
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -436,6 +438,57 @@ def test_convs_in_the_smallest_channel_and_position_blocks_match_numpy(
     inputs = [normal(x_shape, dtype, seed=3), normal(y.type.shape, dtype, seed=4)]
     for _ in range(2):  # (the second call reuses nothing from the first)
         assert_close_to_host(fn, f, inputs, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(
+    "x_shape,w_shape,attrs",
+    [
+        ((1, 7, 5, 6), (45, 7, 3, 3), {"pads": (1, 1, 1, 1)}),
+        ((2, 9, 8, 7), (36, 9, 3, 2), {"pads": (0, 1, 2, 0), "strides": (2, 1)}),
+        ((1, 12, 30), (70, 6, 3), {"pads": (2, 1), "dilations": (2,), "group": 2}),  # 1-D
+        ((1, 20, 3, 4), (33, 20, 1, 1), {}),  # (the input is the columns)
+    ],
+    ids=["3x3", "strided", "1-D grouped", "pointwise"],
+)
+def test_convs_with_their_channels_on_the_lanes_match_numpy(
+    monkeypatch, x_shape, w_shape, attrs, dtype
+):
+    """Small maps with their output channels along the tiles' lanes (weights packed into
+    panels at lowering, ``conv_packs``), taken here at any depth: channels that leave a
+    part panel, positions in blocks of one tile's rows (as many threads wanted as
+    there are tiles) whose last takes the rest, with the bias and an epilogue,
+    against the host, after a save and load (the packed weights are made again from
+    the stored graph)."""
+    monkeypatch.setattr(llvm_conv, "LANES_MIN_DEPTH", 1)
+    monkeypatch.setattr(llvm_conv, "worker_threads", lambda: 1 << 10)
+    x = nbyoc.var("x", x_shape, dtype)
+    w = nbyoc.const(normal(w_shape, dtype, seed=1) * 0.3)
+    y = nbyoc.conv(x, w, nbyoc.const(normal(w_shape[:1], dtype, seed=2)), **attrs)
+    assert llvm_conv.channels_on_lanes(y)
+    tile_rows = tile_shape(dtype)[0]
+    assert llvm_conv._lanes_block(math.prod(y.type.shape[2:]), tile_rows, 1 << 10) == tile_rows
+    residual = nbyoc.var("r", y.type.shape, dtype)
+    f = nbyoc.function([x, residual], nbyoc.tanh(y) + residual)
+    fn = reload(nbyoc.compile(f, options={"llvm": {"parallel_threshold": 1}}))
+    assert "products" in fn.get_source()
+    inputs = [normal(x_shape, dtype, seed=3), normal(y.type.shape, dtype, seed=4)]
+    for _ in range(2):  # (the second call reuses nothing from the first)
+        assert_close_to_host(fn, f, inputs, rtol=0, atol=0)
+
+
+def test_a_deep_conv_on_a_small_map_puts_its_channels_on_the_lanes():
+    """ResNet-18's last 3x3 conv (7 x 7, 512 channels) runs with its channels on the
+    lanes and equals the host's; with weights that are not constants it cannot (its
+    weights would be packed at every call) and runs over wide rows."""
+    x = nbyoc.var("x", (1, 512, 7, 7))
+    w_data = normal((512, 512, 3, 3), seed=1) * 0.02
+    y = nbyoc.conv(x, nbyoc.const(w_data), pads=(1,) * 4)
+    assert llvm_conv.channels_on_lanes(y)
+    f = nbyoc.function([x], nbyoc.relu(y))
+    assert_close_to_host(nbyoc.compile(f), f, [normal((1, 512, 7, 7), seed=2)], rtol=0, atol=0)
+    w = nbyoc.var("w", w_data.shape)
+    assert not llvm_conv.channels_on_lanes(nbyoc.conv(x, w, pads=(1,) * 4))
 
 
 def test_heavy_convs_on_small_maps_run_in_parallel():

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from ...ir.nodes import Call
 from ...ir.ops.recurrent import CELLS
 from .conv import PARALLEL_MIN_WORK as CONV_PARALLEL_MIN_WORK
-from .conv import conv_stage
+from .conv import conv_packs, conv_stage
 from .gemm import matmul_stage, takes_epilogue
 from .recurrent import (
     length_checks,
@@ -135,6 +135,7 @@ STAGE_RULES: dict[str, StageRule] = {
         plane_epilogue=True,
         work=_conv_work,
         parallel_work=CONV_PARALLEL_MIN_WORK,
+        packs=conv_packs,
     ),
     **{
         cell: StageRule(
