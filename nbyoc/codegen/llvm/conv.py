@@ -20,6 +20,16 @@ Two ways, chosen per call by its sizes:
   (``_channel_block``), so a single image still uses every thread. Taken for convs
   with enough channels (``uses_tiles``).
 
+A tiled conv of constant weights on a small map with a deep product computes its
+output transposed, with its output channels along the tiles' vector lanes and its
+weights packed into panels once, at lowering (``channels_on_lanes``). The packed,
+blocked product of large matmuls (``gemm_blocks``, its operands copied at every call)
+is not used: on the conv's own product shapes the tiles reading the operands in place
+ran at 90% of the FMA peak (one thread, 512 x 4608 @ 4608 x 63, the 7 x 7 512-channel
+conv's, 106 GFLOP/s in place, 71 blocked; 64 x 576 @ 576 x 232, a 56 x 56 64-channel
+conv's block, 105 and 75): what such convs lose is elsewhere (columns computed and
+dropped, the gather).
+
 Float32 and float64 convs whose operands share the dtype; the rest (float16,
 mixed dtypes) run on the host.
 """
@@ -65,14 +75,16 @@ CHANNEL_TASKS_PER_THREAD = 2
 #: A tiled conv of constant weights on a map of at most this many output positions,
 #: summing at least this many products per output (input channels x taps), computes
 #: its output transposed, its channels along the vector lanes (``channels_on_lanes``).
-#: Measured (loaded 2-core AMD EPYC, AVX-512, one thread, process time, the two ways
-#: compiled side by side and called in turn; columns / lanes), on 7 x 7 maps: 3x3
-#: 512 -> 512 3.16 / 2.77 ms, 1x1 2048 -> 512 1.43 / 1.12, 3x3 stride 2 256 -> 512
-#: (from 14 x 14) 2.36 / 1.54, but 1x1 512 -> 2048 (depth 512) 1.44 / 1.56; on 14 x 14
-#: maps, mixed: 1x1 1024 -> 256 1.19 / 0.98, 3x3 256 2.75 / 2.71, 3x3 128 0.71 / 0.82,
-#: 1x1 256 -> 1024 1.14 / 1.57; on 16 x 16, 3x3 64 0.26 / 0.33. (A shallow product's
-#: time goes to the products' copy into the output's planes and to C, read and written
-#: once per block of K; a map of 196 positions fills 7 panels of 32 columns to 88%.)
+#: Measured (2-core AMD EPYC, AVX-512, the other core busy with other work; one thread,
+#: both ways compiled in one process and called in turn, medians; channels on columns
+#: as before / on the lanes), on 7 x 7 maps: 3x3 512 -> 512 2.88 / 2.71 ms, 1x1
+#: 2048 -> 512 1.35 / 1.11, 3x3 stride 2 256 -> 512 (from 14 x 14) 1.61 / 1.36; but
+#: 1x1 512 -> 2048 (depth 512) 1.27 / 1.25 and worse against a columns way of 2 channel
+#: blocks; on 14 x 14 maps mixed (1x1 1024 -> 256 1.19 / 0.98, but 1x1 256 -> 1024
+#: 1.14 / 1.57, 3x3 128 0.71 / 0.82), on 16 x 16 slower (3x3 64: 0.26 / 0.33). (A
+#: shallow product's time goes to the copy of ``products`` into the output's planes
+#: and to C, read and written once per block of K; 196 positions fill 7 panels of 32
+#: columns to 88%, 49 positions 2 panels to 77%.)
 LANES_MAX_POSITIONS = 64
 LANES_MIN_DEPTH = 1024
 #: A conv of at least this many multiply-adds runs its tasks in parallel however small
