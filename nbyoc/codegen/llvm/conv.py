@@ -621,8 +621,8 @@ def _plane_gather(g: _Geometry, x_name: str, dtype: str) -> tuple[list[str], lis
     for d in reversed(range(k)):
         setup.append(f"    o{d} = {current} % {g.out[d]}")
         if d:
-            setup.append(f"    p{d} = {current} // {g.out[d]}")
-            current = f"p{d}"
+            setup.append(f"    left{d} = {current} // {g.out[d]}")
+            current = f"left{d}"
     spot = " + ".join(f"o{d} * {g.strides[d] * step[d]}" for d in range(k))
     setup.append(f"    spots[p] = {spot}")
     inside = " + ".join(f"(i{d} + {g.begins[d]}) * {step[d]}" for d in range(k))
