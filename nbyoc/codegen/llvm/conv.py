@@ -80,6 +80,8 @@ CHANNEL_TASKS_PER_THREAD = 2
 #: as before / on the lanes), on 7 x 7 maps: 3x3 512 -> 512 2.88 / 2.71 ms, 1x1
 #: 2048 -> 512 1.35 / 1.11, 3x3 stride 2 256 -> 512 (from 14 x 14) 1.61 / 1.36; but
 #: 1x1 512 -> 2048 (depth 512) even (1.27 / 1.25 in one run, 1.44 / 1.56 in another);
+#: on 2 threads, against the columns way in channel blocks (``_channel_block``), 3x3
+#: 512 -> 512 1.68 / 1.42 ms, 1x1 2048 -> 512 0.71 / 0.59, 3x3 stride 2 1.20 / 0.75;
 #: on 14 x 14 maps mixed (1x1 1024 -> 256 1.19 / 0.98, but 1x1 256 -> 1024
 #: 1.14 / 1.57, 3x3 128 0.71 / 0.82), on 16 x 16 slower (3x3 64: 0.26 / 0.33). (A
 #: shallow product's time goes to the copy of ``products`` into the output's planes
