@@ -44,7 +44,8 @@ from __future__ import annotations
 import functools
 import re
 
-from .target import BITS, vector_lanes
+from .vector_ir import element_pointer, intrinsics, vectors
+from .vector_ir import splat as splat_vector
 
 _NAME = re.compile(r"window_rows_(float32|float64)_k(\d+)x(\d+)_s(\d+)x(\d+)_d(\d+)x(\d+)_r(\d+)$")
 _DEAL = re.compile(r"deal_row_(float32|float64)_s([12])$")
@@ -94,16 +95,11 @@ def _window_rows(dtype: str, k0: int, k1: int, s0: int, s1: int, d0: int, d1: in
     from numba.core import cgutils
     from numba.extending import intrinsic
 
-    bits = BITS[dtype]
-    lanes = vector_lanes(dtype)
-    vectors = max(1, ACCUMULATORS // rows)
-    i1, i32, i64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
-    element = ir.FloatType() if bits == 32 else ir.DoubleType()
-    vector = ir.VectorType(element, lanes)
-    mask_type = ir.VectorType(i1, lanes)
-    align = bits // 8
-    suffix = f"v{lanes}f{bits}"
-    lane_numbers = ir.Constant(ir.VectorType(i64, lanes), list(range(lanes)))
+    v = vectors(dtype)
+    lanes, element, vector = v.lanes, v.element, v.vector
+    align, lane_numbers = v.align, v.lane_numbers
+    per_row = max(1, ACCUMULATORS // rows)
+    i32, i64 = ir.IntType(32), ir.IntType(64)
     reads = sorted(tap_offsets((k0, k1), (s0, s1), (d0, d1), rows).items())
 
     @intrinsic
@@ -125,38 +121,14 @@ def _window_rows(dtype: str, k0: int, k1: int, s0: int, s1: int, d0: int, d1: in
             if start.type != element:
                 wider = isinstance(start.type, ir.DoubleType)
                 start = (builder.fptrunc if wider else builder.fpext)(start, element)
-            module = builder.module
+            fmuladd, masked_load, masked_store = intrinsics(builder.module, v)
 
-            def function(name, result, arguments):
-                return cgutils.get_or_insert_function(
-                    module, ir.FunctionType(result, arguments), name
-                )
-
-            fmuladd = function(f"llvm.fmuladd.{suffix}", vector, [vector] * 3)
-            masked_load = function(
-                f"llvm.masked.load.{suffix}.p0",
-                vector,
-                [vector.as_pointer(), i32, mask_type, vector],
-            )
-            masked_store = function(
-                f"llvm.masked.store.{suffix}.p0",
-                ir.VoidType(),
-                [vector, vector.as_pointer(), i32, mask_type],
-            )
-
-            def data(value, ty, at):
-                return builder.gep(context.make_array(ty)(context, builder, value).data, [at])
-
-            y_base = data(y_value, sig.args[0], y_at)
-            x_base = data(x_value, sig.args[3], x_at)
-            w_base = data(w_value, sig.args[7], w_at)
+            y_base = element_pointer(context, builder, sig.args[0], y_value, y_at)
+            x_base = element_pointer(context, builder, sig.args[3], x_value, x_at)
+            w_base = element_pointer(context, builder, sig.args[7], w_value, w_at)
 
             def splat(value):
-                undefined = ir.Constant(vector, ir.Undefined)
-                one = builder.insert_element(undefined, value, ir.Constant(i32, 0))
-                return builder.shuffle_vector(
-                    one, undefined, ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
-                )
+                return splat_vector(builder, v, value)
 
             def constant(value):
                 return ir.Constant(i64, value)
@@ -213,10 +185,10 @@ def _window_rows(dtype: str, k0: int, k1: int, s0: int, s1: int, d0: int, d1: in
                                 [totals[j][v], pointer, ir.Constant(i32, align), mask],
                             )
 
-            width = vectors * lanes
+            width = per_row * lanes
             whole = builder.sdiv(n, constant(width))
             with cgutils.for_range(builder, whole) as loop:
-                block(builder.mul(loop.index, constant(width)), vectors, None)
+                block(builder.mul(loop.index, constant(width)), per_row, None)
             done = builder.mul(whole, constant(width))
             singles = builder.sdiv(builder.sub(n, done), constant(lanes))
             with cgutils.for_range(builder, singles) as loop:
@@ -245,15 +217,10 @@ def _deal_row(dtype: str, stride: int):
     from numba.core import cgutils
     from numba.extending import intrinsic
 
-    bits = BITS[dtype]
-    lanes = vector_lanes(dtype)
-    i1, i32, i64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
-    element = ir.FloatType() if bits == 32 else ir.DoubleType()
-    vector = ir.VectorType(element, lanes)
-    mask_type = ir.VectorType(i1, lanes)
-    align = bits // 8
-    suffix = f"v{lanes}f{bits}"
-    lane_numbers = ir.Constant(ir.VectorType(i64, lanes), list(range(lanes)))
+    v = vectors(dtype)
+    lanes, vector = v.lanes, v.vector
+    align, lane_numbers = v.align, v.lane_numbers
+    i32, i64 = ir.IntType(32), ir.IntType(64)
 
     def typed(dst, rest):
         src = rest[stride]
@@ -277,19 +244,7 @@ def _deal_row(dtype: str, stride: int):
         dst_value, src_value = args[0], args[stride + 1]
         ats = [args[1 + a] for a in range(stride)] + [args[stride + 2], args[stride + 3]]
         *ats, src_at, count = (builder.sext(v, i64) if v.type.width < 64 else v for v in ats)
-        module = builder.module
-
-        def function(name, result, arguments):
-            return cgutils.get_or_insert_function(module, ir.FunctionType(result, arguments), name)
-
-        masked_load = function(
-            f"llvm.masked.load.{suffix}.p0", vector,
-            [vector.as_pointer(), i32, mask_type, vector],
-        )  # fmt: skip
-        masked_store = function(
-            f"llvm.masked.store.{suffix}.p0", ir.VoidType(),
-            [vector, vector.as_pointer(), i32, mask_type],
-        )  # fmt: skip
+        _, masked_load, masked_store = intrinsics(builder.module, v)
         dst_data = context.make_array(sig.args[0])(context, builder, dst_value).data
         src_data = context.make_array(sig.args[stride + 1])(context, builder, src_value).data
         dst_bases = [builder.gep(dst_data, [at]) for at in ats]
