@@ -279,8 +279,10 @@ def test_the_real_model_tables_show_where_the_time_goes():
               "warm": {}, "resized": {}, "peers": {}, "checks": {}, "vs_ort": {},
               "profile": {"llvm": {"profile": {"total_ms": 5.0, "rows": rows}}}}  # fmt: skip
     text = real.tables({"ppocr-cls": result}, ["llvm"], [])
-    expected = ("| ppocr-cls | llvm | 5 ms | @llvm_0 3 ms (60%): conv2d, add, relu"
-                "<br>(executor) 0.1 ms (2%): argument checks |")
+    expected = (
+        "| ppocr-cls | llvm | 5 ms | @llvm_0 3 ms (60%): conv2d, add, relu"
+        "<br>(executor) 0.1 ms (2%): argument checks |"
+    )
     assert expected in text, text
     del result["profile"]
     assert "where the time goes" not in real.tables({"ppocr-cls": result}, ["llvm"], [])
