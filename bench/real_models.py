@@ -22,7 +22,8 @@ Every measurement runs in a fresh process, one at a time:
    1 thread (unless ``--no-one-thread``): the median run with ``NUMBA_NUM_THREADS=1``,
    against the cold phase's on every core: what the other cores buy;
    profile (unless ``--no-profile``): ``fn.profile`` in that cache, and its five slowest
-   rows (regions and host ops) in a table: where a model's time goes;
+   rows (regions and host ops) and stages inside the regions (each run alone) in a
+   table: where a model's time goes;
 3. ONNX Runtime (its default session options, as a user runs it): session creation
    and the median run; in their own processes, after nbyoc's, since ONNX Runtime's
    threads spin on after a run; with ``--ort-disabled`` also with its graph
@@ -136,7 +137,10 @@ def child_nbyoc(args, report: dict, save) -> None:
         report["profile"] = {"total_ms": found.total * 1e3,
                              "rows": [{"name": r.name, "backend": r.backend, "ops": r.ops,
                                        "ms": r.seconds * 1e3, "share": r.share}
-                                      for r in found.rows[:PROFILE_ROWS]]}  # fmt: skip
+                                      for r in found.rows[:PROFILE_ROWS]],
+                             "stages": [{"name": r.region, "ops": r.what, "ms": r.seconds * 1e3,
+                                         "share": r.share}
+                                        for r in found.stages[:PROFILE_ROWS]]}  # fmt: skip
         save(report, None)
     elif args.runs:
         report["run_ms"], report["runs"] = median_run_ms(lambda: fn(*inputs), args.runs)
@@ -438,7 +442,8 @@ def tables(results: dict, backends: list[str], peers: list[str]) -> str:
             found = r.get("profile", {}).get(b, {}).get("profile")
             if found:
                 steps = "<br>".join(profile_row_text(row) for row in found["rows"])
-                slowest.append([name, b, f"{found['total_ms']:.3g} ms", steps])
+                inside = "<br>".join(profile_row_text(row) for row in found.get("stages", []))
+                slowest.append([name, b, f"{found['total_ms']:.3g} ms", steps, inside or "-"])
     ort = [p for p in peers if p.startswith("ort")]
     exact = [[name, *(fmt_diff(r.get("vs_ort", {}).get(c, {}).get(p)) for c in backends
                       for p in ort)] for name, r in results.items()]  # fmt: skip
@@ -453,7 +458,8 @@ def tables(results: dict, backends: list[str], peers: list[str]) -> str:
                      *backends], scaling)]
           if any(r.get("one_thread") for r in results.values()) else []),
         *([markdown(["model", "backend", "profiled call",
-                     f"where the time goes: the {PROFILE_ROWS} slowest steps (fn.profile)"],
+                     f"where the time goes: the {PROFILE_ROWS} slowest steps (fn.profile)",
+                     f"inside the regions: the {PROFILE_ROWS} slowest stages, each alone"],
                     slowest)] if slowest else []),
         *([markdown(["model (max abs diff from ONNX Runtime's result; exact: bit for bit)",
                      *(f"{c} vs {p}" for c in backends for p in ort)], exact)] if ort else []),

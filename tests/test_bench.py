@@ -277,11 +277,14 @@ def test_the_real_model_tables_show_where_the_time_goes():
              "share": 0.02}]  # fmt: skip
     result = {"nodes": 10, "refused": None, "cold": {"llvm": {"cold_s": 1.0, "run_ms": 5.0}},
               "warm": {}, "resized": {}, "peers": {}, "checks": {}, "vs_ort": {},
-              "profile": {"llvm": {"profile": {"total_ms": 5.0, "rows": rows}}}}  # fmt: skip
+              "profile": {"llvm": {"profile": {"total_ms": 5.0, "rows": rows, "stages": [
+                  {"name": "@llvm_0", "ops": "conv 1x8x4x4 w8x3x3x3", "ms": 2.0,
+                   "share": 0.4}]}}}}  # fmt: skip
     text = real.tables({"ppocr-cls": result}, ["llvm"], [])
     expected = (
         "| ppocr-cls | llvm | 5 ms | @llvm_0 3 ms (60%): conv2d, add, relu"
-        "<br>(executor) 0.1 ms (2%): argument checks |"
+        "<br>(executor) 0.1 ms (2%): argument checks"
+        " | @llvm_0 2 ms (40%): conv 1x8x4x4 w8x3x3x3 |"
     )
     assert expected in text, text
     del result["profile"]
