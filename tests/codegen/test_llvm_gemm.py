@@ -181,6 +181,41 @@ def test_blocked_products_match_numpy_at_every_edge(part, dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("part", ["rows", "columns", "depth"])
+def test_a_constant_b_is_packed_once_at_lowering(part, dtype, monkeypatch):
+    """A layer's weight (a constant B) of a blocked product is packed into panels at
+    lowering (``gemm.matmul_packs``): no task copies B. At the edges of the tile, panel,
+    column block and K block (zeros past B's last row and column), with a bias and
+    ReLU after it, against the host, before and after a save -> load round trip."""
+    from nbyoc.codegen.llvm import gemm_blocks
+
+    tile_rows, cols = tile_shape(dtype)
+    monkeypatch.setattr(gemm, "PACK_MIN_ROWS", tile_rows)
+    block, depth = gemm_blocks.column_block(dtype), gemm_blocks.K_PART
+    base = {"rows": 2 * tile_rows + 7, "columns": 3 * cols + 5, "depth": 37}
+    values = {
+        "rows": [2 * tile_rows - 1, 4 * tile_rows + 15],
+        "columns": [*_edges(block), block + 2 * cols + 3],
+        "depth": [2, depth, 2 * depth + 3],
+    }[part]
+    for seed, size in enumerate(values):
+        m, n, k = (size if part == name else base[name] for name in ("rows", "columns", "depth"))
+        rng = np.random.default_rng(seed)
+        a = nbyoc.var("a", (m, k), dtype)
+        w = nbyoc.const(rng.standard_normal((k, n)).astype(dtype))
+        bias = nbyoc.const(rng.standard_normal(n).astype(dtype))
+        f = nbyoc.function([a], nbyoc.relu(a @ w + bias))
+        fn = nbyoc.compile(f, backend="llvm")
+        source = fn.get_source()
+        assert "a_pack[t, kk, i] = " in source and "b_pack" not in source, (m, k, n)
+        x = [rng.standard_normal((m, k)).astype(dtype)]
+        tolerance = {"rtol": 1e-4, "atol": 1e-5 * k} if dtype == "float32" else {
+            "rtol": 1e-10, "atol": 1e-12 * k}  # fmt: skip
+        assert_close_to_host(fn, f, x, **tolerance)
+        assert_close_to_host(reload(fn), f, x, **tolerance)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 40, 70), (40, 1, 70), (40, 70, 1)])
 def test_products_with_a_size_of_one_match_numpy(m, k, n, dtype):
     """A row, a column or a depth of one: the tiles read the operands in place."""

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call, Constant
 from ...runtime.llvm.target import (
@@ -34,7 +36,7 @@ from ...runtime.llvm.target import (
     tiles_supported,
 )
 from . import rules
-from .gemm_blocks import blocked_product, tail_rows, task_rows
+from .gemm_blocks import blocked_product, packed_panels, tail_rows, task_rows
 from .generic import symbolic_size
 from .loops import loop_nest, outer, subscript
 from .sizes import Sizes, ceil_div, value
@@ -279,11 +281,10 @@ def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
     batch, names, a_batch, b_batch = _batch(node, sizes)
     if epilogue is not None:
         epilogue = epilogue.sized((*batch, m, n))
-    tile_rows, cols = tile_shape(dtype)
+    tile_rows = tile_shape(dtype)[0]
     itemsize = dtype_info(dtype).itemsize
     depth = min(kv, K_BLOCK) if kv > DEEP_K else kv  # the K a tile's call sums over
-    group = task_rows(mv, value(math.prod(batch)), tile_rows)
-    blocked = packs_b(min(group, mv), kv, nv, cols)  # (a group may pass the rows)
+    group, blocked = _row_blocking(node)
     if not blocked:
         group = row_group(mv, depth, itemsize, tile_rows)
     groups_value = -(-mv // group)
@@ -301,7 +302,7 @@ def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
     if blocked:  # (each matrix's views once: the copies index them per value)
         body += [f"a_m = {a2}", f"b_m = {b2}", f"c_m = {c2}"]
         setup, lines, imports = blocked_product(
-            dtype, ("a_m", "b_m", "c_m"), (m, k, n), "r0", "r1", group
+            dtype, ("a_m", "b_m", "c_m"), (m, k, n), "r0", "r1", group, packs_constant_b(node)
         )
     elif not deep:
         lines, imports = tile_product(dtype, (a2, b2, c2), (m, k, columns), "r0", "r1")
@@ -317,6 +318,42 @@ def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
     first = value(batch[0]) if batch else None
     lead = Lead(first, 1, tasks // first) if batch else Lead(mv, value(group))
     return StageBody(body, tasks, value(group * k * n), setup, imports, lead, sizes)
+
+
+def _row_blocking(node: Call) -> tuple[int, bool]:
+    """A tiled product's rows per task (before ``row_group`` sizes a product read in
+    place) and whether it runs in blocks of packed operands (``packs_b``)."""
+    a, b = node.args
+    tile_rows, cols = tile_shape(node.type.dtype)
+    mv, kv, nv = a.type.shape[-2], a.type.shape[-1], b.type.shape[-1]
+    group = task_rows(mv, value(math.prod(Sizes().dims(node.type.shape[:-2]))), tile_rows)
+    return group, packs_b(min(group, mv), kv, nv, cols)  # (a group may pass the rows)
+
+
+def packs_constant_b(node: Call) -> bool:
+    """Whether a matmul's B is packed once, at lowering (``matmul_packs``): a constant
+    2-D B (a layer's weight) of a product that runs in blocks of packed operands,
+    which would otherwise copy all of B into panels in every task of every call."""
+    b = node.args[1]
+    return (isinstance(b, Constant) and b.type.ndim == 2 and uses_tiles(node)
+            and _row_blocking(node)[1])  # fmt: skip
+
+
+def matmul_packs(call: Call, index: int):
+    """What the stage takes in place of operand ``index`` when it is a constant
+    (``StageRule.packs``): B in the panels ``blocked_product`` reads
+    (``gemm_blocks.packed_panels``) when ``packs_constant_b``; else None.
+
+    >>> import nbyoc, numpy as np
+    >>> w = nbyoc.const(np.ones((512, 256), np.float32))
+    >>> matmul_packs(nbyoc.var("x", (1024, 512)) @ w, 1).shape[:2]  # (K blocks, panels)
+    (2, 8)
+    >>> matmul_packs(nbyoc.var("x", (8, 512)) @ w, 1) is None  # (read in place)
+    True
+    """
+    if index != 1 or not packs_constant_b(call):
+        return None
+    return packed_panels(np.asarray(call.args[1].data), call.type.dtype)
 
 
 #: A product deeper than this (K) is summed in parts of K_BLOCK: a task's rows of A
