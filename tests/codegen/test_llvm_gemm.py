@@ -248,6 +248,19 @@ def test_products_of_few_rows_and_a_wide_b_share_out_its_columns(
     np.testing.assert_array_equal(got, expected.astype(dtype))
 
 
+def test_sizes_read_at_run_time_share_out_columns_at_every_binding(monkeypatch):
+    """Rows and B's columns symbolic: each binding decides its own cut (3 rows and
+    16 rows by columns, 200 rows by rows: A past ROW_GROUP_BYTES), a symbolic column
+    count's panels counted at run time; bit for bit NumPy's on whole numbers."""
+    monkeypatch.setattr(gemm, "WIDE_B_BYTES", 0)
+    a, b = nbyoc.var("a", ("rows", 300)), nbyoc.var("b", (300, "columns"))
+    fn = nbyoc.compile(nbyoc.function([a, b], a @ b), backend="llvm")
+    for seed, (m, n) in enumerate([(3, 70), (16, 1000), (200, 33), (16, 32)]):
+        a_value, b_value = _whole((m, 300), "float32", seed), _whole((300, n), "float32", 9)
+        expected = a_value.astype(np.float64) @ b_value
+        np.testing.assert_array_equal(fn(a_value, b_value), expected.astype(np.float32))
+
+
 def test_columns_are_shared_out_only_for_few_rows_and_a_wide_b():
     """16 x 1024 @ 1024 x 8210 float32 (34 MB of B): sixteen blocks of columns; the same
     rows against a B that fits a core's L2, or more rows than one task holds: rows."""
