@@ -12,7 +12,10 @@ Three ways, chosen per call by its dtype:
   task per thread (``gemm_blocks``); a smaller one reads its operands in place, a
   panel of columns at a time, and one deeper than ``DEEP_K`` sums K in parts of
   ``K_BLOCK`` (accumulating tiles after the first), so that the rows of a part and a
-  panel stay in cache (BLAS's ``kc`` blocking).
+  panel stay in cache (BLAS's ``kc`` blocking). A product of few rows and a B wider
+  than a core's L2 (a classifier's last layer) is cut by its columns instead, each
+  task all rows and a block of panels (``column_blocks``), so that B is read once; a
+  constant B then comes packed into its panels at lowering (``matmul_packs``).
 - **rows** (float16, computed in float32): each output row is ``K`` multiply-adds of
   rows of ``b`` into an accumulator row, vectorised along the row.
 - **loops**: integer and bool products and products with a 1-D operand; taken only
