@@ -1,0 +1,162 @@
+"""The input rows a block of a tiled conv's output rows reads, split into stride phases,
+so that every tap of a strided conv reads one contiguous run of one phase plane, as
+every tap of a unit-stride conv reads its padded input (``conv._wide_tiled_conv``).
+
+Along an axis of stride ``s`` and dilation ``dil``, output ``o`` and tap ``q`` read the
+padded input at ``o * s + q * dil``: phase ``(q * dil) % s`` (the residue) at phase
+position ``o + (q * dil) // s``. A phase plane holds, along every axis, the padded
+input's positions of one residue, ``j * s + phase`` at ``j``; laid out flat with a
+pitch of ``out + reach`` positions along each axis after the first (``reach``, the
+phase positions a tap reads past the output's last), output ``o`` of tap ``q`` is
+then at ``flat(o) + offset(q)`` of its phase's plane. Over a block of output rows
+computed at the plane's pitch (the positions past the output's width computed and
+dropped), each tap's row of the column matrix is one contiguous copy.
+
+Only the phases up to the last some tap reads are kept (a 3x3 stride-2 conv reads all
+four of 2 x 2; a 1x1 stride-2 conv, or one of dilation 2, one). At stride 1
+this is the padded input itself, one phase.
+
+A block's phase rows are relative to its first output row: the block of output rows
+``[row0, row1)`` reads phase rows ``row0 .. row1 + reach - 1`` of every phase.
+
+>>> planes = PhasePlanes((3, 3), (2, 2), (1, 1), (1, 1), (900, 161), (450, 81))
+>>> planes.counts, planes.reach, planes.phases
+((2, 2), (1, 1), 4)
+>>> planes.extents(10), planes.pitches(), planes.slack()
+((11, 82), (82, 1), 1)
+>>> planes.tap(0, "q0"), planes.tap_offset(["q0", "q1"])
+('(q0 * 1) % 2', '(q0 * 1) // 2 * 82 + (q1 * 1) // 2 * 1')
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def _indent(lines: list[str], depth: int) -> list[str]:
+    return ["    " * depth + line for line in lines]
+
+
+class PhasePlanes:
+    """The stride phases of one conv's input: its window ``kernel``, ``strides``,
+    ``dilations`` and leading pads ``begins`` (numbers: the structure), and its
+    input's ``spatial`` and output's ``out`` extents (numbers or ``sizes.Dim``)."""
+
+    def __init__(self, kernel, strides, dilations, begins, spatial, out):
+        self.kernel, self.strides, self.dilations = kernel, strides, dilations
+        self.begins, self.spatial, self.out = begins, spatial, out
+        spans = [(k - 1) * dil for k, dil in zip(kernel, dilations)]
+        # (phases 0 up to the last a tap reads: a dilation of 2 at stride 2 reads one)
+        self.counts = tuple(
+            max((q * dil) % s for q in range(k)) + 1
+            for k, s, dil in zip(kernel, strides, dilations)
+        )
+        self.reach = tuple(span // s for s, span in zip(strides, spans))
+        self.phases = math.prod(self.counts)
+
+    def extents(self, rows) -> tuple:
+        """A block's phase plane's extents for ``rows`` output rows: along the first axis
+        the rows its taps read, along the others the output's extent and the reach."""
+        first = rows + self.reach[0]
+        return (first, *(o + r for o, r in zip(self.out[1:], self.reach[1:])))
+
+    def pitches(self) -> tuple:
+        """The flat distance between neighbours along each axis of a phase plane (the
+        first axis's: a wide row's length)."""
+        extents = self.extents(0)
+        return tuple(math.prod(extents[d + 1 :]) for d in range(len(extents)))
+
+    def slack(self):
+        """How far past its last row a tap of the block's last wide row reads."""
+        return sum(r * p for r, p in zip(self.reach[1:], self.pitches()[1:]))
+
+    def size(self, rows):
+        """One phase plane's length for ``rows`` output rows: its extents and the slack."""
+        return math.prod(self.extents(rows)) + self.slack()
+
+    def tap(self, d: int, q: str) -> str:
+        """The phase along axis ``d`` of tap ``q`` (a name in the code)."""
+        return f"({q} * {self.dilations[d]}) % {self.strides[d]}"
+
+    def tap_phase(self, taps: list[str]) -> str:
+        """The flat index among the kept phases of the tap ``taps`` (names, one per axis)."""
+        return self.flat_phase([self.tap(d, q) for d, q in enumerate(taps)])
+
+    def tap_offset(self, taps: list[str]) -> str:
+        """The flat offset within its phase plane at which tap ``taps`` reads output 0."""
+        pitches = self.pitches()
+        return " + ".join(
+            f"({q} * {self.dilations[d]}) // {self.strides[d]} * {pitches[d]}"
+            for d, q in enumerate(taps)
+        )
+
+    def copy(self, plane: str, x: str, lead: list[str]) -> list[str]:
+        """Lines copying input channel ``lead`` (its image and channel indices) of ``x``
+        into ``plane`` (phase, flat position), the phase planes of the block of output
+        rows ``[row0, row1)`` (names bound in the code). Each run along the last axis is
+        cut to the input (copied) and the padding either side (zeroed: a thread's planes
+        are reused by its next block, whose padding may lie where this block's input
+        did); a run whose position along another axis is padding is zeroed whole."""
+        k = len(self.kernel)
+        last = k - 1
+        pitches = self.pitches()
+        lines: list[str] = []
+        depth = 0
+        for d in range(k):
+            lines += _indent([f"for ph{d} in range({self.counts[d]}):"], depth)
+            depth += 1
+        lines += _indent([f"phase = {self.flat_phase([f'ph{d}' for d in range(k)])}"], depth)
+        # The positions along the axes before the last: phase rows of the block, then
+        # whole phase extents. ``i{d}``, the input position (negative or past it: padding).
+        inside = []
+        base = []
+        for d in range(last):
+            count = "row1 - row0 + " + str(self.reach[0]) if d == 0 else str(self.extents(0)[d])
+            lines += _indent([f"for j{d} in range({count}):"], depth)
+            depth += 1
+            start = f"(row0 + j{d})" if d == 0 else f"j{d}"
+            lines += _indent(
+                [f"i{d} = {start} * {self.strides[d]} + ph{d} - {self.begins[d]}"], depth
+            )
+            inside.append(f"i{d} >= 0 and i{d} < {self.spatial[d]}")
+            base.append(f"j{d} * {pitches[d]}")
+        # Along the last axis: phase positions [run0, run1) are inside the input. With one
+        # axis, the run is the block's phase rows (relative to ``row0``).
+        s, b, n = self.strides[last], self.begins[last], self.spatial[last]
+        origin = "row0" if k == 1 else "0"
+        extent = f"row1 - row0 + {self.reach[0]}" if k == 1 else str(self.extents(0)[last])
+        row = ", ".join([*lead, *(f"i{d}" for d in range(last))])
+        step = f"{s} * u" if s != 1 else "u"
+        run = [
+            f"at = {' + '.join(base) or '0'}",
+            # (``b - ph + s - 1`` >= 0: the phase is below the stride, so these are ceilings)
+            f"run0 = min({extent}, max(0, ({b} - ph{last} + {s - 1}) // {s} - {origin}))",
+            f"run1 = max(run0, min({extent}, ({n} + {b} - ph{last} + {s - 1}) // {s} - {origin}))",
+            f"{plane}[phase, at : at + run0] = 0.0",
+            f"{plane}[phase, at + run1 : at + {extent}] = 0.0",
+            # One row's run through 1-D views with signed indices: at stride 2 this ran
+            # 3x faster than through the 2-D arrays with unsigned indices up to an
+            # opaque bound (the form of ``_wide_tiled_conv``'s kept rows; 32 x 900 x 161
+            # into 2 x 2 phases, one thread, 3.9 against 11.5 ms; at stride 1 even).
+            f"input_row = {x}[{row}]",
+            f"phase_plane = {plane}[phase]",
+            f"first = ({origin} + run0) * {s} + ph{last} - {b}",
+            "for u in range(run1 - run0):",
+            f"    phase_plane[at + run0 + u] = input_row[first + {step}]",
+        ]
+        if inside:
+            run = [
+                f"if {' and '.join(inside)}:",
+                *_indent(run, 1),
+                "else:",
+                f"    at = {' + '.join(base)}",
+                f"    {plane}[phase, at : at + {extent}] = 0.0",
+            ]
+        return lines + _indent(run, depth)
+
+    def flat_phase(self, phases: list[str]) -> str:
+        """The flat index among the kept phases of the phases ``phases`` (one per axis)."""
+        index = "0"
+        for d, a in enumerate(phases):
+            index = f"({index}) * {self.counts[d]} + {a}"
+        return index
