@@ -246,7 +246,8 @@ class _Geometry:
         (the output's extents are then the input's, whatever they are)."""
         return (
             all(k == 1 for k in self.kernel)
-            and all(s == 1 for s in self.strides)
+            # (by value: a stride above WRITTEN_STEP is read at run time, ``read_steps``)
+            and all(value(s) == 1 for s in self.strides)
             and not any(self.begins)
             and not any(self.ends)
         )
