@@ -11,9 +11,11 @@ Two ways, chosen per call by its sizes:
   structure. Depthwise and small convs run this way.
 - **tiles**: per image and group, ``w (M, C*taps) @ columns (C*taps, positions)``
   by ``nbyoc.runtime.llvm.tiles``, the columns gathered first (im2col; a 1x1 conv with
-  unit strides and no padding reads its input as it is; other unit-stride convs
-  gather from a zero-padded copy of the input, one contiguous copy per channel and
-  tap, and compute over rows of the padded width, ``_wide_tiled_conv``). One task per image, group,
+  unit strides and no padding reads its input as it is; other convs of strides up to
+  ``WRITTEN_STEP`` gather from a zero-padded copy of the input split into stride
+  phases, one contiguous copy per channel and tap, and compute over rows of the
+  phases' width, ``_wide_tiled_conv``; larger strides, and strided 1x1 convs, gather
+  per output row, ``_im2col``). One task per image, group,
   block of output channels and block of output positions: an image is cut into blocks
   of positions when there are fewer images than ``TASKS``, and a small map's output
   channels into blocks when its positions give the threads too few tasks
@@ -179,7 +181,16 @@ def _runs_wide(g: _Geometry) -> bool:
     one (its input is its columns), and of strides written into the code
     (``WRITTEN_STEP``: the phases are the code's structure). A 1x1 conv of stride 2
     gathers its columns (``_im2col``): one phase, a copy of it and a copy of that into
-    the columns, where the gather copies once."""
+    the columns, where the gather copies once.
+
+    Strided convs over stride phases against gathered columns (loaded 2-core AMD EPYC,
+    AVX-512, both compiled in one process and called in turn with ONNX Runtime, 21
+    calls each, medians, wall ms; ``bench/strided_side_by_side.py``): the audio CNN's
+    3x3/2 32 -> 64 on 900 x 161 41.6 -> 30.4 (ORT 27.4); ResNet's 7x7/2 stem 10.7 ->
+    6.7; MobileNetV2's 3x3/2 stem 0.63 -> 0.42; ResNet-18's 3x3/2 64 -> 128 on 56 x 56
+    1.75 -> 1.51. On one thread, the audio conv's stage spent 13 of its 22 ms in the
+    product and 6 in the copy into phases, then 3.6 with the phases of a row copied
+    together (``phase_planes``)."""
     if g.pointwise() or any(s > WRITTEN_STEP for s in g.strides):
         return False
     return all(s == 1 for s in g.strides) or any(k > 1 for k in g.kernel)
@@ -427,7 +438,7 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue, parallel: bool
     of a plane instead of one short copy per output row: on the CNN model's 3x3 convs
     of 16 x 16 and 8 x 8 images the im2col was most of the conv's time, and a strided
     conv's im2col read its input with a stride per tap and row (``_im2col``; measured
-    against it in ``STRIDED_WIDE``).
+    against it at ``_runs_wide``).
 
     Blocks of output rows (the first spatial axis) are the tasks beside images and
     groups; the dropped columns cost ``pitch / width`` more multiply-adds."""
