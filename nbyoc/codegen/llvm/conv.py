@@ -458,7 +458,8 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue, parallel: bool
         f"{w_name}_g = {w_name}.reshape(({g.group}, {g.mg}, {depth}))",
         f"{dest}_g = {dest}.reshape(({g.n}, {g.group}, {g.mg}, {g.positions}))",
         # The phase rows one block reads, per channel (``phase_planes``: each task writes
-        # every position of them its taps read, the padding's zeros included).
+        # every position its kept outputs read, the padding's zeros included; a column
+        # past the output's width, computed and dropped, may read an earlier task's).
         f"plane = np.zeros(({g.cg}, {planes.phases}, {planes.size(rows)}), np.{dtype})",
         f"columns = np.empty(({depth}, {rows * stride[0]}), np.{dtype})",
         f"wide = np.empty(({g.mg}, {rows * stride[0]}), np.{dtype})",
