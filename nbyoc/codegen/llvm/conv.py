@@ -184,13 +184,15 @@ def _runs_wide(g: _Geometry) -> bool:
     the columns, where the gather copies once.
 
     Strided convs over stride phases against gathered columns (loaded 2-core AMD EPYC,
-    AVX-512, both compiled in one process and called in turn with ONNX Runtime, 21
-    calls each, medians, wall ms; ``bench/strided_side_by_side.py``): the audio CNN's
-    3x3/2 32 -> 64 on 900 x 161 41.6 -> 30.4 (ORT 27.4); ResNet's 7x7/2 stem 10.7 ->
-    6.7; MobileNetV2's 3x3/2 stem 0.63 -> 0.42; ResNet-18's 3x3/2 64 -> 128 on 56 x 56
-    1.75 -> 1.51. On one thread, the audio conv's stage spent 13 of its 22 ms in the
-    product and 6 in the copy into phases, then 3.6 with the phases of a row copied
-    together (``phase_planes``)."""
+    AVX-512, both compiled in one process and called in turn, in rotating order, with
+    ONNX Runtime, 31 calls each, medians, wall ms; ``bench/strided_side_by_side.py``;
+    the process had about one core, its CPU time within 1% of the wall time): the
+    audio CNN's 3x3/2 32 -> 64 on 900 x 161 26.2 -> 19.4 (ORT 26.1); ResNet's 7x7/2
+    stem 4.22 -> 2.82 (ORT 2.35); MobileNetV2's 3x3/2 stem 0.62 -> 0.41 (ORT 0.31);
+    ResNet-18's 3x3/2 64 -> 128 on 56 x 56 1.69 -> 1.44 (ORT 1.10). On one thread,
+    the audio conv's stage spent 13 of its 22 ms in the product (104 GFLOP/s, the
+    FMA peak's 90%) and 6 in the copy into phases, then 3.6 with the phases of a row
+    copied together (``phase_planes``)."""
     if g.pointwise() or any(s > WRITTEN_STEP for s in g.strides):
         return False
     return all(s == 1 for s in g.strides) or any(k > 1 for k in g.kernel)
