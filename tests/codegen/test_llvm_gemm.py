@@ -384,8 +384,12 @@ CONV_CASES = [
         (1, 32, 12, 11),
         (32, 16, 3, 3),
         {"group": 2, "strides": (2, 1), "pads": (1, 1, 1, 1)},
-        "tiles",
+        "wide",  # (in stride phases)
     ),
+    ((1, 3, 17, 15), (32, 3, 7, 7), {"pads": (3, 3, 3, 3), "strides": (2, 2)}, "wide"),  # stem
+    # strides above WRITTEN_STEP, and a strided 1x1 conv, gather their columns
+    ((1, 16, 13, 14), (16, 16, 3, 3), {"pads": (1, 1, 1, 1), "strides": (3, 3)}, "tiles"),
+    ((1, 16, 9, 8), (24, 16, 1, 1), {"strides": (2, 2)}, "tiles"),
 ]
 
 
@@ -445,12 +449,13 @@ def test_conv_epilogues_with_per_channel_operands_walk_planes_flat(x_shape, w_sh
     out_channels=st.sampled_from([16, 40]),
     side=st.integers(1, 13),
     kernel=st.integers(1, 3),
-    stride=st.integers(1, 2),
+    stride=st.integers(1, 3),
 )
 def test_tiled_convs_of_any_size_match_numpy(images, channels, out_channels, side, kernel,
                                              stride):  # fmt: skip
     """Position blocks of every size (a single position up to several blocks per image),
-    over wide rows (stride 1) and gathered columns (stride 2)."""
+    over wide rows (strides 1 and 2, in stride phases) and gathered columns (stride 3,
+    and 1x1 convs of stride 2)."""
     x = nbyoc.var("x", (images, channels, side, side + 2))
     w = nbyoc.const(normal((out_channels, channels, kernel, kernel), seed=5) * 0.2)
     pad = kernel // 2
@@ -467,10 +472,12 @@ def test_tiled_convs_of_any_size_match_numpy(images, channels, out_channels, sid
         ((1, 5, 7, 40), (6, 5, 3, 3), {"pads": (2, 1, 1, 2), "dilations": (2, 1)}, "wide"),
         ((2, 4, 45), (8, 4, 5), {"pads": (3, 1)}, "wide"),  # 1-D
         ((1, 3, 4, 5, 9), (8, 3, 3, 2, 2), {"pads": (1, 0, 1, 1, 1, 0)}, "wide"),  # 3-D
-        ((1, 6, 11, 13), (16, 6, 3, 3), {"pads": (1, 1, 1, 1), "strides": (2, 2)}, "tiles"),
+        ((1, 6, 11, 13), (16, 6, 3, 3), {"pads": (1, 1, 1, 1), "strides": (2, 2)}, "wide"),
         ((1, 16, 90), (8, 16, 2), {"pads": (0, 9)}, "wide"),  # end padding past the kernel
+        ((1, 4, 31), (16, 4, 5), {"pads": (2, 4), "strides": (2,)}, "wide"),  # 1-D strided
+        ((1, 6, 11, 13), (16, 6, 3, 3), {"pads": (1, 1, 1, 1), "strides": (3, 3)}, "tiles"),
     ],
-    ids=["2-D", "1-D", "3-D", "strided", "end padding"],
+    ids=["2-D", "1-D", "3-D", "strided", "end padding", "1-D strided", "gathered"],
 )
 def test_convs_in_the_smallest_blocks_read_their_neighbours_rows_and_padding(
     monkeypatch, x_shape, w_shape, attrs, way
@@ -502,11 +509,12 @@ def test_convs_in_the_smallest_blocks_read_their_neighbours_rows_and_padding(
     "x_shape,groups,kernel,attrs,way",
     [
         ((1, 6, 5, 7), 1, (3, 3), {"pads": (1, 1, 1, 1)}, "wide"),
-        ((2, 6, 7, 6), 1, (3, 3), {"pads": (1, 0, 1, 1), "strides": (2, 1)}, "tiles"),
+        ((2, 6, 7, 6), 1, (3, 3), {"pads": (1, 0, 1, 1), "strides": (3, 1)}, "tiles"),
+        ((2, 6, 7, 6), 1, (3, 3), {"pads": (1, 0, 1, 1), "strides": (2, 1)}, "wide"),
         ((1, 16, 4, 5), 1, (1, 1), {}, "tiles"),  # (the input is the columns)
         ((1, 12, 6, 5), 2, (3, 3), {"pads": (1, 1, 1, 1)}, "wide"),
     ],
-    ids=["wide", "gathered", "pointwise", "grouped"],
+    ids=["wide", "gathered", "phases", "pointwise", "grouped"],
 )
 def test_convs_in_the_smallest_channel_and_position_blocks_match_numpy(
     monkeypatch, x_shape, groups, kernel, attrs, way, dtype

@@ -61,8 +61,10 @@ def way(y) -> str:
 #: tail tile the code calls.
 PAIRS = {
     "wide 3x3": (((1, 8, 12, 12), 16, 3, 1, 1), ((2, 16, 20, 24), 28, 3, 1, 1), "wide"),
+    # (over stride phases, their sizes read at run time)
+    "wide 3x3 stride 2": (((1, 8, 12, 12), 16, 3, 2, 1), ((2, 16, 14, 16), 28, 3, 2, 1), "wide"),
     # (their blocks of positions, 36 and 56, share conv.row_stride's power of two)
-    "tiles 3x3 stride 2": (((1, 8, 12, 12), 16, 3, 2, 1), ((2, 16, 14, 16), 28, 3, 2, 1), "tiles"),
+    "tiles 1x1 stride 2": (((1, 16, 12, 12), 16, 1, 2, 1), ((2, 24, 14, 16), 28, 1, 2, 1), "tiles"),
     "pointwise": (((1, 16, 9, 9), 16, 1, 1, 1), ((3, 24, 14, 7), 28, 1, 1, 1), "tiles"),
     "depthwise 3x3": (((1, 8, 12, 12), 8, 3, 1, 8), ((2, 20, 17, 9), 20, 3, 1, 20), "direct"),
     "depthwise 5x5 stride 2": (((1, 8, 15, 19), 8, 5, 2, 8), ((2, 12, 24, 11), 12, 5, 2, 12), "direct"),

@@ -11,9 +11,11 @@ Two ways, chosen per call by its sizes:
   structure. Depthwise and small convs run this way.
 - **tiles**: per image and group, ``w (M, C*taps) @ columns (C*taps, positions)``
   by ``nbyoc.runtime.llvm.tiles``, the columns gathered first (im2col; a 1x1 conv with
-  unit strides and no padding reads its input as it is; other unit-stride convs
-  gather from a zero-padded copy of the input, one contiguous copy per channel and
-  tap, and compute over rows of the padded width, ``_wide_tiled_conv``). One task per image, group,
+  unit strides and no padding reads its input as it is; other convs of strides up to
+  ``WRITTEN_STEP`` gather from a zero-padded copy of the input split into stride
+  phases, one contiguous copy per channel and tap, and compute over rows of the
+  phases' width, ``_wide_tiled_conv``; larger strides, and strided 1x1 convs, gather
+  per output row, ``_im2col``). One task per image, group,
   block of output channels and block of output positions: an image is cut into blocks
   of positions when there are fewer images than ``TASKS``, and a small map's output
   channels into blocks when its positions give the threads too few tasks
@@ -46,6 +48,7 @@ from .depthwise import depthwise_conv, runs_depthwise
 from .gemm import tile_product
 from .gemm_blocks import K_PART, tail_rows
 from .loops import outer, subscript
+from .phase_planes import PhasePlanes
 from .phases import Phases
 from .sizes import Sizes, ceil_div, value
 from .stages import Lead, StageBody
@@ -117,7 +120,9 @@ def uses_tiles(node: Call) -> bool:
     w = node.args[1].type.shape
     group = node.attrs["group"]
     depth = w[1] * math.prod(w[2:])
-    least = WIDE_MIN_CHANNELS if _runs_wide(_Geometry(node, None)) else TILE_MIN_CHANNELS
+    g = _Geometry(node, None)
+    unit = all(s == 1 for s in g.strides)
+    least = WIDE_MIN_CHANNELS if unit and _runs_wide(g) else TILE_MIN_CHANNELS
     return w[0] // group >= least and depth >= TILE_MIN_DEPTH
 
 
@@ -172,8 +177,25 @@ def conv_packs(call: Call, index: int) -> np.ndarray | None:
 
 
 def _runs_wide(g: _Geometry) -> bool:
-    """Whether a tiled conv runs over wide rows (``_wide_tiled_conv``)."""
-    return all(s == 1 for s in g.strides) and not g.pointwise()
+    """Whether a tiled conv runs over wide rows (``_wide_tiled_conv``): not a pointwise
+    one (its input is its columns), and of strides written into the code
+    (``WRITTEN_STEP``: the phases are the code's structure). A 1x1 conv of stride 2
+    gathers its columns (``_im2col``): one phase, a copy of it and a copy of that into
+    the columns, where the gather copies once.
+
+    Strided convs over stride phases against gathered columns (loaded 2-core AMD EPYC,
+    AVX-512, both compiled in one process and called in turn, in rotating order, with
+    ONNX Runtime, 31 calls each, medians, wall ms; ``bench/strided_side_by_side.py``;
+    the process had about one core, its CPU time within 1% of the wall time): the
+    audio CNN's 3x3/2 32 -> 64 on 900 x 161 26.2 -> 19.4 (ORT 26.1); ResNet's 7x7/2
+    stem 4.22 -> 2.82 (ORT 2.35); MobileNetV2's 3x3/2 stem 0.62 -> 0.41 (ORT 0.31);
+    ResNet-18's 3x3/2 64 -> 128 on 56 x 56 1.69 -> 1.44 (ORT 1.10). On one thread,
+    the audio conv's stage spent 13 of its 22 ms in the product (104 GFLOP/s, the
+    FMA peak's 90%) and 6 in the copy into phases, then 3.6 with the phases of a row
+    copied together (``phase_planes``)."""
+    if g.pointwise() or any(s > WRITTEN_STEP for s in g.strides):
+        return False
+    return all(s == 1 for s in g.strides) or any(k > 1 for k in g.kernel)
 
 
 class _Geometry:
@@ -237,7 +259,8 @@ class _Geometry:
         (the output's extents are then the input's, whatever they are)."""
         return (
             all(k == 1 for k in self.kernel)
-            and all(s == 1 for s in self.strides)
+            # (by value: a stride above WRITTEN_STEP is read at run time, ``read_steps``)
+            and all(value(s) == 1 for s in self.strides)
             and not any(self.begins)
             and not any(self.ends)
         )
@@ -407,39 +430,39 @@ def _tiled_conv(node, g: _Geometry, sources, dest, epilogue, parallel: bool) -> 
 
 
 def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue, parallel: bool) -> StageBody:
-    """A unit-stride conv as tiles over *wide* rows: the input rows a block of output
-    rows reads are copied into a zero-padded plane per channel (the block's own, reused
-    by the thread's next task), and an output position ``o`` and tap ``q`` then read
-    the plane at ``flat(o) + offset(q)``, with ``flat`` the index in the padded plane.
-    Computing the output over padded-width rows (the columns past the output's width
-    are computed and dropped) makes each tap's row of the column matrix one contiguous
-    copy of the plane instead of one short copy per output row: on the CNN model's 3x3
-    convs of 16 x 16 and 8 x 8 images the im2col was most of the conv's time.
+    """A conv as tiles over *wide* rows: the input rows a block of output rows reads are
+    copied, per channel, into zero-padded stride phases (``phase_planes``: at unit
+    strides one phase, the padded input; the block's own planes, reused by the thread's
+    next task), and an output position ``o`` and tap ``q`` then read the tap's phase
+    plane at ``flat(o) + offset(q)``, with ``flat`` the index in the plane. Computing
+    the output over rows of the plane's pitch (the columns past the output's width are
+    computed and dropped) makes each tap's row of the column matrix one contiguous copy
+    of a plane instead of one short copy per output row: on the CNN model's 3x3 convs
+    of 16 x 16 and 8 x 8 images the im2col was most of the conv's time, and a strided
+    conv's im2col read its input with a stride per tap and row (``_im2col``; measured
+    against it at ``_runs_wide``).
 
     Blocks of output rows (the first spatial axis) are the tasks beside images and
-    groups; the dropped columns cost ``padded width / width`` more multiply-adds."""
+    groups; the dropped columns cost ``pitch / width`` more multiply-adds."""
     x_name, w_name, *bias = sources
     dtype = node.type.dtype
     k = len(g.kernel)
     depth = g.cg * g.taps
-    padded = [n + b + e for n, b, e in zip(g.spatial, g.begins, g.ends)]
-    stride = [math.prod(padded[d + 1 :]) for d in range(k)]  # of the padded plane
-    # Taps past the first axis read up to this far beyond the last wide row.
-    slack = sum((g.kernel[d] - 1) * g.dilations[d] * stride[d] for d in range(1, k))
+    planes = PhasePlanes(g.kernel, g.strides, g.dilations, g.begins, g.spatial, g.out)
+    stride = planes.pitches()
     itemsize = 8 if dtype == "float64" else 4
     rows = _wide_block_rows(g, value(stride[0]), value(depth) * itemsize, tile_shape(dtype)[1])
     blocks = -(-value(g.out[0]) // rows)
     channels = _channel_block(g, value(g.n * g.group) * blocks, dtype, parallel)
     blocks, rows = g.dim(blocks), g.dim(rows)
-    reach = (g.kernel[0] - 1) * g.dilations[0]  # padded rows a block reads past its last
-    plane = (rows + reach) * stride[0] + slack
     inner = math.prod(g.out[1:])  # output positions per row of the first axis
     setup = [
         f"{w_name}_g = {w_name}.reshape(({g.group}, {g.mg}, {depth}))",
         f"{dest}_g = {dest}.reshape(({g.n}, {g.group}, {g.mg}, {g.positions}))",
-        # The padded rows one block reads: padding columns are zero and stay so (tasks
-        # write only the inside); each task zeroes the padding rows it reads.
-        f"plane = np.zeros(({g.cg}, {plane}), np.{dtype})",
+        # The phase rows one block reads, per channel (``phase_planes``: each task writes
+        # every position its kept outputs read, the padding's zeros included; a column
+        # past the output's width, computed and dropped, may read an earlier task's).
+        f"plane = np.zeros(({g.cg}, {planes.phases}, {planes.size(rows)}), np.{dtype})",
         f"columns = np.empty(({depth}, {rows * stride[0]}), np.{dtype})",
         f"wide = np.empty(({g.mg}, {rows * stride[0]}), np.{dtype})",
     ]
@@ -453,34 +476,9 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue, parallel: bool
         "span = (row1 - row0) * " + str(stride[0]),
         f"for ci in range({outer(g.cg)}):",
         f"    c = g * {g.cg} + ci",
+        "    plane_c = plane[ci]",
+        *_indent(planes.copy("plane_c", x_name, ["n", "c"]), 1),
     ]
-    # Copy the input rows the block reads (padded rows row0 .. row1 + reach) into the
-    # block's plane, whose row r is padded row row0 + r; zero its rows in the padding.
-    b0 = g.begins[0]
-    body += [
-        f"    in0 = max(0, row0 - {b0})",
-        f"    in1 = min({g.spatial[0]}, row1 + {reach - b0})",
-        f"    plane[ci, : (in0 + {b0} - row0) * {stride[0]}] = 0.0",
-        # (past the input when the end padding outreaches the kernel: zero it all)
-        f"    plane[ci, max(0, in1 + {b0} - row0) * {stride[0]} :] = 0.0",
-        "    for i0 in range(in0, in1):",
-    ]
-    if k == 1:
-        copy = [f"    plane[ci, i0 + {b0} - row0] = {x_name}[n, c, i0]"]
-    else:
-        flat = " + ".join(
-            [f"(i0 + {b0} - row0) * {stride[0]}"]
-            + [f"(i{d} + {g.begins[d]}) * {stride[d]}" for d in range(1, k - 1)]
-        )
-        index = ", ".join(["n", "c", *(f"i{d}" for d in range(k))])
-        copy = [  # (indices unsigned: see the rows kept below)
-            f"    at = np.uint64({flat} + {g.begins[k - 1]})",
-            f"    for i{k - 1} in range(np.uint64(opaque({g.spatial[k - 1]}))):",
-            f"        plane[ci, at + i{k - 1}] = {x_name}[{index}]",
-        ]
-    for d in range(1, k - 1):
-        body += _indent([f"for i{d} in range({g.spatial[d]}):"], d + 1)
-    body += _indent(copy, max(1, k - 1))
     # One contiguous row of the column matrix per (channel, tap).
     body += [f"for ci in range({outer(g.cg)}):"]
     loop_depth = 1
@@ -490,13 +488,14 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue, parallel: bool
     tap_index = "ci"
     for d in range(k):
         tap_index = f"({tap_index}) * {g.kernel[d]} + q{d}"
-    offset = " + ".join(f"q{d} * {g.dilations[d] * stride[d]}" for d in range(k))
+    taps = [f"q{d}" for d in range(k)]
     body += _indent(
         [
             f"r = {tap_index}",
-            f"start = np.uint64({offset})",
+            f"phase = {planes.tap_phase(taps)}",
+            f"start = np.uint64({planes.tap_offset(taps)})",
             "for j in range(np.uint64(span)):",
-            "    columns[r, j] = plane[ci, start + j]",
+            "    columns[r, j] = plane[ci, phase, start + j]",
         ],
         loop_depth,
     )
