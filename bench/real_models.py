@@ -397,6 +397,46 @@ def markdown(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 
 
+def speed_table(results: dict, backends: list[str], peers: list[str]) -> str | None:
+    """Each backend's run time against each peer's, as the peer's time over the
+    backend's (above 1: nbyoc is faster), per model and as the geometric mean over the
+    models both ran (and of how many); None without peers.
+
+    >>> results = {"a": {"cold": {"llvm": {"run_ms": 2.0}}, "peers": {"ort": {"run_ms": 4.0}}},
+    ...            "b": {"cold": {"llvm": {"run_ms": 8.0}}, "peers": {"ort": {"run_ms": 2.0}}}}
+    >>> print(speed_table(results, ["llvm"], ["ort"]))
+    | model | llvm, ms | ort, ms | llvm speed over ort |
+    |---|---|---|---|
+    | a | 2 | 4 | 2.00x |
+    | b | 8 | 2 | 0.25x |
+    | geometric mean |  |  | 0.71x of 2 |
+    """
+    import math
+
+    if not peers:
+        return None
+    rows, logs = [], {(b, p): [] for b in backends for p in peers}
+    for name, r in results.items():
+        mine = {b: r["cold"].get(b, {}).get("run_ms") for b in backends}
+        theirs = {p: r["peers"].get(p, {}).get("run_ms") for p in peers}
+        row = [name, *(f"{mine[b]:.3g}" if mine[b] else "-" for b in backends),
+               *(f"{theirs[p]:.3g}" if theirs[p] else "-" for p in peers)]  # fmt: skip
+        for b in backends:
+            for p in peers:
+                if mine[b] and theirs[p]:
+                    logs[b, p].append(math.log(theirs[p] / mine[b]))
+                    row.append(f"{theirs[p] / mine[b]:.2f}x")
+                else:
+                    row.append("-")
+        rows.append(row)
+    means = ["-" if not v else f"{math.exp(sum(v) / len(v)):.2f}x of {len(v)}"
+             for v in logs.values()]  # fmt: skip
+    rows.append(["geometric mean", *[""] * (len(backends) + len(peers)), *means])
+    head = ["model", *(f"{b}, ms" for b in backends), *(f"{p}, ms" for p in peers),
+            *(f"{b} speed over {p}" for b in backends for p in peers)]  # fmt: skip
+    return markdown(head, rows)
+
+
 def tables(results: dict, backends: list[str], peers: list[str]) -> str:
     """Three markdown tables: the models, compile times, run times and accuracy; a
     fourth, each result's largest difference from each ONNX Runtime session's, when
@@ -447,6 +487,7 @@ def tables(results: dict, backends: list[str], peers: list[str]) -> str:
     ort = [p for p in peers if p.startswith("ort")]
     exact = [[name, *(fmt_diff(r.get("vs_ort", {}).get(c, {}).get(p)) for c in backends
                       for p in ort)] for name, r in results.items()]  # fmt: skip
+    speeds = speed_table(results, backends, peers)
     return "\n\n".join([
         markdown(["model", "family", "wheel", "MB", "ONNX nodes", "nbyoc refuses"], models),
         markdown(["model", *(f"{b} cold" for b in backends), *(f"{b} warm" for b in backends),
@@ -454,6 +495,7 @@ def tables(results: dict, backends: list[str], peers: list[str]) -> str:
                  compiles),
         markdown(["model (run: median; check against the truth, max abs diff from ORT)",
                   *[*backends, *peers]], runs),
+        *([speeds] if speeds else []),
         *([markdown(["model (run: 1 thread / every core = speedup)",
                      *backends], scaling)]
           if any(r.get("one_thread") for r in results.values()) else []),
@@ -497,6 +539,7 @@ def main(argv=None) -> None:
 
     import onnx
 
+    load_at_start = os.getloadavg()
     backends = [column_of(b, q) for b in opts.backends.split(",")
                 for q in (opts.qdq.split(",") if opts.qdq else [""])]  # fmt: skip
     names = opts.models.split(",")
@@ -591,7 +634,9 @@ def main(argv=None) -> None:
     print(tables(results, backends, peers))
     for note in notes:
         print(f"\n{note}")
-    machine = {"cpus": os.cpu_count(), "python": sys.version.split()[0],
+    from conv_sweep import machine as machine_facts  # (bench/, this script's folder)
+
+    machine = {**machine_facts(), "load_average_at_start": load_at_start,
                "load_average_at_end": os.getloadavg()}  # fmt: skip
     out = {"machine": machine, "backends": backends, "peers": peers, "notes": notes,
            "runs": opts.runs, "timeout_s": opts.timeout, "models": results}  # fmt: skip

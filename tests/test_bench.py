@@ -291,6 +291,45 @@ def test_the_real_model_tables_show_where_the_time_goes():
     assert "where the time goes" not in real.tables({"ppocr-cls": result}, ["llvm"], [])
 
 
+def test_the_real_model_speeds_against_peers_and_their_geometric_mean():
+    spec = importlib.util.spec_from_file_location("bench_real", BENCH / "real_models.py")
+    real = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(real)
+    results = {"a": {"cold": {"llvm": {"run_ms": 2.0}}, "peers": {"ort": {"run_ms": 4.0},
+                                                                  "openvino": {"run_ms": 1.0}}},
+               "b": {"cold": {"llvm": {"run_ms": 8.0}}, "peers": {"ort": {"run_ms": 2.0},
+                                                                  "openvino": {}}},
+               "c": {"cold": {"llvm": {"error": "x"}}, "peers": {"ort": {"run_ms": 1.0}}}}  # fmt: skip
+    lines = real.speed_table(results, ["llvm"], ["ort", "openvino"]).splitlines()
+    assert lines[2] == "| a | 2 | 4 | 1 | 2.00x | 0.50x |"
+    assert lines[4] == "| c | - | 1 | - | - | - |"
+    assert lines[5] == "| geometric mean |  |  |  | 0.71x of 2 | 0.50x of 1 |"
+    assert real.speed_table(results, ["llvm"], []) is None
+
+
+def test_the_real_model_report_renders_between_its_markers(tmp_path):
+    report = load_report()
+    model = {"nodes": 10, "refused": None, "cold": {"llvm": {"cold_s": 3.0, "run_ms": 2.0}},
+             "warm": {}, "resized": {}, "one_thread": {}, "profile": {}, "checks": {},
+             "vs_ort": {}, "peers": {"ort": {"compile_s": 0.1, "run_ms": 4.0}}}  # fmt: skip
+    doc = {"machine": {"cpu": "X", "cpus": 2, "date": "2026-11-28",
+                       "load_average_at_start": [0.5, 0, 0], "load_average_at_end": [1.5, 0, 0]},
+           "backends": ["llvm"], "peers": ["ort"], "notes": ["no OpenVINO"], "runs": 20,
+           "models": {"ppocr-cls": model}}  # fmt: skip
+    text = report.real_models_markdown(doc)
+    assert text.startswith(
+        "Machine: X, 2 cores; run on 2026-11-28; run times the median of "
+        "up to 20 runs; load average 0.5 at the start, 1.5 at the end."
+    )
+    assert "| ppocr-cls | 2 | 4 | 2.00x |" in text and text.endswith("no OpenVINO\n")
+    page = tmp_path / "page.md"
+    page.write_text(f"before\n{report.REAL_START}\nold\n{report.REAL_END}\nafter\n")
+    data = tmp_path / "real.json"
+    data.write_text(json.dumps(doc))
+    assert report.main(["--real-models", str(data), "--page", str(page)]) == 0
+    assert page.read_text() == f"before\n{report.REAL_START}\n{text}{report.REAL_END}\nafter\n"
+
+
 def test_jax_is_a_peer_not_an_nbyoc_case():
     """jax.jit has its own table (its median over nbyoc's), and is no column of the ONNX
     Runtime table's nbyoc cases."""
