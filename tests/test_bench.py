@@ -244,9 +244,7 @@ def test_the_growth_exponent_fits_a_power_law():
 
 
 def test_the_real_model_tables_say_what_a_warm_start_and_a_fixed_shape_are():
-    spec = importlib.util.spec_from_file_location("bench_real", BENCH / "real_models.py")
-    real = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(real)
+    real = load_bench("real_models")
     warm = {"cold_s": 0.55, "prepare_s": 0.452, "first_call_s": 0.098}
     assert real.fmt_warm(warm) == "452 ms + run 98 ms"
     assert real.fmt_warm({"error": "ValueError: x"}) == "error"
@@ -255,9 +253,7 @@ def test_the_real_model_tables_say_what_a_warm_start_and_a_fixed_shape_are():
 
 
 def test_the_real_model_tables_show_what_the_second_core_buys():
-    spec = importlib.util.spec_from_file_location("bench_real", BENCH / "real_models.py")
-    real = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(real)
+    real = load_bench("real_models")
     result = {"nodes": 10, "refused": None, "cold": {"llvm": {"cold_s": 1.0, "run_ms": 4.0}},
               "warm": {}, "resized": {}, "peers": {}, "checks": {}, "vs_ort": {},
               "one_thread": {"llvm": {"cold_s": 1.0, "run_ms": 7.0}}}  # fmt: skip
@@ -268,9 +264,7 @@ def test_the_real_model_tables_show_what_the_second_core_buys():
 
 
 def test_the_real_model_tables_show_where_the_time_goes():
-    spec = importlib.util.spec_from_file_location("bench_real", BENCH / "real_models.py")
-    real = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(real)
+    real = load_bench("real_models")
     rows = [{"name": "@llvm_0", "backend": "llvm", "ops": "conv2d, add, relu", "ms": 3.0,
              "share": 0.6},
             {"name": "(executor)", "backend": "host", "ops": "argument checks", "ms": 0.1,
@@ -292,9 +286,7 @@ def test_the_real_model_tables_show_where_the_time_goes():
 
 
 def test_the_real_model_speeds_against_peers_and_their_geometric_mean():
-    spec = importlib.util.spec_from_file_location("bench_real", BENCH / "real_models.py")
-    real = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(real)
+    real = load_bench("real_models")
     results = {"a": {"cold": {"llvm": {"run_ms": 2.0}}, "peers": {"ort": {"run_ms": 4.0},
                                                                   "openvino": {"run_ms": 1.0}}},
                "b": {"cold": {"llvm": {"run_ms": 8.0}}, "peers": {"ort": {"run_ms": 2.0},
