@@ -6,10 +6,13 @@
   two or three steps back, through ``tanh``, ``exp``, ``*``, ``+`` and ``maximum``;
 - ``blocks``: residual MLP blocks ``x + relu(x @ W1 + b1) @ W2 + b2`` on a 32x64 batch,
   six nodes each, every block with weights of its own (on llvm all of a block in its
-  kernel, matmuls as tiles; regions cut every ``nbyoc.partition``'s ``max_size`` calls).
+  kernel, matmuls as tiles; regions cut every ``nbyoc.partition``'s ``max_size`` calls);
+- ``stacked``: ``np.stack([x[i] * i for i in range(rows)])`` on rows of 1000 float32,
+  two nodes a row: many small independent stages in one region (on llvm a long kernel,
+  cut into chunk functions: ``nbyoc.codegen.llvm.chunks``).
 
 >>> [family(name, 30).function.body.type.shape for name in FAMILIES]
-[(256, 256), (256, 256), (32, 64)]
+[(256, 256), (256, 256), (32, 64), (15, 1000)]
 >>> count_nodes(family("blocks", 60).function)
 60
 """
@@ -22,7 +25,7 @@ import numpy as np
 
 import nbyoc
 
-FAMILIES = ("chain", "dag", "blocks")
+FAMILIES = ("chain", "dag", "blocks", "stacked")
 #: Nodes per residual MLP block.
 BLOCK_NODES = 6
 
@@ -83,8 +86,15 @@ def blocks(nodes: int):
     return nbyoc.function([x], y)
 
 
+def stacked(nodes: int, width: int = 1000):
+    rows = max(1, nodes // 2)
+    x = nbyoc.var("x", (rows, width))
+    scaled = [nbyoc.slice(x, [i], [i + 1], [0]) * float(i) for i in range(rows)]
+    return nbyoc.function([x], nbyoc.concatenate(scaled, axis=0))
+
+
 def family(name: str, nodes: int) -> Scaled:
     """The graph of family ``name`` with about ``nodes`` op calls."""
-    build = {"chain": chain, "dag": dag, "blocks": blocks}[name]
+    build = {"chain": chain, "dag": dag, "blocks": blocks, "stacked": stacked}[name]
     func = build(nodes)
     return Scaled(name, count_nodes(func), func)

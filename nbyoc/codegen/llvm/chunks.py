@@ -1,0 +1,216 @@
+"""A long kernel body cut into chunk functions, so that Numba compiles it in time linear
+in its length.
+
+Numba's typing and lowering of one function grow faster than its length: a region of
+many small independent stages (``np.stack`` of 60 scaled rows, or a user loop writing
+``out[i] = x[i] * i`` row by row) made a kernel of a few thousand lines that took
+minutes to compile, almost all of it in Numba's passes over that one function. Here
+the kernel's top-level statements are cut, in order, into runs of at most
+``CHUNK_LINES`` lines; each run becomes a function ``chunk{k}`` of its own, compiled
+apart (typed and lowered once, linked into the kernel and cached with it, as the
+parallel loops' group functions are: ``outline``), and the kernel calls them in turn.
+
+A chunk takes the names it reads that were bound before it (the kernel's arguments,
+views and values bound by the kernel or returned by an earlier chunk) and returns,
+as a tuple, the names it binds that a later statement reads (liveness over the
+top-level statements, ``_Flow``). Numba types a chunk's arguments at the call, so an
+array, a view or a scalar passes the same way. A statement holding a ``prange`` stays
+in the kernel (a chunk is compiled serially). A kernel no longer than ``CHUNK_LINES``
+is left as it was: ordinary graphs keep their source, their cache keys and their code.
+
+>>> lines = ["a = x[0:2]", "b = a.reshape((2,))", "y[0] = b[0] + b[1]"]
+>>> kernel, source = chunk_kernel(lines, ["x", "y"], limit=2)
+>>> kernel
+['(b,) = chunk0(x)', 'chunk1(y, b)']
+>>> print("\\n".join(source[1:]))
+def chunk0(x):
+    a = x[0:2]
+    b = a.reshape((2,))
+    return (b,)
+<BLANKLINE>
+@njit(nogil=True, error_model="numpy", boundscheck=False, no_cpython_wrapper=True, \
+no_cfunc_wrapper=True)
+def chunk1(y, b):
+    y[0] = b[0] + b[1]
+<BLANKLINE>
+"""
+
+from __future__ import annotations
+
+import ast
+
+#: The most lines a chunk holds (and the longest kernel left whole). Measured on
+#: ``np.stack([x[i] * i for i in range(n)])`` (4 stages, about 14 lines a row), cold
+#: compile on a loaded 2-core machine, unchunked against chunks of this many lines:
+#: see ``chunk_kernel``'s tests and bench/scaling_graphs.py's "stacked" family.
+CHUNK_LINES = 200
+#: A chunk function's options: called from the kernel only, so compiled and cached with
+#: it; no Python or C entry of its own (neither is ever called, and each costs time).
+CHUNK_OPTIONS = (
+    'nogil=True, error_model="numpy", boundscheck=False, '
+    "no_cpython_wrapper=True, no_cfunc_wrapper=True"
+)
+
+
+def chunk_kernel(
+    lines: list[str], parameters: list[str], limit: int | None = None
+) -> tuple[list[str], list[str]]:
+    """(the kernel body ``lines``, unindented, with its runs of top-level statements cut
+    into chunk functions and called in turn; those functions' source). ``parameters``:
+    the kernel's own. A body of at most ``limit`` lines (``CHUNK_LINES``) comes back as
+    it was."""
+    limit = CHUNK_LINES if limit is None else limit
+    if len(lines) <= limit:
+        return lines, []
+    tree = ast.parse("\n".join(lines))
+    assert not _binds_chunk(tree), "internal: a kernel name looks like a chunk's"
+    statements = tree.body
+    # Each statement's lines: from the end of the one before (its comments go with it).
+    spans, start = [], 0
+    for node in statements:
+        spans.append((start, node.end_lineno))
+        start = node.end_lineno
+    if statements:
+        spans[-1] = (spans[-1][0], len(lines))
+    flows = [_Flow.of([node]) for node in statements]
+    # Liveness, backwards over the top-level statements.
+    live_after = [set() for _ in statements]
+    live: set[str] = set()
+    for i in range(len(statements) - 1, -1, -1):
+        live_after[i] = set(live)
+        live = flows[i].exposed | (live - flows[i].definite)
+    kernel: list[str] = []
+    source: list[str] = []
+    bound_before = list(parameters)  # in binding order: the order chunks take them in
+    known = set(parameters)
+    count = 0
+    for run in _runs(statements, spans, limit):
+        first, last = run[0], run[-1]
+        run_lines = lines[spans[first][0] : spans[last][1]]
+        if len(run) == 1 and _parallel(statements[first]):
+            kernel += run_lines
+        else:
+            flow = _Flow.of(statements[first : last + 1])
+            returns = [n for n in flow.order if n in live_after[last]]
+            wanted = flow.exposed | (set(returns) & known)
+            arguments = [n for n in bound_before if n in wanted]
+            call = f"chunk{count}({', '.join(arguments)})"
+            count += 1
+            kernel.append(f"({', '.join(returns)},) = {call}" if returns else call)
+            source += [f"@njit({CHUNK_OPTIONS})", f"def {call}:"]
+            source += ["    " + text if text else text for text in run_lines]
+            if returns:
+                source.append(f"    return ({', '.join(returns)},)")
+            source.append("")
+        for n in _Flow.of(statements[first : last + 1]).order:
+            if n not in known:
+                known.add(n)
+                bound_before.append(n)
+    return kernel, source
+
+
+def _runs(statements, spans, limit: int) -> list[list[int]]:
+    """The statements' indices in runs: each statement holding a ``prange`` alone, the
+    others in order, a run closed before it would pass ``limit`` lines."""
+    runs: list[list[int]] = []
+    current: list[int] = []
+    size = 0
+    for i, node in enumerate(statements):
+        length = spans[i][1] - spans[i][0]
+        if _parallel(node):
+            runs += [current] if current else []
+            runs.append([i])
+            current, size = [], 0
+            continue
+        if current and size + length > limit:
+            runs.append(current)
+            current, size = [], 0
+        current.append(i)
+        size += length
+    return runs + ([current] if current else [])
+
+
+def _parallel(node: ast.stmt) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "prange"
+        for n in ast.walk(node)
+    )
+
+
+def _names(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+def _binds_chunk(tree: ast.AST) -> bool:
+    return any(n.startswith("chunk") and n[5:].isdigit() for n in _names(tree))
+
+
+class _Flow:
+    """What statements read and bind, in order: ``exposed``, the names read before the
+    statements bind them (what they need from before); ``definite``, the names bound on
+    every path through them; ``order``, every name they bind, first binding first. A
+    loop's body may run no time, and only one of an ``if``'s branches runs."""
+
+    def __init__(self):
+        self.exposed: set[str] = set()
+        self.definite: set[str] = set()
+        self.order: list[str] = []
+
+    @classmethod
+    def of(cls, statements: list[ast.stmt]) -> _Flow:
+        flow = cls()
+        flow.definite = flow._block(statements, set())
+        return flow
+
+    def _read(self, node: ast.AST | None, defined: set[str]) -> None:
+        if node is None:
+            return
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store) and n.id not in defined:
+                self.exposed.add(n.id)
+
+    def _bind(self, target: ast.AST, defined: set[str]) -> None:
+        for n in ast.walk(target):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                defined.add(n.id)
+                if n.id not in self.order:
+                    self.order.append(n.id)
+            elif isinstance(n, ast.Name):
+                self._read(n, defined)
+
+    def _block(self, statements: list[ast.stmt], defined: set[str]) -> set[str]:
+        """Walk ``statements`` with ``defined`` bound before them; what is bound after."""
+        defined = set(defined)
+        for node in statements:
+            if isinstance(node, ast.Assign):
+                self._read(node.value, defined)
+                for target in node.targets:
+                    self._bind(target, defined)
+            elif isinstance(node, ast.AugAssign):
+                self._read(node.value, defined)
+                if isinstance(node.target, ast.Name):  # (``x += 1`` reads x first)
+                    self._read(ast.Name(node.target.id, ast.Load()), defined)
+                self._bind(node.target, defined)
+            elif isinstance(node, ast.For):
+                self._read(node.iter, defined)
+                inner = set(defined)
+                self._bind(node.target, inner)
+                self._block(node.body, inner)
+                self._block(node.orelse, defined)
+            elif isinstance(node, ast.While):
+                self._read(node.test, defined)
+                self._block(node.body, defined)
+                self._block(node.orelse, defined)
+            elif isinstance(node, ast.If):
+                self._read(node.test, defined)
+                both = self._block(node.body, defined) & self._block(node.orelse, defined)
+                defined |= both
+            else:  # an expression, a raise, anything else: read all, bind nothing surely
+                stored = [
+                    n.id
+                    for n in ast.walk(node)
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                ]
+                self.order += [n for n in dict.fromkeys(stored) if n not in self.order]
+                self._read(node, defined)
+        return defined
