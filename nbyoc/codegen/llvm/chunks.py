@@ -18,32 +18,35 @@ array, a view or a scalar passes the same way. A statement holding a ``prange`` 
 in the kernel (a chunk is compiled serially). A kernel no longer than ``CHUNK_LINES``
 is left as it was: ordinary graphs keep their source, their cache keys and their code.
 
->>> lines = ["a = x[0:2]", "b = a.reshape((2,))", "y[0] = b[0] + b[1]"]
+>>> lines = ["a = x[0:2]", "s = a[0] + a[1]", "y[0] = s", "y[1] = a[1] * s"]
 >>> kernel, source = chunk_kernel(lines, ["x", "y"], limit=2)
 >>> kernel
-['(b,) = chunk0(x)', 'chunk1(y, b)']
->>> print("\\n".join(source[1:]))
-def chunk0(x):
+['(s,) = chunk0(x)', 'chunk1(x, y, s)']
+>>> print("\\n".join(source[-5:]))
+def chunk1(x, y, s):
     a = x[0:2]
-    b = a.reshape((2,))
-    return (b,)
-<BLANKLINE>
-@njit(nogil=True, error_model="numpy", boundscheck=False, no_cpython_wrapper=True, \
-no_cfunc_wrapper=True)
-def chunk1(y, b):
-    y[0] = b[0] + b[1]
+    y[0] = s
+    y[1] = a[1] * s
 <BLANKLINE>
 """
 
 from __future__ import annotations
 
 import ast
+import re
 
 #: The most lines a chunk holds (and the longest kernel left whole). Measured on
 #: ``np.stack([x[i] * i for i in range(n)])`` (4 stages, about 14 lines a row), cold
 #: compile on a loaded 2-core machine, unchunked against chunks of this many lines:
 #: see ``chunk_kernel``'s tests and bench/scaling_graphs.py's "stacked" family.
 CHUNK_LINES = 200
+#: A line binding a view: a name, a slice of one with literal bounds, reshaped with a
+#: literal shape; a constant read at its address (``outline``'s, and a 0-d constant's).
+_VIEW = re.compile(
+    r"^\w+ = (\w+(\[[\d:, ]*\])?(\.reshape\(\([\d, ]*\)\)|\.reshape\(\d+\))*"
+    r"|carray\(pointer_at\(constants\[\d+\], np\.\w+\), \([\d, ]*\)\)"
+    r"(\.reshape\(\(\)\))?)$"
+)
 #: A chunk function's options: called from the kernel only, so compiled and cached with
 #: it; no Python or C entry of its own (neither is ever called, and each costs time).
 CHUNK_OPTIONS = (
@@ -79,25 +82,39 @@ def chunk_kernel(
     for i in range(len(statements) - 1, -1, -1):
         live_after[i] = set(live)
         live = flows[i].exposed | (live - flows[i].definite)
+    runs = _runs(statements, spans, limit)
+    views = _views(statements, lines, parameters)
+    # (a view the kernel's own statements read, a prange's, is returned to it)
+    kernel_reads = {
+        n for run in runs if _kept(run, statements) for i in run for n in flows[i].exposed
+    }
     kernel: list[str] = []
     source: list[str] = []
     bound_before = list(parameters)  # in binding order: the order chunks take them in
     known = set(parameters)
     count = 0
-    for run in _runs(statements, spans, limit):
+    for run in runs:
         first, last = run[0], run[-1]
         run_lines = lines[spans[first][0] : spans[last][1]]
-        if len(run) == 1 and _parallel(statements[first]):
+        if _kept(run, statements):
             kernel += run_lines
         else:
             flow = _Flow.of(statements[first : last + 1])
-            returns = [n for n in flow.order if n in live_after[last]]
-            wanted = flow.exposed | (set(returns) & known)
+            returns = [
+                n
+                for n in flow.order
+                if n in live_after[last] and (n not in views or n in kernel_reads)
+            ]
+            rebound = _closure(flow.exposed & views.keys(), views)
+            wanted = flow.exposed - set(rebound)
+            wanted |= {n for v in rebound for n in views[v][1] if n not in views}
+            wanted |= set(returns) & known
             arguments = [n for n in bound_before if n in wanted]
             call = f"chunk{count}({', '.join(arguments)})"
             count += 1
             kernel.append(f"({', '.join(returns)},) = {call}" if returns else call)
             source += [f"@njit({CHUNK_OPTIONS})", f"def {call}:"]
+            source += ["    " + views[v][0] for v in rebound]
             source += ["    " + text if text else text for text in run_lines]
             if returns:
                 source.append(f"    return ({', '.join(returns)},)")
@@ -107,6 +124,51 @@ def chunk_kernel(
                 known.add(n)
                 bound_before.append(n)
     return kernel, source
+
+
+def _kept(run: list[int], statements) -> bool:
+    """Whether a run stays in the kernel: a statement holding a ``prange``."""
+    return len(run) == 1 and _parallel(statements[run[0]])
+
+
+def _views(statements, lines: list[str], parameters) -> dict[str, tuple[str, set[str]]]:
+    """The names bound once, at the top level, to a view of the kernel's parameters (or
+    of such views): each one's binding line and the names it reads. A chunk binds those
+    it reads again, as a parallel loop's group function does (``outline``), rather than
+    take them as arguments: binding a view reads no memory, and a chunk's parameters
+    and returned values cost Numba more than its statements."""
+    stored: dict[str, int] = {}
+    for node in statements:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                stored[n.id] = stored.get(n.id, 0) + 1
+    views: dict[str, tuple[str, set[str]]] = {}
+    for node in statements:
+        text = lines[node.lineno - 1].strip()
+        if not (
+            isinstance(node, ast.Assign)
+            and node.lineno == node.end_lineno
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and stored[node.targets[0].id] == 1
+            and _VIEW.match(text)
+        ):
+            continue
+        reads = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)} - {"np"}
+        if all(n in views or n in parameters for n in reads):
+            views[node.targets[0].id] = (text, reads)
+    return views
+
+
+def _closure(names: set[str], views: dict[str, tuple[str, set[str]]]) -> list[str]:
+    """``names`` and the views they are views of, in binding order."""
+    found, pending = set(), list(names)
+    while pending:
+        name = pending.pop()
+        if name not in found:
+            found.add(name)
+            pending += [n for n in views[name][1] if n in views]
+    return [v for v in views if v in found]
 
 
 def _runs(statements, spans, limit: int) -> list[list[int]]:
