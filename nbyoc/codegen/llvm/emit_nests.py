@@ -48,7 +48,9 @@ class NestEmission:
         # through Numba's parallel pipeline, per shape (see ``emit_output_copies``).
         parallel_nest = self.stages.pointers and self.parallel_size(domain)
         as_function = is_function_stage(stage) or stream or self.as_program or parallel_nest
-        if as_function and stage.shape:
+        # (a parallel stage's run is a driver's, whose table passes a number only in a
+        # program: a kernel's number would keep its run in a ``prange`` of the kernel)
+        if as_function and stage.shape and (self.as_program or not self.use_parallel(domain)):
             for a in self.lifted_literals(stage):
                 scalars[a] = self.scope.derived(self.constant_array(a).name, "scalar")
                 lines.append(f"{scalars[a]} = {load(f'{self.read_array(a)}[()]', a.type.dtype)}")
