@@ -49,6 +49,25 @@ def test_many_independent_stages_compile_as_chunks_and_compute_the_host_values(m
     np.testing.assert_array_equal(want, np.stack([x[i] * np.float32(i) for i in range(12)]))
 
 
+def test_stages_equal_up_to_their_constants_are_one_stage_module(monkeypatch):
+    """Rows of 16384 elements: the region is worth a program (``lower.is_program``),
+    every nest a stage function called by address; the concatenate's loop keeps it a
+    compiled kernel. Each row's product differs only by its constant, taken as an
+    argument: one module for all of them (one module per row before: one compile each)."""
+    monkeypatch.setattr(chunks, "CHUNK_LINES", 60)
+    rows, width = 24, 1 << 14
+    func = stacked(rows, width)
+    fn = nbyoc.compile(func, backend="llvm")
+    source = fn.get_source()
+    modules = source.split("\n# ---- stage_addresses[")[1:]
+    products = [m for m in modules if " * x0" in m]
+    assert len(products) == 1 and len(modules) <= 3, source
+    assert "def chunk1(" in kernel_source(source)
+    x = np.random.default_rng(1).standard_normal((rows, width)).astype(np.float32)
+    want = np.stack([x[i] * np.float32(i) for i in range(rows)])
+    np.testing.assert_array_equal(fn(x), want)  # (one float32 product a value: exact)
+
+
 def test_a_short_kernel_is_left_whole():
     fn = nbyoc.compile(stacked(3), backend="llvm")
     source = fn.get_source()
