@@ -68,6 +68,24 @@ def test_stages_equal_up_to_their_constants_are_one_stage_module(monkeypatch):
     np.testing.assert_array_equal(fn(x), want)  # (one float32 product a value: exact)
 
 
+def test_a_user_loop_updating_rows_in_place_runs_chunked(monkeypatch):
+    """The shape the issue came from: ``out[i] = x[i] * i`` row by row under ``jit``,
+    whose kernel binds a view (``t0_flat``) again in later stages, and passes values
+    across chunks."""
+    monkeypatch.setattr(chunks, "CHUNK_LINES", 40)
+
+    def rows(x):
+        out = np.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[i] * i
+        return out
+
+    x = np.random.default_rng(2).standard_normal((16, 300))
+    fn = nbyoc.jit(rows, strict=True)
+    np.testing.assert_array_equal(fn(x), rows(x))  # (one product a value: exact)
+    assert "def chunk2(" in fn.lower(x).get_source()
+
+
 def test_a_short_kernel_is_left_whole():
     fn = nbyoc.compile(stacked(3), backend="llvm")
     source = fn.get_source()

@@ -92,12 +92,14 @@ def chunk_kernel(
     source: list[str] = []
     bound_before = list(parameters)  # in binding order: the order chunks take them in
     known = set(parameters)
+    available = set(parameters)  # what the kernel itself has bound
     count = 0
     for run in runs:
         first, last = run[0], run[-1]
         run_lines = lines[spans[first][0] : spans[last][1]]
         if _kept(run, statements):
             kernel += run_lines
+            available.update(_Flow.of(statements[first : last + 1]).order)
         else:
             flow = _Flow.of(statements[first : last + 1])
             returns = [
@@ -108,11 +110,14 @@ def chunk_kernel(
             rebound = _closure(flow.exposed & views.keys(), views)
             wanted = flow.exposed - set(rebound)
             wanted |= {n for v in rebound for n in views[v][1] if n not in views}
-            wanted |= set(returns) & known
-            arguments = [n for n in bound_before if n in wanted]
+            wanted |= set(returns)
+            # (only what the kernel has: a name bound in an earlier chunk and read here
+            # first is live there, so that chunk returned it)
+            arguments = [n for n in bound_before if n in wanted and n in available]
             call = f"chunk{count}({', '.join(arguments)})"
             count += 1
             kernel.append(f"({', '.join(returns)},) = {call}" if returns else call)
+            available.update(returns)
             source += [f"@njit({CHUNK_OPTIONS})", f"def {call}:"]
             source += ["    " + views[v][0] for v in rebound]
             source += ["    " + text if text else text for text in run_lines]
