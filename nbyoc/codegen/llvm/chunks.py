@@ -159,7 +159,11 @@ def _views(statements, lines: list[str], parameters) -> dict[str, tuple[str, set
             and _VIEW.match(text)
         ):
             continue
-        reads = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)} - {"np"}
+        # (globals, a module's functions and imports, are never bound here)
+        reads = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)} & {
+            *stored,
+            *parameters,
+        }
         if all(n in views or n in parameters for n in reads):
             views[node.targets[0].id] = (text, reads)
     return views

@@ -52,6 +52,10 @@ class NestEmission:
         # program: a kernel's number would keep its run in a ``prange`` of the kernel)
         if as_function and stage.shape and (self.as_program or not self.use_parallel(domain)):
             for a in self.lifted_literals(stage):
+                if not self.as_program:  # (the literal itself, passed)
+                    scalars[a] = self.literals[a]
+                    continue
+                # (a program's numbers are read at their addresses: ``program``)
                 scalars[a] = self.scope.derived(self.constant_array(a).name, "scalar")
                 lines.append(f"{scalars[a]} = {load(f'{self.read_array(a)}[()]', a.type.dtype)}")
         arguments = [*names.values(), *scalars.values()]
@@ -88,9 +92,9 @@ class NestEmission:
         return self.flush_unless(group) + lines + self.queue(call)
 
     def lifted_literals(self, stage: Stage) -> list[Expr]:
-        """The literals a stage function takes as arguments, read from constant arrays
-        (as a 0-d constant is: a program knows such numbers), so that stages equal up to
-        them are one function, compiled once: the rows of ``np.stack([x[i] * i for i in
+        """The literals a stage function takes as arguments (in a program, read from
+        constant arrays as a 0-d constant is: it knows no other numbers), so that stages
+        equal up to them are one function, compiled once: the rows of ``np.stack([x[i] * i for i in
         range(n)])`` were n stage modules of one body, one compile each (60 rows: 60
         modules). Only the operands of ops whose code a constant does not change
         (``LIFTED_OPS``: no division LLVM would make a product, no power it would make a
