@@ -125,7 +125,7 @@ _PROTOCOL = [("x[...]", "__getitem__"), ("len(x)", "__len__")]
 def numpy_refused_table() -> str:
     """The NumPy functions refused with a hint of what to write instead.
 
-    >>> "`numpy.copy`" in numpy_refused_table()
+    >>> "`numpy.average`" in numpy_refused_table()
     True
     """
     from .frontend.numpy import functions, ufuncs

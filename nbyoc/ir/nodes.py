@@ -53,10 +53,11 @@ _ARGUMENT_RESOLVER: contextvars.ContextVar[Callable[[Expr], Expr] | None] = cont
 
 
 @contextlib.contextmanager
-def resolving_arguments(resolve: Callable[[Expr], Expr]):
-    """Within it, nodes built take ``resolve(arg)`` for each argument ``arg``: the NumPy
-    frontend's hook for in-place updates, where a traced array's name stands for a newer
-    value once the function changed the array (``frontend.numpy.aliasing``).
+def resolving_arguments(resolve: Callable[[Expr], Expr] | None):
+    """Within it, nodes built take ``resolve(arg)`` for each argument ``arg`` (None: the
+    argument itself): the NumPy frontend's hook for in-place updates, where a traced
+    array's name stands for a newer value once the function changed the array
+    (``frontend.numpy.aliasing``).
 
     >>> a = Var("a", TensorType((2,), "float32"))
     >>> b = Var("b", TensorType((2,), "float32"))

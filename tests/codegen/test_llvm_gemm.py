@@ -4,6 +4,8 @@ tiles they run on (runtime/llvm/tiles.py), and batch norm folded into convs
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -393,6 +395,116 @@ def test_convs_in_the_smallest_blocks_read_their_neighbours_rows_and_padding(
     inputs = [normal(x_shape, seed=3)]
     for _ in range(2):  # (the second call reuses nothing from the first)
         assert_close_to_host(fn, f, inputs, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(
+    "x_shape,groups,kernel,attrs,way",
+    [
+        ((1, 6, 5, 7), 1, (3, 3), {"pads": (1, 1, 1, 1)}, "wide"),
+        ((2, 6, 7, 6), 1, (3, 3), {"pads": (1, 0, 1, 1), "strides": (2, 1)}, "tiles"),
+        ((1, 16, 4, 5), 1, (1, 1), {}, "tiles"),  # (the input is the columns)
+        ((1, 12, 6, 5), 2, (3, 3), {"pads": (1, 1, 1, 1)}, "wide"),
+    ],
+    ids=["wide", "gathered", "pointwise", "grouped"],
+)
+def test_convs_in_the_smallest_channel_and_position_blocks_match_numpy(
+    monkeypatch, x_shape, groups, kernel, attrs, way, dtype
+):
+    """Output channels in blocks of one tile's rows (as many threads wanted as there
+    are tiles) and positions in blocks as small as they go: each group's channels are
+    two full tiles and a last block of 5 (tails of 4 and 1 rows), and every output,
+    with its bias and the residual added after it, equals the host's. A block that
+    skipped or overlapped channels or positions would leave values never written or
+    add a bias twice."""
+    monkeypatch.setattr(llvm_conv, "worker_threads", lambda: 1 << 10)
+    monkeypatch.setattr(llvm_conv, "COLUMNS_BYTES", 1)
+    monkeypatch.setattr(llvm_conv, "MIN_BLOCK_TILES", 1)
+    tile_rows = tile_shape(dtype)[0]
+    out_channels = groups * (2 * tile_rows + 5)
+    w_shape = (out_channels, x_shape[1] // groups, *kernel)
+    x = nbyoc.var("x", x_shape, dtype)
+    w = nbyoc.const(normal(w_shape, dtype, seed=1) * 0.3)
+    y = nbyoc.conv(x, w, nbyoc.const(normal((out_channels,), dtype, seed=2)), group=groups, **attrs)
+    assert conv_way(y) == way
+    g = llvm_conv._Geometry(y)
+    channels = llvm_conv._channel_block(g, 1, dtype, parallel=True)
+    assert (channels.rows, channels.blocks) == (tile_rows, 3)
+    assert llvm_conv._channel_block(g, 1, dtype, parallel=False).blocks == 1
+    residual = nbyoc.var("r", y.type.shape, dtype)
+    f = nbyoc.function([x, residual], y + residual)
+    fn = nbyoc.compile(f, options={"llvm": {"parallel_threshold": 1}})
+    assert "m0 = " in fn.get_source()
+    inputs = [normal(x_shape, dtype, seed=3), normal(y.type.shape, dtype, seed=4)]
+    for _ in range(2):  # (the second call reuses nothing from the first)
+        assert_close_to_host(fn, f, inputs, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(
+    "x_shape,w_shape,attrs",
+    [
+        ((1, 7, 5, 6), (45, 7, 3, 3), {"pads": (1, 1, 1, 1)}),
+        ((2, 9, 8, 7), (36, 9, 3, 2), {"pads": (0, 1, 2, 0), "strides": (2, 1)}),
+        ((1, 12, 30), (70, 6, 3), {"pads": (2, 1), "dilations": (2,), "group": 2}),  # 1-D
+        ((1, 20, 3, 4), (33, 20, 1, 1), {}),  # (the input is the columns)
+    ],
+    ids=["3x3", "strided", "1-D grouped", "pointwise"],
+)
+def test_convs_with_their_channels_on_the_lanes_match_numpy(
+    monkeypatch, x_shape, w_shape, attrs, dtype
+):
+    """Small maps with their output channels along the tiles' lanes (weights packed into
+    panels at lowering, ``conv_packs``), taken here at any depth: channels that leave a
+    part panel, positions in blocks of one tile's rows (as many threads wanted as
+    there are tiles) whose last takes the rest, with the bias and an epilogue,
+    against the host, after a save and load (the packed weights are made again from
+    the stored graph)."""
+    monkeypatch.setattr(llvm_conv, "LANES_MIN_DEPTH", 1)
+    monkeypatch.setattr(llvm_conv, "worker_threads", lambda: 1 << 10)
+    x = nbyoc.var("x", x_shape, dtype)
+    w = nbyoc.const(normal(w_shape, dtype, seed=1) * 0.3)
+    y = nbyoc.conv(x, w, nbyoc.const(normal(w_shape[:1], dtype, seed=2)), **attrs)
+    assert llvm_conv.channels_on_lanes(y)
+    tile_rows = tile_shape(dtype)[0]
+    assert llvm_conv._lanes_block(math.prod(y.type.shape[2:]), tile_rows, 1 << 10) == tile_rows
+    residual = nbyoc.var("r", y.type.shape, dtype)
+    f = nbyoc.function([x, residual], nbyoc.tanh(y) + residual)
+    fn = reload(nbyoc.compile(f, options={"llvm": {"parallel_threshold": 1}}))
+    assert "products" in fn.get_source()
+    inputs = [normal(x_shape, dtype, seed=3), normal(y.type.shape, dtype, seed=4)]
+    for _ in range(2):  # (the second call reuses nothing from the first)
+        assert_close_to_host(fn, f, inputs, rtol=0, atol=0)
+
+
+def test_a_deep_conv_on_a_small_map_puts_its_channels_on_the_lanes():
+    """ResNet-18's last 3x3 conv (7 x 7, 512 channels) runs with its channels on the
+    lanes and equals the host's; with weights that are not constants it cannot (its
+    weights would be packed at every call) and runs over wide rows."""
+    x = nbyoc.var("x", (1, 512, 7, 7))
+    w_data = normal((512, 512, 3, 3), seed=1) * 0.02
+    y = nbyoc.conv(x, nbyoc.const(w_data), pads=(1,) * 4)
+    assert llvm_conv.channels_on_lanes(y)
+    f = nbyoc.function([x], nbyoc.relu(y))
+    assert_close_to_host(nbyoc.compile(f), f, [normal((1, 512, 7, 7), seed=2)], rtol=0, atol=0)
+    w = nbyoc.var("w", w_data.shape)
+    assert not llvm_conv.channels_on_lanes(nbyoc.conv(x, w, pads=(1,) * 4))
+
+
+def test_heavy_convs_on_small_maps_run_in_parallel():
+    """A conv's parallel tasks are chosen by its multiply-adds too: a 7x7 map of 128
+    channels has fewer outputs than the parallel threshold, but enough work
+    (``PARALLEL_MIN_WORK``) to share; with half the channels, it runs in one thread."""
+
+    def runs_parallel(channels: int) -> bool:
+        x = nbyoc.var("x", (1, channels, 7, 7))
+        y = nbyoc.conv(x, nbyoc.const(normal((channels, channels, 3, 3))), pads=(1,) * 4)
+        assert y.type.size < 1 << 15
+        fn = nbyoc.compile(nbyoc.function([x], y))
+        return "drive_table" in fn.get_source()
+
+    assert 128 * 49 * 128 * 9 >= llvm_conv.PARALLEL_MIN_WORK > 64 * 49 * 64 * 9
+    assert runs_parallel(128) and not runs_parallel(64)
 
 
 def test_float16_convs_stay_on_the_host():

@@ -33,6 +33,18 @@ def _conv_net():
     return nbyoc.function([x], nbyoc.mean(y, axis=(2, 3)))
 
 
+def _depthwise_net():
+    """Depthwise convs (``codegen.llvm.depthwise``): their blocks of channels and rows
+    are sizes the lowering chooses from the binding's."""
+    x = nbyoc.var("x", ("n", 8, "h", "w"))
+    rng = np.random.default_rng(2)
+    w1 = nbyoc.const(rng.standard_normal((8, 1, 3, 3)).astype(np.float32) * 0.3)
+    w2 = nbyoc.const(rng.standard_normal((16, 1, 5, 5)).astype(np.float32) * 0.2)
+    y = nbyoc.relu(nbyoc.conv(x, w1, pads=(1, 1, 1, 1), group=8))
+    y = nbyoc.conv(y, w2, strides=(2, 2), pads=(2, 1, 2, 2), group=8) + 0.5
+    return nbyoc.function([x], nbyoc.mean(y, axis=(2, 3)))
+
+
 def _mlp():
     x = nbyoc.var("x", ("n", 64))
     rng = np.random.default_rng(1)
@@ -52,6 +64,7 @@ def _rows():
 # (a pool writes its extents into its code, by choice: a new height or width is a new
 # template, a new batch size is not)
 GRAPHS = {"conv_net": (_conv_net, lambda n: [(n, 3, 12 if n < 6 else 20, 16)]),
+          "depthwise_net": (_depthwise_net, lambda n: [(n, 8, 9 if n < 6 else 23, 13 + n)]),
           "mlp": (_mlp, lambda n: [(n * 37, 64)]),
           "rows": (_rows, lambda n: [(2 + n, 16 * n + 3), (1, 16 * n + 3)])}  # fmt: skip
 BINDINGS = (1, 2, 3, 4, 6, 9, 5)

@@ -51,6 +51,40 @@ CASES = {
     "and or not": (lambda x: (x > 0) & ~(x > 2) | (x < -2), _data),
     "xor with a bool array": (lambda x: (x > 0) ^ np.eye(4, 6, dtype=bool), _data),
     "bitwise_and ufunc": (lambda x: np.bitwise_and(x > 0, x < 1), _data),
+    "labels of each row": (lambda x: x[np.arange(4), np.array([5, 0, -1, 2])], _data),
+    "two arrays, broadcast": (lambda x: x[np.array([[0], [3]]), np.array([1, -2, 4])], _data),
+    "arrays on axes apart": (
+        lambda x: x.reshape(2, 3, 4)[np.array([1, 0]), :, np.array([3, -1])],
+        _data,
+    ),
+    "nansum": (lambda x: np.nansum(x, axis=0), _with_nan),
+    "nanmean": (lambda x: np.nanmean(x, axis=1, keepdims=True), _with_nan),
+    "nanmean of an all-NaN column": (
+        lambda x: np.nanmean(np.where(x > 9, x, np.nan), axis=0),
+        _data,
+    ),
+    "nanmax": (lambda x: np.nanmax(x, axis=0), _with_nan),
+    "nanmin all": (lambda x: np.nanmin(x), _with_nan),
+    "nanvar ddof": (lambda x: np.nanvar(x, axis=0, ddof=1), _with_nan),
+    "nanstd of ints": (lambda x: np.nanstd(x, axis=1), lambda: _data("int32")),
+    "nansum of ints": (lambda x: np.nansum(x), lambda: _data("int8")),
+    "percentile list": (lambda x: np.percentile(x, [5, 50, 95], axis=1), _data),
+    "percentile scalar": (lambda x: np.percentile(x, 30), _data),
+    "percentile of NaN rows": (lambda x: np.percentile(x, 50, axis=1), _with_nan),
+    "percentile of ints": (lambda x: np.percentile(x, [10, 90], axis=0), lambda: _data("int32")),
+    "quantile keepdims": (lambda x: np.quantile(x, 0.25, axis=0, keepdims=True), _data),
+    "unpacked quantiles": (lambda x: np.clip(x, *np.quantile(x, [0.1, 0.9])), _data),
+    "digitize": (lambda x: np.digitize(x, [-1.0, 0.0, 1.0]), _data),
+    "digitize decreasing right": (
+        lambda x: np.digitize(x, [1.0, 0.0, -1.0], right=True),
+        lambda: _data("int32"),
+    ),
+    "convolve full": (lambda x: np.convolve(x[0], np.ones(3)), _data),
+    "convolve valid": (lambda x: np.convolve(x[1], np.arange(4.0), mode="valid"), _data),
+    "convolve same, swapped": (
+        lambda x: np.convolve(np.arange(3.0), x[2], mode="same"),
+        lambda: _data("float64"),
+    ),
 }
 
 

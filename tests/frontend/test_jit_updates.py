@@ -99,6 +99,13 @@ def fancy_columns(x, idx):
     return y
 
 
+def pairs_of_indices(x, idx):
+    y = x.copy()
+    y[np.arange(3), idx[:3]] = 0  # (row, column) pairs, as a loss picks its labels
+    y[idx, idx[::-1]] += 5
+    return y
+
+
 def repeated_indices(x):
     y = x.copy()
     y[[1, 1, 3]] = np.array([[1.0], [2.0], [3.0]])  # the last of repeats wins
@@ -205,6 +212,7 @@ CASES = {f.__name__: (f, lambda: (_data(),)) for f in (
     ellipsis_and_none,
 )}  # fmt: skip
 CASES["fancy"] = (fancy, lambda: (_data(), np.array([2, 0, -1])))
+CASES["pairs_of_indices"] = (pairs_of_indices, lambda: (_data(), np.array([2, 0, -1, 4, 1])))
 CASES["fancy_columns"] = (fancy_columns, lambda: (_data(), np.array([1, 3, 1])))
 CASES["histogram"] = (histogram, lambda: (np.array([0, 2, 2, 3, 0, 2]), _data((6,))))
 CASES["float32 loop"] = (loop_rows, lambda: (_data(dtype="float32"),))

@@ -340,7 +340,12 @@ PROGRAM_NOTE = (
 CALL_AT_IMPORT = "from nbyoc.runtime.llvm.jit_address import call_at"
 #: The runtime module each kind of intrinsic a stage calls comes from, by its name's
 #: prefix (``StageBody.imports``).
-RUNTIME_NAMES = {"tile_": "nbyoc.runtime.llvm.tiles", "tap_row_": "nbyoc.runtime.llvm.tap_rows"}
+RUNTIME_NAMES = {
+    "tile_": "nbyoc.runtime.llvm.tiles",
+    "tap_row_": "nbyoc.runtime.llvm.tap_rows",
+    "window_rows_": "nbyoc.runtime.llvm.window_rows",
+    "deal_row_": "nbyoc.runtime.llvm.window_rows",
+}
 
 
 def intrinsic_imports(names: set[str]) -> list[str]:

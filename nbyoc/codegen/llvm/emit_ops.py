@@ -82,6 +82,8 @@ class OpEmission:
             planes = self.plane_epilogue(node, epilogue, stored, names, scalars)
             block = Epilogue(epilogue.shape, inner, flat, planes)
         parallel = self.use_parallel((rule.work(node),) if rule.by_work else node.type.shape)
+        if not parallel and rule.parallel_work and rule.work(node) >= rule.parallel_work:
+            parallel = self.use_parallel((rule.work(node),))  # (and the kernel's threshold)
         body = rule.emit(node, sources, out, parallel, block)
         self.intrinsics |= body.imports
         self.helpers |= body.helpers

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from ...ir.nodes import Call
 from ...ir.ops.recurrent import CELLS
-from .conv import conv_stage
+from .conv import PARALLEL_MIN_WORK as CONV_PARALLEL_MIN_WORK
+from .conv import conv_packs, conv_stage
 from .gemm import matmul_stage, takes_epilogue
 from .recurrent import (
     length_checks,
@@ -78,6 +79,10 @@ class StageRule:
       and states).
     - ``by_work``: a function stage runs its tasks in parallel by its ``work``, not by
       its result's size (a recurrence's result is small beside the products it does).
+    - ``parallel_work``: a function stage whose ``work`` reaches this many (and the
+      kernel's parallel threshold) runs its tasks in parallel whatever its result's size
+      (a conv on a small map with many channels: ``conv.PARALLEL_MIN_WORK``); 0: by
+      its result's size only.
     - ``packs``: given a function stage's call and an operand's position, the array
       its stage takes in place of that operand when it is a constant, computed once at
       lowering (a recurrence's weights in its tiles' panels), or None.
@@ -96,6 +101,7 @@ class StageRule:
     scratch: Callable[[Call], list[tuple[str, int]]] | None = None
     by_work: bool = False
     packs: Callable[[Call, int], object] | None = None
+    parallel_work: int = 0
 
 
 def _product_work(call: Call) -> int:
@@ -128,6 +134,8 @@ STAGE_RULES: dict[str, StageRule] = {
         epilogue=lambda call: True,
         plane_epilogue=True,
         work=_conv_work,
+        parallel_work=CONV_PARALLEL_MIN_WORK,
+        packs=conv_packs,
     ),
     **{
         cell: StageRule(

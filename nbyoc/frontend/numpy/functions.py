@@ -21,7 +21,7 @@ import numpy as np
 
 from ...errors import NbyocTypeError
 from ...ir import ops
-from . import arithmetic, linalg, reductions, shapes, sorting
+from . import arithmetic, linalg, reductions, shapes, sorting, statistics
 from .aliasing import fresh
 from .refusals import public_name, unsupported_function
 
@@ -47,6 +47,12 @@ ARRAY_FUNCTIONS = {
     np.any: reductions.truth("any"),
     np.all: reductions.truth("all"),
     np.median: sorting.median,
+    np.percentile: statistics.percentile,
+    np.quantile: statistics.quantile,
+    **{getattr(np, name): statistics.nan_reduction(name)
+       for name in ("nansum", "nanmean", "nanmax", "nanmin", "nanvar", "nanstd")},
+    np.digitize: statistics.digitize,
+    np.convolve: statistics.convolve,
     np.var: reductions.variance,
     np.std: reductions.deviation,
     np.reshape: shapes.reshape,
@@ -108,8 +114,6 @@ VIEWS = {
 #: Array functions without a counterpart, and what to write instead.
 FUNCTION_HINTS = {
     np.average: "write (x * w).sum(axis) / w.sum() (NumPy's weights that sum to 0 raise)",
-    np.percentile: "write it from np.sort(x, axis) with the quantile's positions",
-    np.quantile: "write it from np.sort(x, axis) with the quantile's positions",
 }
 
 

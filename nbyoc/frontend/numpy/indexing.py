@@ -1,8 +1,8 @@
 """NumPy's indexing of graph values, ``x[key]`` (``Expr.__getitem__``): basic indexing
-(ints, slices, ``...``, ``None``) built from the ``slice`` and ``reshape`` ops, one
-integer-array index built as ``gather``, and a boolean mask of ``x``'s own shape held
-as a selection that only a reduction takes (``masks``). A tuple value's field
-(``t[0]``) is the IR's own ``TupleGetItem``.
+(ints, slices, ``...``, ``None``) built from the ``slice`` and ``reshape`` ops,
+integer-array indices built as ``gather`` (several: one gather over their axes), and a
+boolean mask of ``x``'s own shape held as a selection that only a reduction takes
+(``masks``). A tuple value's field (``t[0]``) is the IR's own ``TupleGetItem``.
 
 >>> import nbyoc
 >>> x = nbyoc.var("x", (4, 5, 6))
@@ -46,6 +46,52 @@ def getitem(x, key):
             lambda base, new: assigned(base, key, new), key=key,
         )  # fmt: skip
     return result
+
+
+def array_axes_layout(ndim: int, axes: list[int]) -> tuple[tuple, int]:
+    """For integer arrays indexing ``axes`` of an ``ndim``-axis array: the order that
+    puts those axes first, and where NumPy puts the arrays' broadcast axes in the result
+    (at the first array's axis when the arrays are on adjacent axes, else first)."""
+    order = (*axes, *(d for d in range(ndim) if d not in axes))
+    adjacent = list(axes) == list(range(axes[0], axes[0] + len(axes)))
+    return order, axes[0] if adjacent else 0
+
+
+def _gather_many(x, gathers):
+    """``x[i, j]`` with integer arrays on several axes (':' on the rest), as NumPy's
+    advanced indexing: the arrays broadcast together, each element the one their
+    indices name. Built as one gather over those axes flattened; an index out of its
+    axis's range is sent past the flattened length, so that gather raises for it
+    rather than reading another element."""
+    axes = [a for a, _ in gathers]
+    sizes = [x.type.shape[a] for a in axes]
+    if not all(isinstance(n, int) for n in sizes):
+        raise NbyocTypeError(
+            f"integer arrays on axes {axes} of symbolic lengths ({sizes}): nbyoc needs "
+            f"them known to combine the indices"
+        )
+    order, at = array_axes_layout(x.type.ndim, axes)
+    rest = [x.type.shape[d] for d in order[len(axes) :]]
+    total = int(np.prod(sizes))
+    flat, inside = None, None
+    strides = np.cumprod([1, *sizes[::-1]])[-2::-1]  # (of the flattened axes)
+    for (_, indices), n, stride in zip(gathers, sizes, strides):
+        k = indices if isinstance(indices, Expr) else np.asarray(indices)
+        k = call_op("cast", k, to="int64") if isinstance(k, Expr) else k.astype(np.int64)
+        valid = np.logical_and(k >= -n, k < n)
+        k = np.where(k < 0, k + n, k) * int(stride)
+        flat = k if flat is None else flat + k
+        inside = valid if inside is None else np.logical_and(inside, valid)
+    flat = np.where(inside, flat, total)
+    moved = x if list(order) == list(range(x.type.ndim)) else call_op("transpose", x, axes=order)
+    merged = call_op("reshape", moved, newshape=(total, *rest))
+    out = call_op("gather", merged, flat, axis=0)
+    if at == 0:
+        return out
+    broadcast = out.type.ndim - len(rest)
+    front = list(range(broadcast, broadcast + at))
+    back = [d for d in range(broadcast, out.type.ndim) if d not in front]
+    return call_op("transpose", out, axes=(*front, *range(broadcast), *back))
 
 
 def _is_view(key, result) -> bool:
@@ -133,12 +179,14 @@ def index(x, key):
                  for s, e, st, a in zip(starts, ends, steps, axes))  # fmt: skip
     if gathers:
         new_axes = any(k is None for k in key)
-        plain = not sliced and not new_axes and len(axes) == x.type.ndim - 1
-        if len(gathers) > 1 or not plain:
+        plain = not sliced and not new_axes and len(axes) == x.type.ndim - len(gathers)
+        if not plain:
             raise NbyocTypeError(
-                "an integer-array index (which becomes gather) combines only with ':' "
-                "on the other axes; index in two steps"
+                "integer-array indices (which become gather) combine only with ':' on the "
+                "other axes; index in two steps"
             )
+        if len(gathers) > 1:
+            return _gather_many(x, gathers)
         ((source_axis, indices),) = gathers
         return call_op("gather", x, indices, axis=source_axis)
     out = x

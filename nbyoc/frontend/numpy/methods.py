@@ -23,7 +23,8 @@ from ...errors import NbyocTypeError
 from ...ir import ops
 from ...ir.builder import call_op
 from ...ir.dtypes import normalize_dtype
-from ...ir.nodes import refuse_equality
+from ...ir.nodes import TupleGetItem, refuse_equality
+from ...ir.types import TensorType
 from . import aliasing, arithmetic, linalg, reductions, shapes, sorting
 from .arithmetic import AUGMENTED
 from .functions import array_function
@@ -114,6 +115,21 @@ class ArrayMethods:
         )
 
     __int__ = __index__ = __float__
+
+    def __iter__(self):
+        """Iterate over the first axis, like iterating an ndarray (``low, high = q``);
+        a tuple value's fields, as the IR iterates them."""
+        if not isinstance(self.type, TensorType):
+            return (TupleGetItem(self, i) for i in range(len(self.type.fields)))
+        if not self.shape:
+            raise TypeError("iteration over a 0-d graph value")
+        length = self.shape[0]
+        if not isinstance(length, int):
+            raise NbyocTypeError(
+                f"iterating over an axis of symbolic length ({length}): its count is not "
+                f"known while tracing"
+            )
+        return (self[i] for i in range(length))
 
     def __len__(self) -> int:
         """The length of the first axis, like ``len(ndarray)``."""
@@ -232,7 +248,8 @@ class ArrayMethods:
 
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
         """Like ``ndarray.astype``: ``nbyoc.cast(self, dtype)`` (NumPy's unsafe casting:
-        floats truncate toward zero into integers); the value itself for its own dtype."""
+        floats truncate toward zero into integers); for its own dtype, a copy within
+        ``nbyoc.jit`` (which in-place updates of ``self`` leave alone), else the value."""
         if casting != "unsafe" or order not in ("K", "C"):
             refuse("astype", "casts as NumPy's default (casting='unsafe', C order) only")
         to = normalize_dtype(dtype)

@@ -26,7 +26,8 @@ from __future__ import annotations
 import functools
 import re
 
-from .target import BITS, vector_lanes
+from .vector_ir import element_pointer, intrinsics, vectors
+from .vector_ir import splat as splat_vector
 
 _NAME = re.compile(r"tap_row_(float32|float64)_k(\d+)_s(\d+)_d(\d+)$")
 
@@ -47,16 +48,11 @@ def _tap_row(dtype: str, taps: int, stride: int, dilation: int):
     from numba.core import cgutils
     from numba.extending import intrinsic
 
-    bits = BITS[dtype]
-    lanes = vector_lanes(dtype)
-    i1, i32, i64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
-    element = ir.FloatType() if bits == 32 else ir.DoubleType()
-    vector = ir.VectorType(element, lanes)
-    mask_type = ir.VectorType(i1, lanes)
+    v = vectors(dtype)
+    lanes, element, vector, mask_type = v.lanes, v.element, v.vector, v.mask
+    align, suffix, lane_numbers = v.align, v.suffix, v.lane_numbers
+    i32, i64 = ir.IntType(32), ir.IntType(64)
     pointers = ir.VectorType(element.as_pointer(), lanes)
-    align = bits // 8
-    suffix = f"v{lanes}f{bits}"
-    lane_numbers = ir.Constant(ir.VectorType(i64, lanes), list(range(lanes)))
 
     @intrinsic
     def tap_row(typingctx, y, y_at, x, x_at, w, w_at, n):
@@ -71,42 +67,19 @@ def _tap_row(dtype: str, taps: int, stride: int, dilation: int):
                 builder.sext(v, i64) if v.type.width < 64 else v for v in (y_at, x_at, w_at, n)
             )
             module = builder.module
-
-            def function(name, result, arguments):
-                return cgutils.get_or_insert_function(
-                    module, ir.FunctionType(result, arguments), name
-                )
-
-            fmuladd = function(f"llvm.fmuladd.{suffix}", vector, [vector] * 3)
-            masked_load = function(
-                f"llvm.masked.load.{suffix}.p0",
-                vector,
-                [vector.as_pointer(), i32, mask_type, vector],
-            )
-            masked_store = function(
-                f"llvm.masked.store.{suffix}.p0",
-                ir.VoidType(),
-                [vector, vector.as_pointer(), i32, mask_type],
-            )
-            gather = function(
+            fmuladd, masked_load, masked_store = intrinsics(module, v)
+            gather = cgutils.get_or_insert_function(
+                module,
+                ir.FunctionType(vector, [pointers, i32, mask_type, vector]),
                 f"llvm.masked.gather.{suffix}.v{lanes}p0",
-                vector,
-                [pointers, i32, mask_type, vector],
             )
 
-            def data(value, ty, at):
-                return builder.gep(context.make_array(ty)(context, builder, value).data, [at])
-
-            y_base = data(y_value, sig.args[0], y_at)
-            x_base = data(x_value, sig.args[2], x_at)
-            w_base = data(w_value, sig.args[4], w_at)
+            y_base = element_pointer(context, builder, sig.args[0], y_value, y_at)
+            x_base = element_pointer(context, builder, sig.args[2], x_value, x_at)
+            w_base = element_pointer(context, builder, sig.args[4], w_value, w_at)
 
             def splat(value):
-                undefined = ir.Constant(vector, ir.Undefined)
-                one = builder.insert_element(undefined, value, ir.Constant(i32, 0))
-                return builder.shuffle_vector(
-                    one, undefined, ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
-                )
+                return splat_vector(builder, v, value)
 
             weights = [
                 splat(builder.load(builder.gep(w_base, [ir.Constant(i64, q)]))) for q in range(taps)

@@ -243,6 +243,28 @@ def tap_row_name(dtype: str, taps: int, stride: int, dilation: int) -> str:
     return f"tap_row_{dtype}_k{taps}_s{stride}_d{dilation}"
 
 
+def window_rows_name(dtype: str, kernel, strides, dilations, rows: int) -> str:
+    """The name a kernel imports the rows of a 2-D window's output by: ``rows`` rows of
+    the ``kernel`` window of ``strides`` and ``dilations`` over ``dtype`` values
+    (``nbyoc.runtime.llvm.window_rows``).
+
+    >>> window_rows_name("float32", (3, 3), (2, 2), (1, 1), 2)
+    'window_rows_float32_k3x3_s2x2_d1x1_r2'
+    """
+    (k0, k1), (s0, s1), (d0, d1) = kernel, strides, dilations
+    return f"window_rows_{dtype}_k{k0}x{k1}_s{s0}x{s1}_d{d0}x{d1}_r{rows}"
+
+
+def deal_row_name(dtype: str, stride: int) -> str:
+    """The name a kernel imports the deal of a row into ``stride`` phases by
+    (``nbyoc.runtime.llvm.window_rows``).
+
+    >>> deal_row_name("float64", 2)
+    'deal_row_float64_s2'
+    """
+    return f"deal_row_{dtype}_s{stride}"
+
+
 def tiles_supported(dtype: str) -> bool:
     """Whether tiles exist for ``dtype`` (float32 and float64)."""
     return dtype in BITS
