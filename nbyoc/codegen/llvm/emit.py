@@ -269,7 +269,7 @@ class KernelEmitter(NestEmission, OpEmission, CopyEmission, RowEmission):
             parallel = self.use_parallel(operand.type.shape)
         else:
             parallel = self.use_parallel(node.type.shape)
-        if rule.layouts and copies_parts(node):
+        if rule.layouts and copies_parts(node, self.as_program):
             return lines + self.emit_part_copies(node, operands, parallel)
         # (a 0-d array passes through no driver's table)
         arrays = [*node.args, node]
