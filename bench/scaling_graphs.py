@@ -9,10 +9,14 @@
   kernel, matmuls as tiles; regions cut every ``nbyoc.partition``'s ``max_size`` calls);
 - ``stacked``: ``np.stack([x[i] * i for i in range(rows)])`` on rows of 1000 float32,
   two nodes a row: many small independent stages in one region (on llvm a long kernel,
-  cut into chunk functions: ``nbyoc.codegen.llvm.chunks``).
+  cut into chunk functions: ``nbyoc.codegen.llvm.chunks``);
+- ``rows``: a user's loop ``y[i] = x[i] * i`` on rows of 1000 float32 as ``nbyoc.jit``
+  traces it, four nodes a row (a slice, two reshapes, a product) and one concatenate:
+  one region however many rows (views are not counted by ``max_size``), one program
+  on llvm whose stage functions are the same at every row count.
 
 >>> [family(name, 30).function.body.type.shape for name in FAMILIES]
-[(256, 256), (256, 256), (32, 64), (15, 1000)]
+[(256, 256), (256, 256), (32, 64), (15, 1000), (7, 1000)]
 >>> count_nodes(family("blocks", 60).function)
 60
 """
@@ -25,9 +29,11 @@ import numpy as np
 
 import nbyoc
 
-FAMILIES = ("chain", "dag", "blocks", "stacked")
+FAMILIES = ("chain", "dag", "blocks", "stacked", "rows")
 #: Nodes per residual MLP block.
 BLOCK_NODES = 6
+#: Nodes per row of ``rows`` (a slice, a reshape to 1-d, the product, a reshape back).
+ROW_NODES = 4
 
 
 @dataclass(frozen=True)
@@ -93,8 +99,20 @@ def stacked(nodes: int, width: int = 1000):
     return nbyoc.function([x], nbyoc.concatenate(scaled, axis=0))
 
 
+def _scale_rows(x):
+    y = np.zeros_like(x)
+    for i in range(x.shape[0]):
+        y[i] = x[i] * i
+    return y
+
+
+def rows(nodes: int, width: int = 1000):
+    count = max(1, nodes // ROW_NODES)
+    return nbyoc.jit(_scale_rows).trace(np.zeros((count, width), np.float32))
+
+
 def family(name: str, nodes: int) -> Scaled:
     """The graph of family ``name`` with about ``nodes`` op calls."""
-    build = {"chain": chain, "dag": dag, "blocks": blocks, "stacked": stacked}[name]
+    build = {"chain": chain, "dag": dag, "blocks": blocks, "stacked": stacked, "rows": rows}[name]
     func = build(nodes)
     return Scaled(name, count_nodes(func), func)
