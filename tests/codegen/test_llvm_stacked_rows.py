@@ -71,6 +71,25 @@ def test_rows_beyond_the_region_cap_gather_into_one_more_region():
     assert len(fn.lower(x).runtime_modules) == 2
 
 
+def test_main_calls_its_regions_through_their_allocating_functions(monkeypatch):
+    """The outputs ``main`` allocates for a region are fresh: it calls the module's
+    allocating function, not the checked destination-passing one (whose overlap checks
+    grow with the square of a region's outputs)."""
+    from nbyoc.codegen.llvm.module import LLVMModule
+
+    def refused(self, symbol):
+        def run(*arrays):
+            raise AssertionError("main ran the destination-passing function")
+
+        return run
+
+    monkeypatch.setattr(LLVMModule, "get_function", refused)
+    x = rows_of(300, 16)
+    fn = nbyoc.jit(scaled_rows, strict=True)
+    np.testing.assert_array_equal(fn(x), scaled_rows(x))
+    assert len(fn.lower(x).runtime_modules) == 2
+
+
 def test_a_slice_of_leading_rows_is_read_in_place():
     """``x[1:3]`` of a C array is one: bound as ``in0[1:3]`` (Numba keeps its layout "C"),
     reshaped with no copy. A slice narrowing a later axis is strided: copied."""
