@@ -36,8 +36,9 @@ from .regions import Graph, Regions
 #: backend binds a view or copies at most, so ``max_size`` does not count them (it
 #: bounds a unit's compile time, which grows with the work it holds). The rows of a
 #: user's loop ``y[i] = x[i] * i`` are a slice and two reshapes around each multiply:
-#: counted, 200 rows were 801 calls, cut into regions that passed 137 rows through the
-#: host (16 ms a call against NumPy's 0.3 ms); uncounted, 201 calls in one region.
+#: counted, 200 rows of 1000 were 801 calls cut into 138 regions (222 s to compile cold,
+#: 7.3 ms a call against NumPy's 0.28 ms); uncounted, 201 calls in one region, one
+#: program (5.8 s, 0.15 ms; loaded 2-core machine).
 VIEW_OPS = frozenset({"reshape", "slice", "transpose", "squeeze", "unsqueeze", "flatten"})
 
 
