@@ -4,6 +4,7 @@ backends, against ONNX Runtime and (when installed) OpenVINO.
     python bench/real_models.py [--backends llvm,csource] [--models ppocr-cls,...]
                                 [--runs 20] [--timeout 400] [--json real_models.json]
                                 [--qdq float,integer] [--ort-disabled] [--no-one-thread]
+                                [--no-profile]
 
 Every measurement runs in a fresh process, one at a time:
 
@@ -20,6 +21,9 @@ Every measurement runs in a fresh process, one at a time:
    the cache (a second model whose layers the cache has seen);
    1 thread (unless ``--no-one-thread``): the median run with ``NUMBA_NUM_THREADS=1``,
    against the cold phase's on every core: what the other cores buy;
+   profile (unless ``--no-profile``): ``fn.profile`` in that cache, and its five slowest
+   rows (regions and host ops) and stages inside the regions (each run alone) in a
+   table: where a model's time goes;
 3. ONNX Runtime (its default session options, as a user runs it): session creation
    and the median run; in their own processes, after nbyoc's, since ONNX Runtime's
    threads spin on after a run; with ``--ort-disabled`` also with its graph
@@ -69,6 +73,8 @@ from tests.real_models import MODELS  # noqa: E402
 #: The longest a timed run phase may take (it stops after fewer runs, at least 3).
 RUN_BUDGET_S = 30.0
 WARM_CALLS = 3
+#: The profile phase: calls per step's median, and the slowest rows kept per model.
+PROFILE_REPEAT, PROFILE_ROWS = 10, 5
 
 
 def cpu_s() -> float:
@@ -126,7 +132,17 @@ def child_nbyoc(args, report: dict, save) -> None:
         regions=len(fn.runtime_modules),
     )
     save(report, real_models.as_list(outputs))
-    if args.runs:
+    if args.profile:
+        found = fn.profile(*inputs, repeat=max(3, min(args.runs, PROFILE_REPEAT)))
+        report["profile"] = {"total_ms": found.total * 1e3,
+                             "rows": [{"name": r.name, "backend": r.backend, "ops": r.ops,
+                                       "ms": r.seconds * 1e3, "share": r.share}
+                                      for r in found.rows[:PROFILE_ROWS]],
+                             "stages": [{"name": r.region, "ops": r.what, "ms": r.seconds * 1e3,
+                                         "share": r.share}
+                                        for r in found.stages[:PROFILE_ROWS]]}  # fmt: skip
+        save(report, None)
+    elif args.runs:
         report["run_ms"], report["runs"] = median_run_ms(lambda: fn(*inputs), args.runs)
         save(report, None)
 
@@ -240,6 +256,8 @@ def run_child(
         command += ["--qdq", qdq]
     if phase == "resized":
         command.append("--resized")
+    if phase == "profile":
+        command.append("--profile")
     env = dict(os.environ)
     # (this checkout's nbyoc in the child and in the compile workers it starts, which
     # import nbyoc by name: an installed copy would compile with another version)
@@ -363,6 +381,17 @@ def fmt_warm(report: dict | None) -> str:
     return f"{fmt_s(report, 'prepare_s')} + run {report['first_call_s'] * 1e3:.0f} ms"
 
 
+def profile_row_text(row: dict) -> str:
+    """One of ``fn.profile``'s rows in a table cell: its time, share and what it runs.
+
+    >>> profile_row_text({"name": "@llvm_3", "backend": "llvm", "ops": "conv2d, relu",
+    ...                   "ms": 1.234, "share": 0.25})
+    '@llvm_3 1.23 ms (25%): conv2d, relu'
+    """
+    ops = row["ops"] if len(row["ops"]) <= 60 else row["ops"][:57] + "..."
+    return f"{row['name']} {row['ms']:.3g} ms ({row['share']:.0%}): {ops}"
+
+
 def markdown(head: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
@@ -407,6 +436,14 @@ def tables(results: dict, backends: list[str], peers: list[str]) -> str:
             else:
                 row.append("-")
         scaling.append(row)
+    slowest = []
+    for name, r in results.items():
+        for b in backends:
+            found = r.get("profile", {}).get(b, {}).get("profile")
+            if found:
+                steps = "<br>".join(profile_row_text(row) for row in found["rows"])
+                inside = "<br>".join(profile_row_text(row) for row in found.get("stages", []))
+                slowest.append([name, b, f"{found['total_ms']:.3g} ms", steps, inside or "-"])
     ort = [p for p in peers if p.startswith("ort")]
     exact = [[name, *(fmt_diff(r.get("vs_ort", {}).get(c, {}).get(p)) for c in backends
                       for p in ort)] for name, r in results.items()]  # fmt: skip
@@ -420,6 +457,10 @@ def tables(results: dict, backends: list[str], peers: list[str]) -> str:
         *([markdown(["model (run: 1 thread / every core = speedup)",
                      *backends], scaling)]
           if any(r.get("one_thread") for r in results.values()) else []),
+        *([markdown(["model", "backend", "profiled call",
+                     f"where the time goes: the {PROFILE_ROWS} slowest steps (fn.profile)",
+                     f"inside the regions: the {PROFILE_ROWS} slowest stages, each alone"],
+                    slowest)] if slowest else []),
         *([markdown(["model (max abs diff from ONNX Runtime's result; exact: bit for bit)",
                      *(f"{c} vs {p}" for c in backends for p in ort)], exact)] if ort else []),
     ])  # fmt: skip
@@ -436,6 +477,8 @@ def main(argv=None) -> None:
     parser.add_argument("--no-one-thread", action="store_true",
                         help="skip the run on one thread (the scaling column)")  # fmt: skip
     parser.add_argument("--no-check", action="store_true", help="skip the accuracy check")
+    parser.add_argument("--no-profile", action="store_true",
+                        help="skip fn.profile's five slowest rows per model")  # fmt: skip
     parser.add_argument("--qdq", default="", help="QDQ readings (float,integer); default: "
                         "from_onnx's own")  # fmt: skip
     parser.add_argument("--ort-disabled", action="store_true",
@@ -446,6 +489,7 @@ def main(argv=None) -> None:
     parser.add_argument("--backend", help=argparse.SUPPRESS)
     parser.add_argument("--report", help=argparse.SUPPRESS)
     parser.add_argument("--resized", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     opts = parser.parse_args(argv)
     if opts.child:
         child(opts)
@@ -474,8 +518,8 @@ def main(argv=None) -> None:
         m = MODELS[name]
         nodes = len(onnx.load_from_string(data).graph.node)
         results[name] = {"nodes": nodes, "refused": m.refused, "cold": {}, "warm": {},
-                         "resized": {}, "one_thread": {}, "peers": {}, "checks": {},
-                         "vs_ort": {}}  # fmt: skip
+                         "resized": {}, "one_thread": {}, "profile": {}, "peers": {},
+                         "checks": {}, "vs_ort": {}}  # fmt: skip
     runnable = [n for n in names if not MODELS[n].refused]
     work = Path(tempfile.mkdtemp(prefix="nbyoc-real-models-"))
     try:
@@ -511,6 +555,14 @@ def main(argv=None) -> None:
                                         "1-thread", threads=1)  # fmt: skip
                         rep.pop("outputs", None)
                         results[name]["one_thread"][b] = rep
+        if not opts.no_profile:
+            print("profile (fresh process, the cold one's cache, fn.profile):", flush=True)
+            for name in runnable:
+                for b in backends:
+                    if "cold_s" in results[name]["cold"][b]:
+                        rep = run_child("nbyoc", name, b, caches[name, b], opts, work, "profile")
+                        rep.pop("outputs", None)
+                        results[name]["profile"][b] = rep
         for peer in peers:
             print(f"{peer} (fresh process):", flush=True)
             for name in names:  # refused ones too: what the peer makes of them
@@ -530,7 +582,7 @@ def main(argv=None) -> None:
                         if not verdict["ok"]:
                             print(f"  {name} on {c}: {verdict.get('worst', verdict.get('why'))}")
         for r in results.values():  # nothing but numbers and text in the JSON
-            for group in ("cold", "warm", "resized", "one_thread", "peers"):
+            for group in ("cold", "warm", "resized", "one_thread", "profile", "peers"):
                 for rep in r[group].values():
                     rep.pop("outputs", None)
     finally:

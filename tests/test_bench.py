@@ -267,6 +267,30 @@ def test_the_real_model_tables_show_what_the_second_core_buys():
     assert "1 thread" not in real.tables({"ppocr-cls": result}, ["llvm"], [])
 
 
+def test_the_real_model_tables_show_where_the_time_goes():
+    spec = importlib.util.spec_from_file_location("bench_real", BENCH / "real_models.py")
+    real = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(real)
+    rows = [{"name": "@llvm_0", "backend": "llvm", "ops": "conv2d, add, relu", "ms": 3.0,
+             "share": 0.6},
+            {"name": "(executor)", "backend": "host", "ops": "argument checks", "ms": 0.1,
+             "share": 0.02}]  # fmt: skip
+    result = {"nodes": 10, "refused": None, "cold": {"llvm": {"cold_s": 1.0, "run_ms": 5.0}},
+              "warm": {}, "resized": {}, "peers": {}, "checks": {}, "vs_ort": {},
+              "profile": {"llvm": {"profile": {"total_ms": 5.0, "rows": rows, "stages": [
+                  {"name": "@llvm_0", "ops": "conv 1x8x4x4 w8x3x3x3", "ms": 2.0,
+                   "share": 0.4}]}}}}  # fmt: skip
+    text = real.tables({"ppocr-cls": result}, ["llvm"], [])
+    expected = (
+        "| ppocr-cls | llvm | 5 ms | @llvm_0 3 ms (60%): conv2d, add, relu"
+        "<br>(executor) 0.1 ms (2%): argument checks"
+        " | @llvm_0 2 ms (40%): conv 1x8x4x4 w8x3x3x3 |"
+    )
+    assert expected in text, text
+    del result["profile"]
+    assert "where the time goes" not in real.tables({"ppocr-cls": result}, ["llvm"], [])
+
+
 def test_jax_is_a_peer_not_an_nbyoc_case():
     """jax.jit has its own table (its median over nbyoc's), and is no column of the ONNX
     Runtime table's nbyoc cases."""

@@ -70,6 +70,14 @@ class Module(abc.ABC):
         """The generated code, as text (empty if the backend has none to show)."""
         return ""
 
+    def stage_times(self, symbol: str, inputs, repeat: int) -> list[tuple[str, float]] | None:
+        """Where the time goes inside function ``symbol`` on ``inputs``: for each part it
+        runs (a stage, a kernel), what it computes and its median seconds over
+        ``repeat`` runs, each part run alone; None (the default) when the backend cannot
+        run its parts one by one (``Executable.profile`` then shows the function whole).
+        Optional; the llvm backend times each stage of a program."""
+        return None
+
     def save_to_bytes(self) -> bytes:
         """Everything needed to rebuild this module with ``load_from_bytes`` (optional)."""
         raise NbyocError(unsavable_message(self))

@@ -13,6 +13,13 @@ results that are views) is the row ``(executor)``, so the shares add up to 100%.
 A function with symbolic sizes is profiled in the build made for the arrays' sizes. A
 control-flow op (``cond``, ``loop``) is one host-op row, its bodies' time included.
 
+Inside a region: a backend that can run its parts one at a time (``Module.stage_times``;
+llvm, for a region that runs as a program) times each part alone, ``repeat`` times, on
+the region's arguments of the last call: ``Profile.stages``, one ``StageRow`` per part
+(what it computes, its median seconds, its share of the total), slowest first. Alone,
+a part waits for its threads at its end and finds nothing its predecessor left in
+cache, so the parts' sum may exceed the region's row.
+
 >>> import numpy as np, nbyoc
 >>> x = nbyoc.var("x", (128, 128))
 >>> fn = nbyoc.compile(nbyoc.function([x], (nbyoc.exp(x) * 2.0) @ x), "csource")
@@ -47,6 +54,8 @@ from .report_text import bytes_text, seconds_text, text_table
 
 #: What the ``(executor)`` row stands for.
 EXECUTOR_WORK = "argument checks, handing values on, copies"
+#: The stages ``str(profile)`` lists (``Profile.stages`` holds them all).
+STAGES_SHOWN = 10
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,18 @@ class ProfileRow:
 
 
 @dataclass(frozen=True)
+class StageRow:
+    """One stage inside a region, run alone (``Module.stage_times``): the ``region``'s
+    row name, ``what`` it computes (its op and shapes, the epilogue it runs), its median
+    ``seconds`` per call, and their ``share`` of the profile's total."""
+
+    region: str
+    what: str
+    seconds: float
+    share: float
+
+
+@dataclass(frozen=True)
 class Profile:
     """The result of ``Executable.profile``: ``rows`` (slowest first, the executor's
     row last), ``total`` (median seconds per call), ``repeat``, and ``sizes`` (the
@@ -79,6 +100,7 @@ class Profile:
     total: float
     repeat: int
     sizes: dict = field(default_factory=dict)
+    stages: tuple[StageRow, ...] = ()
 
     def as_dict(self) -> dict:
         return {
@@ -86,6 +108,7 @@ class Profile:
             "repeat": self.repeat,
             "sizes": dict(self.sizes),
             "rows": [row.__dict__.copy() for row in self.rows],
+            "stages": [row.__dict__.copy() for row in self.stages],
         }
 
     def __str__(self) -> str:
@@ -107,18 +130,29 @@ class Profile:
         table.append(["total", "", seconds_text(self.total), "100.0%", bytes_text(moved), ""])
         header = ["what", "backend", "time/call", "share", "bytes moved", "ops"]
         right = {"time/call", "share", "bytes moved"}
-        return head + "\n" + text_table(header, table, right)
+        text = head + "\n" + text_table(header, table, right)
+        if self.stages:
+            shown = self.stages[:STAGES_SHOWN]
+            alone = seconds_text(sum(r.seconds for r in self.stages))
+            text += (f"\ninside the regions, each stage run alone: the slowest {len(shown)} "
+                     f"of {len(self.stages)} (all of them alone: {alone})\n")  # fmt: skip
+            table = [[r.what, r.region, seconds_text(r.seconds), f"{r.share:.1%}"] for r in shown]
+            text += text_table(["stage", "region", "time/call", "share"], table,
+                               {"time/call", "share"})  # fmt: skip
+        return text
 
 
 class _Entry:
     """What one step of ``main`` measured: a time per call, its bytes moved."""
 
-    __slots__ = ("backend", "kind", "moved", "name", "ops", "times")
+    __slots__ = ("arguments", "backend", "kind", "module", "moved", "name", "ops", "times")
 
-    def __init__(self, name: str, kind: str, backend: str, ops: str):
+    def __init__(self, name: str, kind: str, backend: str, ops: str, module=None):
         self.name, self.kind, self.backend, self.ops = name, kind, backend, ops
         self.times: list[int] = []
         self.moved = -1  # (-1 until the first call measures it)
+        self.module = module  # (a region's runtime module, for its stages)
+        self.arguments: tuple | None = None  # (a region's last arguments)
 
 
 def profile(executable, arrays, repeat: int = 10) -> Profile:
@@ -147,7 +181,13 @@ def profile(executable, arrays, repeat: int = 10) -> Profile:
         call(*arrays)
         totals.append(clock() - start)
         timed_main(*checked)
-    return _report(entries, statistics.median(totals) * 1e-9, repeat, sizes)
+    stages = []
+    for entry in entries:
+        if entry.module is not None and entry.arguments is not None:
+            symbol = entry.name[1:]  # (the row's name is "@" and the symbol)
+            for what, seconds in entry.module.stage_times(symbol, entry.arguments, repeat) or ():
+                stages.append((entry.name, what, seconds))
+    return _report(entries, statistics.median(totals) * 1e-9, repeat, sizes, stages)
 
 
 def _built_for(executable, arrays) -> tuple:
@@ -170,7 +210,8 @@ def _entry(executable, node, name: str) -> _Entry | None:
     func = executable.module[symbol]
     ops = _ops_text(func)
     if symbol in executable.runtime_modules:
-        return _Entry(f"@{symbol}", "region", func.attrs.get("Compiler", "?"), ops)
+        module = executable.runtime_modules[symbol]
+        return _Entry(f"@{symbol}", "region", func.attrs.get("Compiler", "?"), ops, module)
     return _Entry(f"@{symbol}", "host function", "host", ops)
 
 
@@ -189,6 +230,8 @@ def _timed(entry: _Entry, fn):
         start = clock()
         result = fn(*args, **kwargs)
         entry.times.append(clock() - start)
+        if entry.module is not None:
+            entry.arguments = args
         if entry.moved < 0:
             entry.moved = _nbytes(args) + _nbytes(result)
         return result
@@ -202,7 +245,9 @@ def _nbytes(value) -> int:
     return int(getattr(value, "nbytes", 0))
 
 
-def _report(entries: list[_Entry], measured: float, repeat: int, sizes: dict) -> Profile:
+def _report(
+    entries: list[_Entry], measured: float, repeat: int, sizes: dict, stages: list
+) -> Profile:
     medians = [statistics.median(e.times) * 1e-9 for e in entries]
     # (the steps' medians may add up to a little more than the total's: noise)
     total = max(measured, sum(medians))
@@ -214,4 +259,6 @@ def _report(entries: list[_Entry], measured: float, repeat: int, sizes: dict) ->
     rows.sort(key=lambda row: -row.seconds)
     share = rest / total if total else 0.0
     rows.append(ProfileRow("(executor)", "executor", "host", EXECUTOR_WORK, rest, share, 0))
-    return Profile(tuple(rows), total, repeat, dict(sizes))
+    inside = [StageRow(region, what, t, t / total if total else 0.0) for region, what, t in stages]
+    inside.sort(key=lambda row: -row.seconds)
+    return Profile(tuple(rows), total, repeat, dict(sizes), tuple(inside))

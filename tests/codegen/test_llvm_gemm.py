@@ -181,6 +181,41 @@ def test_blocked_products_match_numpy_at_every_edge(part, dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("part", ["rows", "columns", "depth"])
+def test_a_constant_b_is_packed_once_at_lowering(part, dtype, monkeypatch):
+    """A layer's weight (a constant B) of a blocked product is packed into panels at
+    lowering (``gemm.matmul_packs``): no task copies B. At the edges of the tile, panel,
+    column block and K block (zeros past B's last row and column), with a bias and
+    ReLU after it, against the host, before and after a save -> load round trip."""
+    from nbyoc.codegen.llvm import gemm_blocks
+
+    tile_rows, cols = tile_shape(dtype)
+    monkeypatch.setattr(gemm, "PACK_MIN_ROWS", tile_rows)
+    block, depth = gemm_blocks.column_block(dtype), gemm_blocks.K_PART
+    base = {"rows": 2 * tile_rows + 7, "columns": 3 * cols + 5, "depth": 37}
+    values = {
+        "rows": [2 * tile_rows - 1, 4 * tile_rows + 15],
+        "columns": [*_edges(block), block + 2 * cols + 3],
+        "depth": [2, depth, 2 * depth + 3],
+    }[part]
+    for seed, size in enumerate(values):
+        m, n, k = (size if part == name else base[name] for name in ("rows", "columns", "depth"))
+        rng = np.random.default_rng(seed)
+        a = nbyoc.var("a", (m, k), dtype)
+        w = nbyoc.const(rng.standard_normal((k, n)).astype(dtype))
+        bias = nbyoc.const(rng.standard_normal(n).astype(dtype))
+        f = nbyoc.function([a], nbyoc.relu(a @ w + bias))
+        fn = nbyoc.compile(f, backend="llvm")
+        source = fn.get_source()
+        assert "a_pack[t, kk, i] = " in source and "b_pack" not in source, (m, k, n)
+        x = [rng.standard_normal((m, k)).astype(dtype)]
+        tolerance = {"rtol": 1e-4, "atol": 1e-5 * k} if dtype == "float32" else {
+            "rtol": 1e-10, "atol": 1e-12 * k}  # fmt: skip
+        assert_close_to_host(fn, f, x, **tolerance)
+        assert_close_to_host(reload(fn), f, x, **tolerance)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 40, 70), (40, 1, 70), (40, 70, 1)])
 def test_products_with_a_size_of_one_match_numpy(m, k, n, dtype):
     """A row, a column or a depth of one: the tiles read the operands in place."""
@@ -204,6 +239,71 @@ def test_deep_products_sum_k_in_parts(a_shape, b_shape, dtype):
     source = nbyoc.compile(nbyoc.function([a, b], a @ b), backend="llvm").get_source()
     assert "_acc(" in source and "a_k = " in source
     check_matmul(a_shape, b_shape, dtype, "bias+relu", seed=11)
+
+
+def _whole(shape, dtype, seed):
+    """Small whole numbers: every product and sum of a test's size is exact in float32,
+    so any column, row or panel out of place shows as a difference from NumPy."""
+    return np.random.default_rng(seed).integers(-8, 9, shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("constant_b", [True, False], ids=["constant-b", "b-an-input"])
+@pytest.mark.parametrize(
+    "a_shape,n",
+    [((16, 300), 1000),  # rows 12 + 4, blocks of two panels, a part panel last
+     ((5, 40), 33),  # one full panel and a part one: two blocks
+     ((3, 2, 7, 50), 130),  # batched A, one B: fewer blocks a matrix
+     ((7, gemm.DEEP_K + 1), 70),  # K summed in parts, each block's columns
+     ((13, 20), 256)],  # whole panels only
+    ids=["wide", "two-panels", "batched-a", "deep", "whole-panels"],
+)  # fmt: skip
+def test_products_of_few_rows_and_a_wide_b_share_out_its_columns(
+    a_shape, n, constant_b, dtype, monkeypatch
+):
+    """Rows few enough for one task and a B wider than WIDE_B_BYTES (lowered here to
+    take these sizes): tasks of all rows and a block of panels each
+    (``gemm.column_blocks``), a constant B packed into its panels at lowering
+    (``gemm.matmul_packs``), a bias and relu on each block's columns; bit for bit
+    NumPy's on whole numbers."""
+    monkeypatch.setattr(gemm, "WIDE_B_BYTES", 0)
+    k = a_shape[-1]
+    a = nbyoc.var("a", a_shape, dtype)
+    b_value, bias_value = _whole((k, n), dtype, 1), _whole((n,), dtype, 2)
+    b = nbyoc.const(b_value) if constant_b else nbyoc.var("b", (k, n), dtype)
+    bias = nbyoc.var("bias", (n,), dtype)
+    params = [a, bias] if constant_b else [a, b, bias]
+    fn = nbyoc.compile(nbyoc.function(params, nbyoc.relu(a @ b + bias)), backend="llvm")
+    source = fn.get_source()
+    assert "p0 = cb * " in source
+    assert ("bp = " in source) == constant_b
+    a_value = _whole(a_shape, dtype, 0)
+    got = fn(a_value, bias_value) if constant_b else fn(a_value, b_value, bias_value)
+    expected = np.maximum(a_value.astype(np.float64) @ b_value + bias_value, 0)
+    np.testing.assert_array_equal(got, expected.astype(dtype))
+
+
+def test_sizes_read_at_run_time_share_out_columns_at_every_binding(monkeypatch):
+    """Rows and B's columns symbolic: each binding decides its own cut (3 rows and
+    16 rows by columns, 200 rows by rows: A past ROW_GROUP_BYTES), a symbolic column
+    count's panels counted at run time; bit for bit NumPy's on whole numbers."""
+    monkeypatch.setattr(gemm, "WIDE_B_BYTES", 0)
+    a, b = nbyoc.var("a", ("rows", 300)), nbyoc.var("b", (300, "columns"))
+    fn = nbyoc.compile(nbyoc.function([a, b], a @ b), backend="llvm")
+    for seed, (m, n) in enumerate([(3, 70), (16, 1000), (200, 33), (16, 32)]):
+        a_value, b_value = _whole((m, 300), "float32", seed), _whole((300, n), "float32", 9)
+        expected = a_value.astype(np.float64) @ b_value
+        np.testing.assert_array_equal(fn(a_value, b_value), expected.astype(np.float32))
+
+
+def test_columns_are_shared_out_only_for_few_rows_and_a_wide_b():
+    """16 x 1024 @ 1024 x 8210 float32 (34 MB of B): sixteen blocks of columns; the same
+    rows against a B that fits a core's L2, or more rows than one task holds: rows."""
+    assert gemm.column_blocks(1, 16, 1024, 1024, 8210, 4, 32) == 16
+    assert gemm.column_blocks(1, 16, 1024, 1024, 256, 4, 32) == 1
+    assert gemm.column_blocks(1, 128, 1024, 1024, 8210, 4, 32) == 1
+    assert gemm.column_blocks(4, 16, 1024, 1024, 8210, 4, 32) == 4
+    assert gemm.column_blocks(16, 16, 1024, 1024, 8210, 4, 32) == 1
 
 
 def test_small_integer_matmuls_and_vector_products_run_as_loops():

@@ -179,6 +179,26 @@ def test_conv_integer_is_int32_exact(group):
     _assert_all_bit_exact(model, {"x": x})
 
 
+@pytest.mark.parametrize(("channels", "exact"), [(8, "float32"), (128, "float64")])
+def test_conv_integer_sums_in_float32_only_where_that_is_exact(channels, exact):
+    """Weights 128 to 155 from their zero point against activations up to 255: over 8
+    channels x 9 taps each output's terms add up to at most 2.8e6 (float32 holds every
+    partial sum), over 128 channels to 4.5e7, past 2**24: summed in float64. Both bit
+    for bit Runtime's int32."""
+    rng = np.random.default_rng(10)
+    x = rng.integers(200, 256, (1, channels, 6, 7)).astype(np.uint8)
+    w = numpy_helper.from_array(rng.integers(0, 28, (4, channels, 3, 3)).astype(np.uint8), "w")
+    zeros = [numpy_helper.from_array(np.array(v, np.uint8), n) for n, v in [("xz", 0), ("wz", 155)]]
+    node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], pads=[1, 1, 1, 1])
+    model = make([node], [tensor("x", list(x.shape), TensorProto.UINT8)],
+                 [tensor("y", None, TensorProto.INT32)], [w, *zeros], opset=13)  # fmt: skip
+    f = nbyoc.from_onnx(model)
+    (conv,) = [n for n in nbyoc.ir.post_order([f.body])
+               if isinstance(n, nbyoc.ir.Call) and n.op.name == "conv"]  # fmt: skip
+    assert conv.type.dtype == exact
+    _assert_all_bit_exact(model, {"x": x})
+
+
 @pytest.mark.parametrize("kind", ["mixed", "positive", "negative", "zeros"])
 def test_dynamic_quantize_linear_is_bit_exact(kind):
     rng = np.random.default_rng(9)

@@ -106,3 +106,68 @@ def test_wrong_arrays_are_refused_as_a_call_refuses_them():
     fn = nbyoc.compile(region_and_host_op("csource"), "csource")
     with pytest.raises(nbyoc.errors.ArgumentError):
         fn.profile(*arrays((16, 8)))
+
+
+def two_layer_mlp():
+    """A program on llvm (work enough): two matmuls, each with its epilogue, and a
+    softmax's row group."""
+    x = nbyoc.var("x", (256, 128))
+    rng = np.random.default_rng(0)
+    w1 = nbyoc.const(rng.standard_normal((128, 256)).astype(np.float32) / 16)
+    w2 = nbyoc.const(rng.standard_normal((256, 64)).astype(np.float32) / 16)
+    hidden = nbyoc.relu(x @ w1 + 0.5)
+    return nbyoc.function([x], nbyoc.softmax(hidden @ w2, axis=-1))
+
+
+def test_an_llvm_program_is_profiled_stage_by_stage():
+    fn = nbyoc.compile(two_layer_mlp(), "llvm")
+    (symbol,) = fn.runtime_modules
+    assert fn.runtime_modules[symbol].lowered.program is not None  # (a program)
+    x = np.random.default_rng(1).standard_normal((256, 128)).astype(np.float32)
+    want = fn(x)
+    p = fn.profile(x, repeat=3)
+    whats = [row.what for row in p.stages]
+    assert any(w.startswith("matmul 256x256 (256x128 @ 128x256) + add, relu") for w in whats)
+    assert any(w.startswith("matmul 256x64 (256x256 @ 256x64)") for w in whats), whats
+    assert {row.region for row in p.stages} == {f"@{symbol}"}
+    assert all(row.seconds >= 0 and row.share == pytest.approx(row.seconds / p.total)
+               for row in p.stages)  # fmt: skip
+    assert [r.seconds for r in p.stages] == sorted((r.seconds for r in p.stages), reverse=True)
+    text = str(p)
+    assert "inside the regions, each stage run alone" in text and "matmul 256x64" in text
+    assert json.loads(json.dumps(p.as_dict()))["stages"][0].keys() == {
+        "region", "what", "seconds", "share"}  # fmt: skip
+    np.testing.assert_array_equal(fn(x), want)  # (the executable left as it was)
+
+
+def test_a_program_run_one_stage_at_a_time_computes_what_it_computes_whole():
+    """``stage_programs``: every stage of every driver's run swapped to the front of
+    its run alone, run in order, gives the program's own result bit for bit."""
+    from nbyoc.codegen.llvm.module import program_kernel, storage_views
+    from nbyoc.codegen.llvm.program import STEP_SLOTS, stage_programs
+
+    x = nbyoc.var("x", (2, 16, 32, 32))
+    rng = np.random.default_rng(0)
+    w1, w2 = (nbyoc.const(rng.standard_normal((16, 16, 3, 3)).astype(np.float32) / 12)
+              for _ in range(2))  # fmt: skip
+    y = nbyoc.relu(nbyoc.conv(x, w1, pads=[1, 1, 1, 1]))
+    y = nbyoc.conv(y, w2, pads=[1, 1, 1, 1]) + x
+    f = nbyoc.function([x], y * nbyoc.mean(y, axis=(2, 3), keepdims=True))
+    fn = nbyoc.compile(f, "llvm")
+    (module,) = fn.runtime_modules.values()
+    lowered, executor = module.lowered, module.compiled.executor
+    assert executor is not None
+    runs = stage_programs(lowered.program, lowered.program_labels)
+    assert all(label for label, _ in runs)
+    assert len(runs) > len(lowered.program[2]) // STEP_SLOTS  # (a driver's run of several)
+    data = np.random.default_rng(2).standard_normal((2, 16, 32, 32)).astype(np.float32)
+    out = np.empty((2, 16, 32, 32), np.float32)
+    arguments = (data, *module._constants, out, *module._scratch_buffers(), *module._trailing)
+    for _, program in runs:
+        storage_views(lowered, program_kernel(lowered, executor, program))(*arguments)
+    np.testing.assert_array_equal(out, fn(data))
+
+
+def test_a_backend_without_stages_shows_its_regions_whole():
+    fn = nbyoc.compile(region_and_host_op("csource"), "csource")
+    assert fn.profile(*arrays((16, 8), (8, 4)), repeat=2).stages == ()

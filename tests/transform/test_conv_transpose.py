@@ -29,9 +29,10 @@ def ops_of(func) -> list[str]:
 
 
 @st.composite
-def transposed_convs(draw, dtypes=("float32", "float64")):
+def transposed_convs(draw, dtypes=("float32", "float64"), constants_only=False):
     """(function, arguments) of one random ``conv_transpose``: x a parameter, the weight
-    a constant or a parameter, a bias or none."""
+    a constant or a parameter, a bias or none (``constants_only``: weight and bias
+    constants, as a batch norm folds into)."""
     k = draw(st.integers(1, 3))
     group = draw(st.sampled_from([1, 1, 2, 3]))
     per_in, per_out = draw(st.integers(1, 2)), draw(st.integers(1, 2))  # (1, 1): depthwise
@@ -42,7 +43,7 @@ def transposed_convs(draw, dtypes=("float32", "float64")):
     extra = [draw(st.integers(0, max(s, d) - 1)) for s, d in zip(strides, dilations)]
     pads = draw(st.lists(st.integers(0, 3), min_size=2 * k, max_size=2 * k))
     dtype = draw(st.sampled_from(dtypes))
-    bias, constant = draw(st.booleans()), draw(st.booleans())
+    bias, constant = draw(st.booleans()), constants_only or draw(st.booleans())
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
     x_shape = (draw(st.integers(1, 2)), per_in * group, *sizes)
     w_shape = (per_in * group, per_out, *kernel)
@@ -50,12 +51,14 @@ def transposed_convs(draw, dtypes=("float32", "float64")):
     weights = rng.standard_normal(w_shape).astype(dtype)
     w = nbyoc.const(weights) if constant else nbyoc.var("w", w_shape, dtype)
     b = nbyoc.var("b", (per_out * group,), dtype) if bias else None
+    if bias and constants_only:
+        b = nbyoc.const(rng.standard_normal(per_out * group).astype(dtype))
     try:
         y = nbyoc.conv_transpose(x, w, b, strides=strides, pads=pads, dilations=dilations,
                                  group=group, output_padding=extra)  # fmt: skip
     except NbyocTypeError:  # (pads that leave no output)
         assume(False)
-    params = [x] + ([] if constant else [w]) + ([b] if bias else [])
+    params = [x] + ([] if constant else [w]) + ([b] if bias and not constants_only else [])
     args = [rng.standard_normal(p.type.shape).astype(dtype) for p in params]
     if not constant:
         args[1] = weights
@@ -198,3 +201,38 @@ def test_phases_of_one_sub_kernel_shape_share_a_conv():
     (conv,) = plan.convs
     assert conv.kernel == (2, 2) and len(conv.members) == 4
     assert conv.out_rows == (9, 9) and set(conv.offsets) == {(0, 0), (0, 1), (1, 0), (1, 1)}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=transposed_convs(constants_only=True), seed=st.integers(0, 2**16))
+def test_a_batch_norm_folds_into_a_constant_transposed_conv(case, seed):
+    """Folded (each output channel's factor on its column of every group's rows), the
+    transposed conv computes the conv then the norm, up to rounding: each weight is
+    rounded once more, so the difference is within a few ulps of the sum of the
+    magnitudes of the terms (the same transposed conv over |x| and |w * factor|)."""
+    from nbyoc.transform import fold_batch_norm
+
+    f, args = case
+    y = f.body
+    rng = np.random.default_rng(seed)
+    dtype, channels = y.type.dtype, y.type.shape[1]
+    scale, shift, mean = (nbyoc.const(rng.standard_normal(channels).astype(dtype))
+                          for _ in range(3))  # fmt: skip
+    var = nbyoc.const(rng.uniform(0.1, 2.0, channels).astype(dtype))
+    normed = nbyoc.function(f.params, nbyoc.batch_norm(y, scale, shift, mean, var))
+    folded = fold_batch_norm(normed)
+    assert ops_of(folded) == ["conv_transpose"]
+    want = nbyoc.compile(normed, backend="host")(*args)
+    got = nbyoc.compile(folded, backend="host")(*args)
+    weight, bias = folded.body.args[1].data, folded.body.args[2].data
+    magnitudes = nbyoc.function(
+        f.params,
+        nbyoc.conv_transpose(
+            f.params[0], nbyoc.const(np.abs(weight)), nbyoc.const(np.abs(bias)), **y.attrs
+        ),
+    )
+    terms = nbyoc.compile(magnitudes, backend="host")(np.abs(args[0]), *args[1:])
+    taps = weight.shape[0] * int(np.prod(weight.shape[2:])) + 3
+    bound = 4 * taps * np.finfo(dtype).eps * (terms + np.abs(want))
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert np.all(np.abs(got.astype(np.float64) - want) <= bound)

@@ -84,6 +84,9 @@ class Lowered:
     #: binding of them (``templates``): (0 for the template or 2 for the steps, the
     #: slot, the size); those slots hold 0 until a binding's values are written there.
     program_sizes: tuple = ()
+    #: What each step of the program computes (``program.Step.labels``): per step, one
+    #: label per stage it runs; for ``Executable.profile``'s stages.
+    program_labels: tuple[tuple[str, ...], ...] = ()
 
 
 def _outline(lines, args, types, addressed, pointers: bool) -> tuple[list[str], list[str]]:
@@ -197,8 +200,8 @@ def assemble(func: Function, emitted: Emitted, fuse: bool, plan: Schedule) -> Lo
         *intrinsic_imports(emitted.intrinsics),
     ]
     helpers = {h: rules.HELPERS[h] for h in sorted(emitted.helpers)}
-    program, not_a_program, program_sizes = (
-        _program(func, emitted) if emitted.as_program else (None, None, ())
+    program, not_a_program, program_sizes, labels = (
+        _program(func, emitted) if emitted.as_program else (None, None, (), ())
     )
     addressed = [
         replace(
@@ -273,14 +276,16 @@ def assemble(func: Function, emitted: Emitted, fuse: bool, plan: Schedule) -> Lo
         program,
         not_a_program,
         program_sizes,
+        labels,
     )
 
 
 def _program(func: Function, emitted: Emitted) -> tuple:
     """The kernel's body as a program (``program``): its template, relocations and
-    steps, with the entries its calls need added to the addressed stages; None; and its
-    slots holding symbolic sizes (``Lowered.program_sizes``). Or None, why not (the
-    first statement that is not one a program holds) and ()."""
+    steps, with the entries its calls need added to the addressed stages; None; its
+    slots holding symbolic sizes (``Lowered.program_sizes``); and its steps' labels.
+    Or None, why not (the first statement that is not one a program holds), () and
+    ()."""
     bases, places, scope = [], {}, emitted.scope
 
     def base(name: str, shape, dtype: str) -> None:
@@ -301,7 +306,7 @@ def _program(func: Function, emitted: Emitted) -> tuple:
     try:
         program = read_program(emitted.body, places, stages.addressed, len(bases), names)
     except NotAProgram as e:
-        return None, str(e), ()
+        return None, str(e), (), ()
     entries = {}
     for step in program.steps:
         kind, what = step.function
@@ -314,7 +319,8 @@ def _program(func: Function, emitted: Emitted) -> tuple:
 
     steps, sized_steps = program.step_array(function_base)
     sized = tuple((0, k, v) for k, v in program.sized) + tuple((2, k, v) for k, v in sized_steps)
-    return (program.table, program.relocations, steps), None, sized
+    labels = tuple(step.labels for step in program.steps)
+    return (program.table, program.relocations, steps), None, sized, labels
 
 
 def inputs_of(func: Function) -> list[TensorType]:

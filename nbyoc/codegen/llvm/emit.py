@@ -29,6 +29,7 @@ for i0 in range(32):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -57,6 +58,7 @@ from .stages import (
     StageFunctions,
     can_join,
     emit_calls,
+    stage_label,
 )
 
 
@@ -139,6 +141,7 @@ class KernelEmitter(NestEmission, OpEmission, CopyEmission, RowEmission):
         self.stages = StageFunctions(pointers, scalars=as_program)
         self.pending: list[StageCall] = []  # parallel stage calls that may share a prange
         self.group = -1  # the group (``plan_groups``) of the stage being emitted
+        self.label = ""  # what the stage being emitted computes (``StageCall.label``)
         self.parallel = False
         self.scratch_views: dict[tuple, str] = {}  # (buffer, shape) -> its view's name
         #: The intrinsics the kernel imports (tiles, tap rows: ``assemble.RUNTIME_NAMES``).
@@ -243,12 +246,14 @@ class KernelEmitter(NestEmission, OpEmission, CopyEmission, RowEmission):
         if stage.rows is not None:
             names = ", ".join(n.op.name for n in stage.nodes)
             lines = [*self.flush_unless(group), f"# stage {index}: row group of {names}"]
+            self.label = f"row group of {names} {'x'.join(map(str, stage.nodes[0].type.shape))}"
             for node in stage.nodes:
                 if node in stored:
                     lines += self.bind_destination(node, dest)
             return lines + self.emit_rows(stage.rows, stored)
         lines = [*self.flush_unless(group), f"# stage {index}: {stage.nodes[0].op.name}"]
         node = stage.nodes[0]
+        self.label = stage_label(node)
         name = node.op.name
         if name in VIEWS:
             return lines + self.emit_view(node)
@@ -310,6 +315,8 @@ class KernelEmitter(NestEmission, OpEmission, CopyEmission, RowEmission):
     def queue(self, call: StageCall) -> list[str]:
         """Queue ``call`` behind the stages it may share a prange with (``can_join``),
         flushing those first when it may not; a call not in parallel runs at once."""
+        if not call.label:
+            call = dataclasses.replace(call, label=self.label)
         joined = can_join(self.pending, call)
         lines = [] if joined else self.flush()
         self.pending.append(call)

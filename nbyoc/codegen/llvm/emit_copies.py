@@ -150,7 +150,8 @@ class CopyEmission:
         )
         function = name if address is None else f"stage_at{address}"
         lead = Lead.spread(domain[0], math.prod(domain[: lead_axes(domain, parallel)]))
-        call = StageCall(function, [*names, *extra], domain, parallel, -1, lead=lead)
+        label = f"copy {'x'.join(map(str, shape))} for {self.label}"
+        call = StageCall(function, [*names, *extra], domain, parallel, -1, lead=lead, label=label)
         return lines + self.queue(call) + self.flush()
 
 

@@ -63,7 +63,9 @@ class NestEmission:
             names = {a: f"a{k}" for k, a in enumerate(names)}
             scalars = {a: f"x{k}" for k, a in enumerate(scalars)}
         inner, stores = self.nest_body(stage, stored, names, scalars, flat)
-        lines = [f"# stage {index}: {', '.join(n.op.name for n in stage.nodes)}", *lines]
+        ops = ", ".join(n.op.name for n in stage.nodes)
+        lines = [f"# stage {index}: {ops}", *lines]
+        self.label = f"{ops} {'x'.join(map(str, domain))}"
         if not as_function:
             inner += [f"{array}[{i}] = {value}" for array, i, value, _ in stores]
             return self.flush() + lines + self.loops(domain, inner)

@@ -17,6 +17,7 @@ from .reduce import concatenate_part
 from .row_blocks import BLOCK_ELEMENTS
 from .schedule import Stage
 from .stages import (
+    PROFILE_COMMENT,
     StageBody,
     StageCall,
     call_text,
@@ -71,7 +72,9 @@ class OpEmission:
         scalar_arguments, scalar_types, block = [], [], None
         if epilogue is not None:
             before, names, scalars, _ = self.nest_bindings(epilogue, stored, dest, False)
-            lines += [f"# epilogue: {', '.join(n.op.name for n in epilogue.nodes)}", *before]
+            ops = ", ".join(n.op.name for n in epilogue.nodes)
+            lines += [f"# epilogue: {ops}", *before]
+            self.label += f" + {ops}"
             names = {a: param(array, self.parameter_type(a, False)) for a, array in names.items()}
             scalar_arguments = list(scalars.values())
             scalar_types = [rules.scalar_type(a.type.dtype) for a in scalars]
@@ -91,7 +94,8 @@ class OpEmission:
         types = [*types.values(), *scalar_types]
         function, arguments = self.body_call(parameters, types, body, [*params, *scalar_arguments])
         if body.tasks is None:
-            return [*lines, *self.flush(), call_text(function, arguments)]
+            return [*lines, *self.flush(), PROFILE_COMMENT + self.label,
+                    call_text(function, arguments)]  # fmt: skip
         tasks = (body.tasks,)
         call = StageCall(
             function, arguments, tasks, parallel, self.group, body.work, body.lead, windowed=True

@@ -9,10 +9,14 @@ Three ways, chosen per call by its dtype:
   runs ``nbyoc.runtime.llvm.tiles``' register-blocked tiles over its rows, then its
   epilogue on its rows. In the kernel's own threads, at BLAS speed. A product wide
   enough and with rows enough (``packs_b``) runs in blocks of packed operands, one
-  task per thread (``gemm_blocks``); a smaller one reads its operands in place, a
+  task per thread (``gemm_blocks``; a constant B, a layer's weight, packed once at
+  lowering: ``packs_constant_b``); a smaller one reads its operands in place, a
   panel of columns at a time, and one deeper than ``DEEP_K`` sums K in parts of
   ``K_BLOCK`` (accumulating tiles after the first), so that the rows of a part and a
-  panel stay in cache (BLAS's ``kc`` blocking).
+  panel stay in cache (BLAS's ``kc`` blocking). A product of few rows and a B wider
+  than a core's L2 (a classifier's last layer) is cut by its columns instead, each
+  task all rows and a block of panels (``column_blocks``), so that B is read once; a
+  constant B then comes packed into its panels at lowering (``matmul_packs``).
 - **rows** (float16, computed in float32): each output row is ``K`` multiply-adds of
   rows of ``b`` into an accumulator row, vectorised along the row.
 - **loops**: integer and bool products and products with a 1-D operand; taken only
@@ -26,6 +30,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call, Constant
 from ...runtime.llvm.target import (
@@ -34,7 +40,7 @@ from ...runtime.llvm.target import (
     tiles_supported,
 )
 from . import rules
-from .gemm_blocks import blocked_product, tail_rows, task_rows
+from .gemm_blocks import blocked_product, packed_panels, tail_rows, task_rows
 from .generic import symbolic_size
 from .loops import loop_nest, outer, subscript
 from .sizes import Sizes, ceil_div, value
@@ -180,6 +186,34 @@ def row_group(
     return tile_rows * max(1, min(per_task, fits))
 
 
+#: B's bytes from which a product of few rows shares its columns out rather than its
+#: rows: more than a core's L2 holds (1-2 MiB on today's x86 cores), so that every task
+#: reading all of B streams it from L3 or memory again.
+WIDE_B_BYTES = 1 << 21
+
+
+def column_blocks(matrices: int, rows: int, depth: int, k: int, n: int, itemsize: int,
+                  cols: int) -> int:  # fmt: skip
+    """Blocks of panels the columns of a product read in place are cut into, each
+    block one task with all of a matrix's rows (1: the rows are cut, as ``row_group``
+    says). Cut when all of A's rows fit one task (``ROW_GROUP_BYTES`` of ``depth``
+    values), B is wider than ``WIDE_B_BYTES`` and the matrices alone are fewer than
+    ``TASKS_PER_MATRIX``: each task of rows would stream all of B again, and the rows'
+    tiles share it out unevenly (16 rows: 12 and 4). ddddocr's older recogniser's
+    16 x 1024 x 8210 float32 product (B 34 MB), on this project's 2-core VM under load,
+    one process, interleaved, medians of 21: cut by rows 56 ms, cut by columns 34 ms,
+    and with B's panels packed (``matmul_packs``) 8.8 ms; NumPy's OpenBLAS 54 ms.
+
+    >>> column_blocks(1, 16, 1024, 1024, 8210, 4, 32), column_blocks(1, 16, 1024, 1024, 512, 4, 32)
+    (16, 1)
+    """
+    if rows * depth * itemsize > ROW_GROUP_BYTES or k * n * itemsize <= WIDE_B_BYTES:
+        return 1
+    if matrices >= TASKS_PER_MATRIX:
+        return 1
+    return min(-(-n // cols), -(-TASKS_PER_MATRIX // matrices))
+
+
 #: A task's rows of A from which its product is computed in blocks of packed operands
 #: (``gemm_blocks``: each panel's k rows lie ``n`` values apart in B, at n = 1024
 #: float32 4 KiB, so they all fall in the same L1 sets; packed they are one contiguous
@@ -203,7 +237,7 @@ def packs_b(rows: int, k: int, n: int, cols: int) -> bool:
 
 
 def tile_product(
-    dtype: str, arrays, sizes, r0: str, r1: str, accumulate=False
+    dtype: str, arrays, sizes, r0: str, r1: str, accumulate=False, panels=None, packed=False
 ) -> tuple[list[str], set[str]]:
     """Lines computing rows ``[r0, r1)`` of ``c = a @ b`` by tiles, and the tiles they
     import. ``arrays``: the names of the 2-D ``a``, ``b`` (unit-stride rows) and ``c``;
@@ -211,7 +245,10 @@ def tile_product(
     must be a multiple of the tile's rows and ``r1 - r0`` one too, except at the end of
     the product, so the last tile's rows are always ``rows % tile rows``. The operands
     are read in place (a product large enough to gain from copying them runs in
-    blocks: ``gemm_blocks``). With ``accumulate``, the product is added to ``c``."""
+    blocks: ``gemm_blocks``). With ``accumulate``, the product is added to ``c``.
+    ``panels``: the names of the first panel of columns and of the one past the last
+    to compute (``column_blocks``), else all of them; ``packed``: ``b`` is B's panels
+    (``matmul_packs``), each a contiguous (k, tile columns) block."""
     a, b, c = arrays
     m, k, n = sizes
     tile_rows, cols = tile_shape(dtype)
@@ -230,7 +267,11 @@ def tile_product(
 
     def panel(valid: str) -> list[str]:
         source, column, target = b, "n0", c
-        lines = [
+        lines = []
+        if packed:  # (the panel's own block, and C from its first column)
+            source, column, target = "bp", "0", "cp"
+            lines += [f"bp = {b}[n0 // {cols}]", f"cp = {c}[:, n0:]"]
+        lines += [
             f"r = {r0}",
             f"while r + {tile_rows} <= {r1}:",
             f"    {tile}({a}, r, {source}, {column}, {k}, {target}, r, {valid})",
@@ -245,8 +286,10 @@ def tile_product(
         return lines
 
     if isinstance(n, str):  # (a count the code computes: only known at run time)
+        count = f"({n} + {cols - 1}) // {cols}"
+        span = f"{panels[0]}, min({panels[1]}, {count})" if panels else count
         lines = [
-            f"for p in range(({n} + {cols - 1}) // {cols}):",
+            f"for p in range({span}):",
             f"    n0 = p * {cols}",
             f"    valid = min({cols}, {n} - n0)",
             *("    " + line for line in panel("valid")),
@@ -259,14 +302,84 @@ def tile_product(
     full, rest = n // cols, value(n) % cols
     lines = []
     if value(full):
+        span = f"{panels[0]}, min({panels[1]}, {full})" if panels else outer(full)
         lines += [
-            f"for p in range({outer(full)}):",
+            f"for p in range({span}):",
             f"    n0 = p * {cols}",
             *("    " + line for line in panel(str(cols))),
         ]
-    if rest:
+    if rest and panels:  # (the part-panel: the last block's)
+        lines += [f"if {panels[1]} > {full}:", f"    n0 = {full * cols}",
+                  *("    " + line for line in panel(str(rest)))]  # fmt: skip
+    elif rest:
         lines += [f"n0 = {full * cols}", *panel(str(rest))]
     return lines, imports
+
+
+def _task_shape(node: Call) -> tuple[int, bool, int]:
+    """A tiled matmul's rows per task, whether it runs in blocks of packed operands
+    (``packs_b``), and the blocks its columns are cut into (``column_blocks``: then a
+    task takes all of a matrix's rows)."""
+    a, b = node.args
+    dtype = node.type.dtype
+    mv, kv, nv = (value(d) for d in (a.type.shape[-2], a.type.shape[-1], b.type.shape[-1]))
+    tile_rows, cols = tile_shape(dtype)
+    itemsize = dtype_info(dtype).itemsize
+    depth = min(kv, K_BLOCK) if kv > DEEP_K else kv
+    matrices = value(math.prod(node.type.shape[:-2]))
+    group = task_rows(mv, matrices, tile_rows)
+    if packs_b(min(group, mv), kv, nv, cols):  # (a group may pass the rows)
+        return group, True, 1
+    blocks = column_blocks(matrices, mv, depth, kv, nv, itemsize, cols)
+    return (mv if blocks > 1 else row_group(mv, depth, itemsize, tile_rows)), False, blocks
+
+
+def packs_panels(node: Call) -> bool:
+    """Whether a tiled matmul takes its B, a 2-D constant, as panels packed at lowering
+    (``matmul_packs``): when its columns are cut into blocks (``column_blocks``, a B
+    wider than a core's L2), the k rows of a panel read in place lie ``n`` values
+    apart, each in a page of its own (ddddocr's 8210 columns: 1024 pages a panel)."""
+    b = node.args[1]
+    constant = isinstance(b, Constant) and b.type.ndim == 2
+    return constant and uses_tiles(node) and _task_shape(node)[2] > 1
+
+
+def matmul_packs(call: Call, index: int) -> np.ndarray | None:
+    """What the stage takes in place of operand ``index`` when it is a constant
+    (``StageRule.packs``), B packed once, at lowering: for a product in blocks of
+    packed operands (``packs_constant_b``), in the panels ``blocked_product`` reads
+    (``gemm_blocks.packed_panels``: K blocks of panels); for one cut by its columns
+    (``packs_panels``), in panels of the tile's columns, (panels, k, tile columns),
+    zero past the last column; else None.
+
+    >>> import nbyoc
+    >>> w = nbyoc.const(np.ones((512, 256), np.float32))
+    >>> matmul_packs(nbyoc.var("x", (1024, 512)) @ w, 1).shape[:2]  # (K blocks, panels)
+    (2, 8)
+    >>> matmul_packs(nbyoc.var("x", (8, 512)) @ w, 1) is None  # (read in place)
+    True
+    >>> a = nbyoc.var("a", (16, 1024))
+    >>> b = np.arange(1024 * 1000, dtype=np.float32).reshape(1024, 1000)
+    >>> packed = matmul_packs(a @ nbyoc.const(b), 1)
+    >>> cols = tile_shape("float32")[1]
+    >>> packed.shape == (-(-1000 // cols), 1024, cols)
+    True
+    >>> bool((packed[1, 2] == b[2, cols : 2 * cols]).all()), bool(packed[-1, 0, 1000 % cols])
+    (True, False)
+    """
+    if index != 1:
+        return None
+    if packs_constant_b(call):
+        return packed_panels(np.asarray(call.args[1].data), call.type.dtype)
+    if not packs_panels(call):
+        return None
+    b = np.asarray(call.args[1].data)
+    cols = tile_shape(call.type.dtype)[1]
+    k, n = b.shape
+    panels = -(-n // cols)
+    padded = np.zeros((k, panels * cols), b.dtype)
+    padded[:, :n] = b
+    return np.ascontiguousarray(padded.reshape(k, panels, cols).transpose(1, 0, 2))
 
 
 def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
@@ -279,18 +392,26 @@ def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
     batch, names, a_batch, b_batch = _batch(node, sizes)
     if epilogue is not None:
         epilogue = epilogue.sized((*batch, m, n))
-    tile_rows, cols = tile_shape(dtype)
-    itemsize = dtype_info(dtype).itemsize
+    cols = tile_shape(dtype)[1]
     depth = min(kv, K_BLOCK) if kv > DEEP_K else kv  # the K a tile's call sums over
-    group = task_rows(mv, value(math.prod(batch)), tile_rows)
-    blocked = packs_b(min(group, mv), kv, nv, cols)  # (a group may pass the rows)
-    if not blocked:
-        group = row_group(mv, depth, itemsize, tile_rows)
+    group, blocked, blocks = _task_shape(node)
+    if blocks > 1:  # (every block takes all rows, and ``per`` panels; none is empty)
+        panel_count = -(-nv // cols)
+        per = -(-panel_count // blocks)
+        blocks = -(-panel_count // per)
+    packed = packs_panels(node)  # (B's stage operand: its panels, ``matmul_packs``)
     groups_value = -(-mv // group)
     groups, group = sizes.dims((groups_value, group))
     deep = depth != kv  # (structure: summed in parts of K_BLOCK, a constant)
     depth = K_BLOCK if deep else k
-    body = _unravel("task", [*batch, groups], [*names, "g"])
+    if blocks > 1:  # (structure: the tasks' columns cut; their counts read at run time)
+        block_count, per = sizes.dims((blocks, per))
+        body = _unravel("task", [*batch, groups, block_count], [*names, "g", "cb"])
+        body += [f"p0 = cb * {per}", f"p1 = p0 + {per}"]
+        panels = ("p0", "p1")
+    else:
+        body = _unravel("task", [*batch, groups], [*names, "g"])
+        panels = None
     body += [f"r0 = g * {group}", f"r1 = min({m}, r0 + {group})"]
     a2 = f"{a_name}[{subscript(a_batch)}]" if a_batch else a_name
     b2 = f"{b_name}[{subscript(b_batch)}]" if b_batch else b_name
@@ -301,22 +422,39 @@ def _tiled_matmul(node, sources, dest, epilogue) -> StageBody:
     if blocked:  # (each matrix's views once: the copies index them per value)
         body += [f"a_m = {a2}", f"b_m = {b2}", f"c_m = {c2}"]
         setup, lines, imports = blocked_product(
-            dtype, ("a_m", "b_m", "c_m"), (m, k, n), "r0", "r1", group
+            dtype, ("a_m", "b_m", "c_m"), (m, k, n), "r0", "r1", group, packs_constant_b(node)
         )
     elif not deep:
-        lines, imports = tile_product(dtype, (a2, b2, c2), (m, k, columns), "r0", "r1")
+        lines, imports = tile_product(
+            dtype, (a2, b2, c2), (m, k, columns), "r0", "r1", panels=panels, packed=packed
+        )
     else:
-        lines, imports = _deep_product(dtype, (a2, b2, c2), (m, k, columns), depth)
+        lines, imports = _deep_product(dtype, (a2, b2, c2), (m, k, columns), depth, panels, packed)
     body += lines
-    if epilogue is not None and names:
+    if epilogue is not None and panels:  # (the block's columns of its rows)
+        span = (f"p0 * {cols}", f"min({n}, p1 * {cols})")
+        body += ["for r in range(r0, r1):",
+                 *("    " + line for line in epilogue([*names, "r"], span=span))]  # fmt: skip
+    elif epilogue is not None and names:
         body += ["for r in range(r0, r1):", *("    " + line for line in epilogue([*names, "r"]))]
     elif epilogue is not None:
         body += epilogue.rows("r0", "r1")
         setup += epilogue.setup
-    tasks = value(math.prod(batch) * groups)
+    tasks = value(math.prod(batch) * groups) * blocks
     first = value(batch[0]) if batch else None
-    lead = Lead(first, 1, tasks // first) if batch else Lead(mv, value(group))
-    return StageBody(body, tasks, value(group * k * n), setup, imports, lead, sizes)
+    lead = Lead(first, 1, tasks // first) if batch else Lead(mv, value(group), blocks)
+    block_columns = min(nv, value(per) * cols) if panels else nv
+    work = value(group * k) * block_columns
+    return StageBody(body, tasks, work, setup, imports, lead, sizes)
+
+
+def packs_constant_b(node: Call) -> bool:
+    """Whether a matmul's B is packed once, at lowering (``matmul_packs``): a constant
+    2-D B (a layer's weight) of a product that runs in blocks of packed operands,
+    which would otherwise copy all of B into panels in every task of every call."""
+    b = node.args[1]
+    return (isinstance(b, Constant) and b.type.ndim == 2 and uses_tiles(node)
+            and _task_shape(node)[1])  # fmt: skip
 
 
 #: A product deeper than this (K) is summed in parts of K_BLOCK: a task's rows of A
@@ -328,9 +466,12 @@ DEEP_K = 2048
 K_BLOCK = 512
 
 
-def _deep_product(dtype, arrays, sizes, depth: int) -> tuple[list[str], set[str]]:
-    """Lines computing rows ``[r0, r1)`` of ``c = a @ b`` over K in parts of ``depth``,
-    and the tiles they import: the first part stores its product, the others add theirs
+def _deep_product(
+    dtype, arrays, sizes, depth: int, panels=None, packed=False
+) -> tuple[list[str], set[str]]:
+    """Lines computing rows ``[r0, r1)`` of ``c = a @ b`` (of its ``panels``, when
+    given, ``b`` packed or not: ``tile_product``) over K in parts of ``depth``, and the
+    tiles they import: the first part stores its product, the others add theirs
     (accumulating tiles)."""
     a, b, c = arrays
     m, k, n = sizes
@@ -339,17 +480,18 @@ def _deep_product(dtype, arrays, sizes, depth: int) -> tuple[list[str], set[str]
 
     def part(first: bool) -> list[str]:
         lines, tiles = tile_product(
-            dtype, ("a_k", "b_k", c), (m, "kl", n), "r0", "r1", accumulate=not first
+            dtype, ("a_k", "b_k", c), (m, "kl", n), "r0", "r1", not first, panels, packed
         )
         imports.update(tiles)
         return lines
 
-    head = [f"a_k = {a}[:, 0:{depth}]", f"b_k = {b}[0:{depth}]", f"kl = {depth}"]
+    rows = "[:, " if packed else "["  # (K: a packed B's second axis)
+    head = [f"a_k = {a}[:, 0:{depth}]", f"b_k = {b}{rows}0:{depth}]", f"kl = {depth}"]
     rest = [
         f"k0 = kp * {depth}",
         f"kl = min({k}, k0 + {depth}) - k0",
         f"a_k = {a}[:, k0:k0 + kl]",
-        f"b_k = {b}[k0:k0 + kl]",
+        f"b_k = {b}{rows}k0:k0 + kl]",
     ]
     lines = [
         *head,

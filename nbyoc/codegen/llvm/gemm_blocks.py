@@ -27,6 +27,8 @@ tiles alone, without the copies, ran at 105-112: the copies cost the rest.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...ir.dtypes import dtype_info
 from ...runtime.llvm.target import cache_bytes, tile_name, tile_shape, worker_threads
 from .sizes import ceil_div
@@ -61,15 +63,21 @@ def task_rows(rows: int, matrices: int, tile_rows: int) -> int:
     return tile_rows * -(-tiles // min(groups, tiles))
 
 
-def blocked_product(dtype: str, arrays, sizes, r0: str, r1: str, group):
+def blocked_product(dtype: str, arrays, sizes, r0: str, r1: str, group, packed_b=False):
     """The setup lines, the lines computing rows ``[r0, r1)`` of ``c = a @ b`` in
     blocks of packed operands, and the tiles they import. ``arrays``: the names of the
     2-D ``a``, ``b`` and ``c`` (``c`` with unit-stride rows); ``sizes``: (rows, k, n)
-    of the product; ``group``: the most rows a task takes (for the buffers)."""
+    of the product; ``group``: the most rows a task takes (for the buffers). With
+    ``packed_b``, ``b`` is B packed once already (``packed_panels``: a constant
+    weight), which no task copies."""
     a, b, c = arrays
     _, k, n = sizes
     tile_rows, cols = tile_shape(dtype)
     block = column_block(dtype)
+    if packed_b:
+        panels, copy_b = f"{b}[kb, nb * {block // cols} + {{p}}]", [f"full = nl // {cols}"]
+    else:
+        panels, copy_b = "b_pack[{p}]", _pack_b(b, cols)
     lines = [
         f"for kb in range({ceil_div(k, K_PART)}):",
         f"    k0 = kb * {K_PART}",
@@ -78,16 +86,16 @@ def blocked_product(dtype: str, arrays, sizes, r0: str, r1: str, group):
         f"    for nb in range({ceil_div(n, block)}):",
         f"        n0 = nb * {block}",
         f"        nl = min({block}, {n} - n0)",
-        *_indent(_pack_b(b, cols), 2),
+        *_indent(copy_b, 2),
         "        if kb == 0:",
-        *_indent(_tiles(dtype, c, r0, r1, accumulate=False), 3),
+        *_indent(_tiles(dtype, c, r0, r1, panels, accumulate=False), 3),
         "        else:",
-        *_indent(_tiles(dtype, c, r0, r1, accumulate=True), 3),
+        *_indent(_tiles(dtype, c, r0, r1, panels, accumulate=True), 3),
     ]
-    setup = [
-        f"a_pack = np.empty(({ceil_div(group, tile_rows)}, {K_PART}, {tile_rows}), np.{dtype})",
-        f"b_pack = np.empty(({block // cols}, {K_PART}, {cols}), np.{dtype})",
-    ]
+    a_panels = ceil_div(group, tile_rows)
+    setup = [f"a_pack = np.empty(({a_panels}, {K_PART}, {tile_rows}), np.{dtype})"]
+    if not packed_b:
+        setup.append(f"b_pack = np.empty(({block // cols}, {K_PART}, {cols}), np.{dtype})")
     imports = {tile_name(dtype, rows, cols, acc) for rows in _all_rows(tile_rows)
                for acc in (False, True)}  # fmt: skip
     return setup, lines, imports
@@ -149,16 +157,18 @@ def _pack_b(b: str, cols: int) -> list[str]:
     ]
 
 
-def _tiles(dtype: str, c: str, r0: str, r1: str, accumulate: bool) -> list[str]:
-    """Lines running the tiles over the task's rows and the block's panels: full tiles
-    with the panels' columns a constant (the tile's masks fold away), the last part
-    panel with its count, then the rows left in tiles of 8, 4, 2 and 1 rows (one stage
-    for every row count: ``tail_rows``)."""
+def _tiles(dtype: str, c: str, r0: str, r1: str, panel: str, accumulate: bool) -> list[str]:
+    """Lines running the tiles over the task's rows and the block's panels (``panel``:
+    the expression of panel ``{p}`` of the block): full tiles with the panels' columns
+    a constant (the tile's masks fold away), the last part panel with its count, then
+    the rows left in tiles of 8, 4, 2 and 1 rows (one stage for every row count:
+    ``tail_rows``)."""
     tile_rows, cols = tile_shape(dtype)
     full = tile_name(dtype, tile_rows, cols, accumulate)
 
     def panels(tile: str, row: str, offset: str) -> list[str]:
-        call = f"{tile}(ap, {offset}, b_pack[{{p}}], 0, kl, {c}[:, n0 + {{p}} * {cols}:], {row}, "
+        # (``panel``'s {p} is the call's own, filled by ``format`` below)
+        call = f"{tile}(ap, {offset}, {panel}, 0, kl, {c}[:, n0 + {{p}} * {cols}:], {row}, "
         return [
             "for p in range(full):",
             "    " + call.format(p="p") + f"{cols})",
@@ -186,3 +196,25 @@ def _tiles(dtype: str, c: str, r0: str, r1: str, accumulate: bool) -> list[str]:
             f"        i += {rows}",
         ]
     return lines
+
+
+def packed_panels(b: np.ndarray, dtype: str) -> np.ndarray:
+    """A constant B (k, n) as ``blocked_product`` reads it packed: ``(k blocks, panels,
+    K_PART, tile columns)``, panel ``q`` of K block ``kb`` holding
+    ``B[kb * K_PART + kk, q * cols + j]``, zero past B's last row and column (the tiles
+    read whole panels; the zeros add nothing, and no stored column comes from them).
+
+    >>> b = np.arange(6, dtype=np.float32).reshape(2, 3)
+    >>> packed = packed_panels(b, "float32")
+    >>> cols = tile_shape("float32")[1]
+    >>> packed.shape == (1, 1, K_PART, cols), packed[0, 0, :3, :4].tolist()
+    (True, [[0.0, 1.0, 2.0, 0.0], [3.0, 4.0, 5.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    """
+    cols = tile_shape(dtype)[1]
+    k, n = b.shape
+    k_blocks, panels = ceil_div(k, K_PART), ceil_div(n, cols)
+    padded = np.zeros((k_blocks * K_PART, panels * cols), dtype)
+    padded[:k, :n] = b
+    return np.ascontiguousarray(
+        padded.reshape(k_blocks, K_PART, panels, cols).transpose(0, 2, 1, 3)
+    )

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import collections
 import functools
+import statistics
 import threading
+import time
 import weakref
 
 import cffi
@@ -54,7 +56,7 @@ from . import PARALLEL_THRESHOLD, generic, templates
 from . import lower as lower_module
 from .assemble import Lowered
 from .lower import lower
-from .program import EXECUTOR_MODULE, EXECUTOR_TYPE
+from .program import EXECUTOR_MODULE, EXECUTOR_TYPE, stage_programs
 from .rules import STORAGE, storage_dtype
 
 TYPE_KEY = "llvm"
@@ -68,11 +70,20 @@ class CompiledKernel:
     they follow the scratch buffers). Whoever runs it holds this object: the kernel
     stays loaded while it is alive (``release_unused``)."""
 
-    __slots__ = ("__weakref__", "kernel", "key", "keys", "lowered", "trailing")
+    __slots__ = ("__weakref__", "executor", "kernel", "key", "keys", "lowered", "trailing")
 
-    def __init__(self, lowered: Lowered, kernel, trailing: tuple, key: str, keys: frozenset):
+    def __init__(
+        self,
+        lowered: Lowered,
+        kernel,
+        trailing: tuple,
+        key: str,
+        keys: frozenset,
+        executor: int | None = None,
+    ):
         self.lowered, self.kernel, self.trailing = lowered, kernel, trailing
         self.key, self.keys = key, keys  # (the kernel module's; all of them)
+        self.executor = executor  # (a program's: the address of its executor's callback)
 
 
 #: Every compiled kernel something still holds, by function digest and options.
@@ -122,12 +133,14 @@ def compiled_kernel(
             functions = [(by_source.get(a.module, module), a.function, a.signature)
                          for a in lowered.addressed]  # fmt: skip
             trailing = (stage_addresses(functions),) if functions else ()
+            executor = None
             if lowered.program is not None:
-                kernel = storage_views(lowered, program_kernel(lowered, _executor_address(module)))
+                executor = _executor_address(module)
+                kernel = storage_views(lowered, program_kernel(lowered, executor))
             else:
                 kernel = storage_views(lowered, getattr(module, lowered.kernel))
             keys = frozenset(m.__nbyoc_key__ for m in modules)
-            entry = CompiledKernel(lowered, kernel, trailing, module.__nbyoc_key__, keys)
+            entry = CompiledKernel(lowered, kernel, trailing, module.__nbyoc_key__, keys, executor)
             _LIVE[key] = entry
         _RECENT[key] = entry
         _RECENT.move_to_end(key)
@@ -217,8 +230,9 @@ def release_unused(keep_recent: bool = False) -> int:
 cache.on_release(release_unused)
 
 
-def program_kernel(lowered: Lowered, executor: int):
-    """A function running ``lowered``'s program (``program``) through the executor's C
+def program_kernel(lowered: Lowered, executor: int, program: tuple | None = None):
+    """A function running ``lowered``'s program (or ``program``, another of its template,
+    relocations and steps: ``program.stage_programs``) through the executor's C
     callback at address ``executor`` (``program.EXECUTOR_MODULE``), called as its kernel
     would be: inputs, the constants' addresses (when
     it has constants), outputs, scratch arenas, the stages' addresses. Like the kernel,
@@ -227,7 +241,7 @@ def program_kernel(lowered: Lowered, executor: int):
     caller's careful path reports or mends it; the executor then reads and writes
     nothing else. The addresses that do not change from call to call (constants,
     stages, this thread's scratch arenas) are taken once."""
-    template, relocations, steps = lowered.program
+    template, relocations, steps = lowered.program if program is None else program
     ffi = _FFI
     execute = ffi.cast(EXECUTOR_TYPE, executor)
     # (the program's own arrays, kept alive by the closure: their addresses are fixed)
@@ -494,6 +508,37 @@ class LLVMModule(Module):
         call = fixed_arity(len(self.func.params), template, namespace)
         call.checks_arguments = True
         return call
+
+    def stage_times(self, symbol: str, inputs, repeat: int) -> list[tuple[str, float]] | None:
+        """Each stage of the kernel's program run alone (``program.stage_programs``), in
+        order, ``repeat`` times: what it computes and its median seconds, less the cost
+        of a program of no steps (the executor's call, the table). None for a kernel that
+        is not a program (Numba compiled it whole). A driver's stages then each wait for
+        the threads at their end, and none finds the data the stage before left in its
+        core's cache: their sum may exceed the kernel's own time."""
+        self._check_symbol(symbol)
+        executor, lowered = self.compiled.executor, self.lowered
+        if executor is None:
+            return None
+        inputs = readable_inputs(self._inputs.check(inputs), writeable=True)
+        outputs = [np.empty(shape, dtype) for shape, dtype in self._out_specs]
+        arguments = (*inputs, *self._constants, *outputs, *self._scratch_buffers(),
+                     *self._trailing)  # fmt: skip
+        template, relocations, steps = lowered.program
+        runs = stage_programs(lowered.program, lowered.program_labels)
+        nothing = (template, relocations, steps[:0])
+        kernels = [storage_views(lowered, program_kernel(lowered, executor, program))
+                   for _, program in [*runs, ("", nothing)]]  # fmt: skip
+        times: list[list[int]] = [[] for _ in kernels]
+        clock = time.perf_counter_ns
+        for _ in range(repeat):
+            for kernel, measured in zip(kernels, times):
+                start = clock()
+                kernel(*arguments)
+                measured.append(clock() - start)
+        medians = [statistics.median(t) for t in times]
+        overhead = medians.pop()
+        return [(label, max(0.0, m - overhead) * 1e-9) for (label, _), m in zip(runs, medians)]
 
     def _check_symbol(self, symbol: str) -> None:
         if symbol != self.symbol:

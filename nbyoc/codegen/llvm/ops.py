@@ -25,7 +25,7 @@ from ...ir.nodes import Call
 from ...ir.ops.recurrent import CELLS
 from .conv import PARALLEL_MIN_WORK as CONV_PARALLEL_MIN_WORK
 from .conv import conv_packs, conv_stage
-from .gemm import matmul_stage, takes_epilogue
+from .gemm import matmul_packs, matmul_stage, takes_epilogue
 from .recurrent import (
     length_checks,
     recurrent_packs,
@@ -127,6 +127,7 @@ STAGE_RULES: dict[str, StageRule] = {
         epilogue=takes_epilogue,
         row_epilogue=True,
         work=_product_work,
+        packs=matmul_packs,
     ),
     "conv": StageRule(
         conv_stage,

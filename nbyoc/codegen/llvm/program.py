@@ -29,12 +29,14 @@ table's items must be what its layout string states.
 >>> stage = Addressed("stage0", "STAGE0", types=('nbt.Array(nbt.float32, 2, "C")',), bounded=True)
 >>> program = read_program(
 ...     ["t0 = s0[4:10].reshape((2, 3))",
+...      "# profile: relu 2x3",
 ...      "call_at(stage_addresses[0], STAGE_AT0_TYPE, (t0, 0, 2,))"],
 ...     {"s0": Place(0, 0, (16,), (4,), "float32")}, [stage], first_stage=1)
 >>> program.table.tolist(), program.relocations.tolist()
 ([0, 16, 2, 3], [0, 1, 1, 0])
->>> program.steps
-[Step(kind=0, function=('entry', ('nbt.Array(nbt.float32, 2, "C")',)), at=0, values=(0, 2))]
+>>> program.steps  # doctest: +NORMALIZE_WHITESPACE
+[Step(kind=0, function=('entry', ('nbt.Array(nbt.float32, 2, "C")',)), at=0, values=(0, 2),
+      labels=('relu 2x3',))]
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ import numpy as np
 from ...ir import symbols
 from ...ir.symbols import SizeExpr
 from .drivers import slots
-from .stages import Addressed
+from .stages import PROFILE_COMMENT, Addressed
 
 #: A step's kinds: a call of one stage through its entry over ``[lo, hi)``; a driver's
 #: run of the stages whose header starts at ``at`` (``drivers``).
@@ -207,12 +209,16 @@ class Step:
     """One step: ``kind`` CALL or DRIVE; ``function``, what it calls: ("stage", k) the
     kernel's addressed stage k (a driver), or ("entry", types) the entry of stages of
     those parameter types; ``at``, where its row or run starts in the table; ``values``:
-    lo and hi, or the driver's cut (chunks, units, unit, size)."""
+    lo and hi, or the driver's cut (chunks, units, unit, size); ``labels``, what it
+    computes."""
 
     kind: int
     function: tuple
     at: int
     values: tuple[int, ...]
+    #: What it computes, one label per stage it runs (a driver's rows in order), read
+    #: from the ``# profile:`` comments before it (``stages.profile_comment``).
+    labels: tuple[str, ...] = ()
 
 
 @dataclass
@@ -294,11 +300,17 @@ class _Reader:
         self.relocations: list[tuple[int, int]] = []
         self.steps: list[Step] = []
         self.lines: list[str] = []  # the statements' source, for messages
+        self.labels: list[str] = []  # (``# profile:`` comments read since the last step)
+        self.scanned = 0  # (the lines read for them)
 
     def statement(self, node: ast.stmt) -> None:
         # (its source lines as they are: ``ast.unparse`` of every statement was half of
         # reading a 330-statement program)
         text = "\n".join(self.lines[node.lineno - 1 : node.end_lineno]).strip()
+        for line in self.lines[self.scanned : node.lineno - 1]:
+            if line.strip().startswith(PROFILE_COMMENT):
+                self.labels.append(line.strip()[len(PROFILE_COMMENT) :])
+        self.scanned = node.end_lineno
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             (target,) = node.targets
             if isinstance(target, ast.Name):
@@ -402,7 +414,8 @@ class _Reader:
             cut = [self.integer(a, text) for a in arguments[1:]]
             if len(cut) != 5 or cut[0] != 0:
                 raise NotAProgram(f"a driver's call unlike a driver's: {text!r}")
-            self.steps.append(Step(DRIVE, ("stage", stage), self.tables[first.id], tuple(cut[1:])))
+            at = self.tables[first.id]
+            self.steps.append(Step(DRIVE, ("stage", stage), at, tuple(cut[1:]), self.taken()))
             return
         called = self.stages[stage]
         if not called.bounded or len(arguments) != len(called.types) + 2:
@@ -434,7 +447,12 @@ class _Reader:
                     raise NotAProgram(f"sizes unlike the stage's: {text!r}")
                 self.table += [_integer(v, text) for v in values]
         lo, hi = (self.integer(a, text) for a in arguments[-2:])
-        self.steps.append(Step(CALL, ("entry", tuple(inner)), at, (lo, hi)))
+        self.steps.append(Step(CALL, ("entry", tuple(inner)), at, (lo, hi), self.taken()))
+
+    def taken(self) -> tuple[str, ...]:
+        """The labels read since the last step, for the step being read."""
+        labels, self.labels = tuple(self.labels), []
+        return labels
 
     def stage(self, node: ast.expr, text: str) -> int:
         index = _stage_index(node)
@@ -602,3 +620,50 @@ def _slices(node: ast.expr, text: str, literal) -> tuple[slice, ...]:
                 for e in (part.lower, part.upper, part.step)]  # fmt: skip
         slices.append(slice(*ends))
     return tuple(slices)
+
+
+def stage_programs(program: tuple, labels: tuple) -> list[tuple[str, tuple]]:
+    """Each stage of ``program`` (its template, relocations and step array, as
+    ``Lowered.program``) as a program of its own that runs that stage alone, with what
+    it computes (``labels``: ``Lowered.program_labels``): a call step as it is, and each
+    row of a driver's run as the run of that row only (its header row swapped into the
+    first place and its count set to 1, the relocations of the two rows swapped with
+    them). Run in order, they compute what the program does, one stage at a time; for
+    ``Executable.profile``. A step without labels is named by its position.
+
+    >>> import numpy as np
+    >>> template = np.array([2, 100, 9, 1, 1, 200, 9, 1, 1], np.int64)  # a run of 2 rows
+    >>> relocations = np.array([1, 5, 5, 6], np.int64)  # (their entries' addresses)
+    >>> steps = np.array([DRIVE, 7, 0, 2, 2, 1, 2], np.int64)
+    >>> runs = stage_programs((template, relocations, steps), (("conv", "add"),))
+    >>> [(label, t.tolist()[:5], r.tolist()) for label, (t, r, _) in runs]
+    [('conv', [1, 100, 9, 1, 1], [1, 5, 5, 6]), ('add', [1, 200, 9, 1, 1], [5, 5, 1, 6])]
+    """
+    from .drivers import HEADER_SLOTS
+
+    template, relocations, steps = program
+    runs = []
+    for k in range(len(steps) // STEP_SLOTS):
+        step = steps[k * STEP_SLOTS : (k + 1) * STEP_SLOTS]
+        names = labels[k] if k < len(labels) else ()
+        if step[0] != DRIVE:
+            label = names[0] if len(names) == 1 else f"step {k}"
+            runs.append((label, (template, relocations, step)))
+            continue
+        at = int(step[2])
+        count = int(template[at])
+        for row in range(count):
+            label = names[row] if len(names) == count else f"step {k}, stage {row}"
+            first, this = at + 1, at + 1 + HEADER_SLOTS * row
+            alone = template.copy()
+            alone[first : first + HEADER_SLOTS] = template[this : this + HEADER_SLOTS]
+            alone[this : this + HEADER_SLOTS] = template[first : first + HEADER_SLOTS]
+            alone[at] = 1
+            moved = relocations.copy()
+            slots = moved[0::2]  # (a view: the pairs' slots)
+            in_first = (slots >= first) & (slots < first + HEADER_SLOTS)
+            in_this = (slots >= this) & (slots < this + HEADER_SLOTS)
+            slots[in_first] += this - first
+            slots[in_this] -= this - first
+            runs.append((label, (alone, moved, step)))
+    return runs

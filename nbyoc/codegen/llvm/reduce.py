@@ -62,6 +62,13 @@ def axis_blocks(shape: tuple[int, ...], axes) -> tuple[int, int, int] | None:
     )
 
 
+#: Why a column reduction reads each reduced row of its block through a 1-D slice: with
+#: the 3-D index ``source[o, k, first_column + c]`` in the loop over ``c``, LLVM kept
+#: the loop scalar. Measured (loaded, AMD EPYC, one task of 256 columns, float32 into
+#: float64): magika's mean over 384 rows of 512 columns 105 us indexed, 19 us sliced.
+ROW_NOTE = "(a slice: the indexed loop stayed scalar)"
+
+
 def _block_views(source: str, dest: str, blocks) -> list[str]:
     """The operand as (outer, reduced, inner), ``<source>_blocks``, and the result as
     (outer, inner), ``<dest>_reduced``: names derived from the arrays' (``scope``), a
@@ -108,7 +115,7 @@ def _blocked_reduction(node, source, dest, parallel, blocks) -> list[str]:
             f"        {update}",
             f"    {dest}_reduced[o, 0] = {store}",
         ]
-    value = rules.load(f"{source}_blocks[o, k, first_column + c]", in_dtype)
+    value = rules.load(f"{source}_row[c]", in_dtype)
     start, update, result = reduction_code(node, value, reduced, "acc[c]")
     acc_type = rules.NP_TYPES[accumulator_dtype(node)]
     return [
@@ -118,6 +125,7 @@ def _blocked_reduction(node, source, dest, parallel, blocks) -> list[str]:
         "    for c in range(width):",
         f"        {start}",
         f"    for k in range({_opaque_bound(reduced)}):",
+        f"        {source}_row = {source}_blocks[o, k, first_column:first_column + width]",
         "        for c in range(width):",
         f"            {update}",
         "    for c in range(width):",
@@ -149,7 +157,7 @@ def column_reduction(node: Call) -> StageBody | None:
     per_outer = -(-inner // COLUMN_BLOCK)
     sizes = Sizes()
     outer_size, reduced_size, inner_size, per = sizes.dims((outer, reduced, inner, per_outer))
-    value = rules.load("source[o, k, first_column + c]", x.type.dtype)
+    value = rules.load("row[c]", x.type.dtype)
     start, update, result = reduction_code(node, value, str(reduced_size), "acc[c]")
     acc_type = rules.NP_TYPES[accumulator_dtype(node)]
     return StageBody(
@@ -161,6 +169,7 @@ def column_reduction(node: Call) -> StageBody | None:
             "for c in range(width):",
             f"    {start}",
             f"for k in range({reduced_size}):",
+            f"    row = source[o, k, first_column:first_column + width]  # {ROW_NOTE}",
             "    for c in range(width):",
             f"        {update}",
             "for c in range(width):",
@@ -260,7 +269,7 @@ def _blocked_arg(node, source, dest, parallel, blocks) -> list[str]:
             "            break",
             f"    {dest}_reduced[o, 0] = np.int64(index)",
         ]
-    value = rules.load(f"{source}_blocks[o, k, first_column + c]", dtype)
+    value = rules.load(f"{source}_row[c]", dtype)
     first = rules.load(f"{source}_blocks[o, 0, first_column + c]", dtype)
     better = ">" if is_max else "<"
     return [
@@ -271,6 +280,7 @@ def _blocked_arg(node, source, dest, parallel, blocks) -> list[str]:
         "    for c in range(width):",
         f"        best[c] = {first}",
         f"    for k in range(1, {_opaque_bound(reduced)}):",
+        f"        {source}_row = {source}_blocks[o, k, first_column:first_column + width]",
         "        for c in range(width):",
         f"            v = {value}",
         "            b = best[c]",

@@ -248,6 +248,9 @@ class StageCall:
     #: index by index (two chained 3x3 convs of 16 tasks each, chunked by task, read
     #: rows the other chunk had not written yet).
     windowed: bool = False
+    #: What it computes, for a profile (``stage_label``; the kernel writes it as a
+    #: ``# profile:`` comment before the statement that runs it, which ``program`` reads).
+    label: str = ""
 
     def call(self, lo: str, hi: str) -> str:
         args = [*self.arguments, lo, hi] if self.domain else self.arguments
@@ -602,12 +605,13 @@ def emit_calls(calls: list[StageCall], stages: StageFunctions | None = None) -> 
     first = calls[0]
     assert all(first.joins(c) for c in calls[1:]), "only parallel calls of one group share"
     if not first.domain:
-        return [c.call("", "") for c in calls]
+        return [line for c in calls for line in (*profile_comment([c]), c.call("", ""))]
     same = all(first.same_indices(c) and not c.windowed for c in calls[1:])
     if same:
         total = math.prod(first.domain[: lead_axes(first.domain, first.parallel)])
         if not first.parallel:
-            return [c.call("0", str(total)) for c in calls]
+            return [line for c in calls
+                    for line in (*profile_comment([c]), c.call("0", str(total)))]  # fmt: skip
         chunks = _chunks(total, first.work())
         cut, shares = (chunks, total, 1, total), [(1, 1)] * len(calls)
     else:
@@ -625,7 +629,11 @@ def emit_calls(calls: list[StageCall], stages: StageFunctions | None = None) -> 
             address = _ADDRESSED.fullmatch(call.function).group(1)
             runs.append((entry, f"stage_addresses[{address}]", call.arguments, layout, share))
         cut_arguments = [f"np.int64({n})" for n in (0, *cut)]  # (its run starts at 0)
-        return [*table_lines(TABLE, runs), call_text(driver, [TABLE, *cut_arguments])]
+        return [
+            *table_lines(TABLE, runs),
+            *profile_comment(calls),
+            call_text(driver, [TABLE, *cut_arguments]),
+        ]
     if same:
         return [
             f"for c in prange({chunks}):",
@@ -634,6 +642,48 @@ def emit_calls(calls: list[StageCall], stages: StageFunctions | None = None) -> 
             *(f"    {c.call('lo', 'hi')}" for c in calls),
         ]
     return _lead_chunks(calls, *cut)
+
+
+#: The comment a kernel line holds before a statement that runs stages: one per stage
+#: it runs, in order (a driver's rows), for ``Executable.profile``'s steps.
+PROFILE_COMMENT = "# profile: "
+
+
+def profile_comment(calls: list[StageCall]) -> list[str]:
+    """The ``# profile:`` lines naming what ``calls`` compute, one per call.
+
+    >>> profile_comment([StageCall("f", [], (4,), False, 0, label="exp 4")])
+    ['# profile: exp 4']
+    """
+    return [PROFILE_COMMENT + (c.label or c.function) for c in calls]
+
+
+def stage_label(node) -> str:
+    """What a stage computing ``node`` does, for a profile: its op and result shape, and
+    a conv's weight shape, strides and groups, or a matmul's operand shapes.
+
+    >>> import nbyoc
+    >>> x, w = nbyoc.var("x", (1, 8, 10, 10)), nbyoc.var("w", (4, 8, 3, 3))
+    >>> stage_label(nbyoc.conv(x, w, strides=(2, 2), pads=[1, 1, 1, 1]))
+    'conv 1x4x5x5 w4x8x3x3 /2x2'
+    >>> stage_label(nbyoc.var("a", (6, 5)) @ nbyoc.var("b", (5, 3)))
+    'matmul 6x3 (6x5 @ 5x3)'
+    """
+
+    def shape(t) -> str:
+        return "x".join(map(str, t.shape)) or "0-d"
+
+    text = f"{node.op.name} {shape(node.type)}"
+    if node.op.name == "conv":
+        text += f" w{shape(node.args[1].type)}"
+        strides = node.attrs.get("strides") or ()
+        if any(s != 1 for s in strides):
+            text += " /" + "x".join(map(str, strides))
+        if node.attrs.get("group", 1) != 1:
+            text += f" group {node.attrs['group']}"
+    elif node.op.name == "matmul":
+        text += f" ({shape(node.args[0].type)} @ {shape(node.args[1].type)})"
+    return text
 
 
 def _lead_chunks(calls: list[StageCall], chunks: int, units: int, unit: int, size: int):
