@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import nbyoc
-from nbyoc.codegen.llvm.lower import lower
+from nbyoc.codegen.llvm.lower import PROGRAM_MIN_STAGES, lower
 from nbyoc.runtime.compiles import compile_counts
 
 from ..helpers import kernel_source
@@ -115,3 +115,22 @@ def test_a_program_copies_a_concatenate_of_many_parts_part_by_part():
     assert as_program.program is not None, as_program.not_a_program
     assert "_parts = (" not in kernel_source(as_program.source)
     assert "_parts = (" in lower(f).source  # (a kernel keeps its table loop)
+
+
+def test_a_kernel_of_many_stages_is_a_program_whatever_its_work():
+    """Rows of 4: little work, but a kernel of ``PROGRAM_MIN_STAGES`` stages compiles
+    slower than a program (``lower.PROGRAM_MIN_STAGES``); fewer stay a kernel."""
+
+    def rows(count: int):
+        x = nbyoc.var("x", (count, 4))
+        parts = [nbyoc.slice(x, [i], [i + 1], [0]) * float(i) for i in range(count)]
+        return nbyoc.function([x], nbyoc.concatenate(parts, axis=0))
+
+    many = PROGRAM_MIN_STAGES - 1  # (and the concatenate)
+    assert lower(rows(many), function_pointers=True).program is not None
+    assert lower(rows(8), function_pointers=True).program is None
+    fn = nbyoc.compile(rows(many), "llvm", strict=True)
+    data = rows_of(many, 4)
+    np.testing.assert_array_equal(
+        fn(data), np.stack([data[i] * np.float32(i) for i in range(many)])
+    )
