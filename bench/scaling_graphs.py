@@ -6,10 +6,17 @@
   two or three steps back, through ``tanh``, ``exp``, ``*``, ``+`` and ``maximum``;
 - ``blocks``: residual MLP blocks ``x + relu(x @ W1 + b1) @ W2 + b2`` on a 32x64 batch,
   six nodes each, every block with weights of its own (on llvm all of a block in its
-  kernel, matmuls as tiles; regions cut every ``nbyoc.partition``'s ``max_size`` calls).
+  kernel, matmuls as tiles; regions cut every ``nbyoc.partition``'s ``max_size`` calls);
+- ``stacked``: ``np.stack([x[i] * i for i in range(rows)])`` on rows of 1000 float32,
+  two nodes a row: many small independent stages in one region (on llvm a long kernel,
+  cut into chunk functions: ``nbyoc.codegen.llvm.chunks``);
+- ``rows``: a user's loop ``y[i] = x[i] * i`` on rows of 1000 float32 as ``nbyoc.jit``
+  traces it, four nodes a row (a slice, two reshapes, a product) and one concatenate:
+  one region however many rows (views are not counted by ``max_size``), one program
+  on llvm whose stage functions are the same at every row count.
 
 >>> [family(name, 30).function.body.type.shape for name in FAMILIES]
-[(256, 256), (256, 256), (32, 64)]
+[(256, 256), (256, 256), (32, 64), (15, 1000), (7, 1000)]
 >>> count_nodes(family("blocks", 60).function)
 60
 """
@@ -22,9 +29,11 @@ import numpy as np
 
 import nbyoc
 
-FAMILIES = ("chain", "dag", "blocks")
+FAMILIES = ("chain", "dag", "blocks", "stacked", "rows")
 #: Nodes per residual MLP block.
 BLOCK_NODES = 6
+#: Nodes per row of ``rows`` (a slice, a reshape to 1-d, the product, a reshape back).
+ROW_NODES = 4
 
 
 @dataclass(frozen=True)
@@ -83,8 +92,27 @@ def blocks(nodes: int):
     return nbyoc.function([x], y)
 
 
+def stacked(nodes: int, width: int = 1000):
+    rows = max(1, nodes // 2)
+    x = nbyoc.var("x", (rows, width))
+    scaled = [nbyoc.slice(x, [i], [i + 1], [0]) * float(i) for i in range(rows)]
+    return nbyoc.function([x], nbyoc.concatenate(scaled, axis=0))
+
+
+def _scale_rows(x):
+    y = np.zeros_like(x)
+    for i in range(x.shape[0]):
+        y[i] = x[i] * i
+    return y
+
+
+def rows(nodes: int, width: int = 1000):
+    count = max(1, nodes // ROW_NODES)
+    return nbyoc.jit(_scale_rows).trace(np.zeros((count, width), np.float32))
+
+
 def family(name: str, nodes: int) -> Scaled:
     """The graph of family ``name`` with about ``nodes`` op calls."""
-    build = {"chain": chain, "dag": dag, "blocks": blocks}[name]
+    build = {"chain": chain, "dag": dag, "blocks": blocks, "stacked": stacked, "rows": rows}[name]
     func = build(nodes)
     return Scaled(name, count_nodes(func), func)

@@ -23,6 +23,7 @@ from ..ir.nodes import Function, IRModule, Var
 from ..ir.printer import value_names
 from ..ir.types import tensor_types
 from ..transform.inline import inline_externals
+from ..transform.merge import counted_calls
 from ..transform.partition import partition_graph, plain, region_symbols
 from ..transform.pipeline import MAX_REGION_CALLS, partition_stages
 from ..transform.regions import Graph, Regions, is_op_call
@@ -199,10 +200,10 @@ def _apart(rid, members, final: Regions, symbols, graph: Graph, names, max_size,
                 producers[other] = None
     for other in producers:
         theirs = {graph.index[c] for c in members[other]}
+        calls = counted_calls(graph.nodes[i] for i in mine | theirs)  # (views not counted)
         if not merge:
             why = "merge=False"
-        elif max_size is not None and len(mine) + len(theirs) > max_size:
-            calls = len(mine) + len(theirs)
+        elif max_size is not None and calls > max_size:
             why = f"together they would exceed max_size ({calls} calls > {max_size})"
         else:
             through = _path_between(graph, theirs, mine)

@@ -106,8 +106,7 @@ class Executable:
         callees: dict = {}
         for name in callees_first(self.module):
             if name in self.runtime_modules:
-                run = self.runtime_modules[name].get_function(name)
-                run = _allocating(run, self.module[name].ret_type)
+                run = _allocating_callee(self.runtime_modules[name], name, self.module[name])
                 callees[name] = run if wrap is None else wrap(name, run)
             elif name != "main":
                 callees[name] = HostFunction(self.module[name], callees, self._compile_body)
@@ -373,6 +372,19 @@ def _direct_call(module: IRModule, runtime_modules: dict, spec: ArgumentSpec):
 
     reordered.checks_arguments = False  # main's spec checks them first (_call_main)
     return reordered
+
+
+def _allocating_callee(runtime, name: str, func: Function):
+    """External function ``name`` as ``main`` calls it: a function of its inputs that
+    allocates its outputs. A module's own ``allocating_function`` when it has one: its
+    outputs are fresh, so the destination checks of ``get_function`` (each output
+    against every other argument) have nothing to find, and they grow with the square of
+    a region's outputs (a user's loop over 1000 rows, 746 of them passed between its 4
+    regions: 40 ms a call checked, 8.3 ms not; NumPy's loop 1.9 ms; loaded machine)."""
+    single = not isinstance(func.ret_type, TupleType)
+    if hasattr(runtime, "allocating_function") and (single or len(func.ret_type.fields) > 1):
+        return runtime.allocating_function(name)
+    return _allocating(runtime.get_function(name), func.ret_type)
 
 
 def _allocating(run, ret_type):

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import nbyoc
 from nbyoc.ir import Call, Constant, GlobalVar, Tuple, TupleGetItem
 from nbyoc.transform import annotate_target, merge_compiler_regions, partition_graph
+from nbyoc.transform.merge import counted_calls
 
 from ..helpers import reload
 from ..strategies import assert_same_results, graphs, random_inputs
@@ -214,6 +215,32 @@ def test_max_size_bounds_sibling_merging():
     f = nbyoc.function([a], [a + a, a * a, a - a])
     assert len(externals(passes(f, ARITH, max_size=2))) == 2
     assert len(externals(passes(f, ARITH))) == 1
+
+
+def test_siblings_past_the_cap_gather_in_runs_instead_of_staying_alone():
+    # [a + 1, a * 2, ...] all read a: at a cap of 2 the first two join; each later one
+    # once stayed alone (2, 1, 1, 1), now the next starts a run of its own (2, 2, 1).
+    a = nbyoc.var("a", (4,))
+    f = nbyoc.function([a], [a + 1.0, a * 2.0, a - 3.0, a + 4.0, a * 5.0])
+    sizes = [len(calls_in(e)) for e in externals(passes(f, ARITH, max_size=2)).values()]
+    assert sizes == [2, 2, 1]
+    run_both(f, ARITH, max_size=2)
+
+
+def test_views_do_not_count_towards_max_size():
+    # A row of x sliced, reshaped, scaled and reshaped back, stacked: four calls a row,
+    # one of them work. Counted, a cap of 8 cut 4 rows (17 calls) apart; uncounted, the
+    # four products and the concatenate are 5: one region.
+    x = nbyoc.var("x", (4, 3))
+    rows = [
+        nbyoc.reshape(nbyoc.reshape(nbyoc.slice(x, [i], [i + 1], [0]), (3,)) * float(i), (1, 3))
+        for i in range(4)
+    ]
+    f = nbyoc.function([x], nbyoc.concatenate(rows, axis=0))
+    assert len(externals(nbyoc.partition(f, "llvm", max_size=8))) == 1
+    assert len(externals(nbyoc.partition(f, "llvm", max_size=4))) == 2
+    assert counted_calls(calls_in(f)) == 5
+    run_both(f, "llvm", max_size=4)
 
 
 @pytest.mark.parametrize("backend", ["llvm", "csource", "examplejson"])

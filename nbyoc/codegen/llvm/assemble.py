@@ -5,8 +5,8 @@
 addresses, outputs, scratch arenas, stage addresses), one check of all its argument
 shapes, the imports and helpers its statements need, its stage functions (each
 addressed one in a module of its own, keyed by its text), its parallel loops outlined
-into group functions, and, for a program, the table ``program`` reads from its
-statements.
+into group functions, a long body cut into chunk functions (``chunks``), and, for a
+program, the table ``program`` reads from its statements.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ...ir.nodes import Function
 from ...ir.types import TensorType
 from ...runtime.llvm.target import vector_bits
 from . import rules
+from .chunks import chunk_kernel
 from .emit import Emitted
 from .emit_copies import TRANSPOSED_IMPORT
 from .kernel_arrays import shape_literal
@@ -220,6 +221,9 @@ def assemble(func: Function, emitted: Emitted, fuse: bool, plan: Schedule) -> Lo
         types.append('nbt.Array(nbt.int64, 1, "C", readonly=True)')
         checks.append(f"if stage_addresses.shape[0] != {len(addressed)}:")
         checks.append('    raise ValueError("nbyoc: wrong number of stage addresses")')
+    chunks = []
+    if program is None:  # (a program's kernel is never compiled)
+        lines, chunks = chunk_kernel(lines, args)
     lines = checks + lines
     kernel = "kernel"  # a name of our own, never the symbol
     # Numba's parfor fusion off: see the module docstring. A kernel whose parallel
@@ -245,6 +249,7 @@ def assemble(func: Function, emitted: Emitted, fuse: bool, plan: Schedule) -> Lo
         *stages.source,
         *(f"STAGE_AT{k}_TYPE = {a.signature}_TYPE" for k, a in enumerate(stages.addressed)),
         *groups,
+        *chunks,
         "",
         f"SIGNATURE = nbt.void({', '.join(types)})",
         "",

@@ -132,13 +132,7 @@ class KernelEmitter(NestEmission, OpEmission, CopyEmission, RowEmission):
                 if node.type.shape == ():
                     self.literals[node] = rules.literal(node.data[()], node.type.dtype)
                 if node.type.shape != () or node in read_whole:
-                    name = self.scope.argument("c", len(self.constants))
-                    self.arrays[node] = ArrayValue(name, node.type)
-                    # float16 data as its bits (``rules.STORAGE``); read through its address.
-                    # (ascontiguousarray makes a 0-d array 1-d: shaped back)
-                    data = np.ascontiguousarray(node.data).reshape(node.data.shape)
-                    data = data.view(storage_dtype(node.type.dtype))
-                    self.constants.append(data)
+                    self.constant_array(node)
         self.helpers: set[str] = set()
         #: The import lines the kernel's statements need (``assemble`` orders them).
         self.needs: set[str] = set()
@@ -198,6 +192,17 @@ class KernelEmitter(NestEmission, OpEmission, CopyEmission, RowEmission):
             self.as_program,
             self.scope,
         )
+
+    def constant_array(self, node: Constant) -> ArrayValue:
+        """The kernel array holding the constant ``node``, read at its address (made once)."""
+        if node not in self.arrays:
+            name = self.scope.argument("c", len(self.constants))
+            self.arrays[node] = ArrayValue(name, node.type)
+            # float16 data as its bits (``rules.STORAGE``); read through its address.
+            # (ascontiguousarray makes a 0-d array 1-d: shaped back)
+            data = np.ascontiguousarray(node.data).reshape(node.data.shape)
+            self.constants.append(data.view(storage_dtype(node.type.dtype)))
+        return self.arrays[node]
 
     def bind_destination(self, node: Call, dest) -> list[str]:
         """Name the array ``node`` is written to: an output, or a view of its scratch
@@ -269,7 +274,7 @@ class KernelEmitter(NestEmission, OpEmission, CopyEmission, RowEmission):
             parallel = self.use_parallel(operand.type.shape)
         else:
             parallel = self.use_parallel(node.type.shape)
-        if rule.layouts and copies_parts(node):
+        if rule.layouts and copies_parts(node, self.as_program):
             return lines + self.emit_part_copies(node, operands, parallel)
         # (a 0-d array passes through no driver's table)
         arrays = [*node.args, node]

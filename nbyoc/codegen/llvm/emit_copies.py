@@ -44,6 +44,14 @@ class CopyEmission:
 
     def emit_slice(self, node: Call, name: str) -> list[str]:
         source = self.read_array(node.args[0])
+        rows = leading_rows(node)
+        if rows is not None:
+            # Numba keeps a C array's layout through ``a[i:j]`` (no step, no other
+            # index): the rows stay one contiguous array, so a reshape or a stage
+            # reading them copies nothing (rows of a user's loop, ``y[i] = x[i] * i``,
+            # were each copied first; in a program, each into an arena of its own).
+            self.arrays[node] = ArrayValue(name, node.type, self._contiguous(node.args[0]))
+            return [f"{name} = {source}[{rows.start}:{rows.stop}]"]
         subscript = ", ".join(
             f"{s.start}:{'' if s.stop is None else s.stop}:{s.step}"
             for s in python_slices(node.attrs)
@@ -145,3 +153,27 @@ class CopyEmission:
         label = f"copy {'x'.join(map(str, shape))} for {self.label}"
         call = StageCall(function, [*names, *extra], domain, parallel, -1, lead=lead, label=label)
         return lines + self.queue(call) + self.flush()
+
+
+def leading_rows(node: Call) -> slice | None:
+    """The rows ``start:stop`` (step 1) of the first axis a slice call takes when it
+    narrows no other axis; else None (sizes that are symbols included).
+
+    >>> import nbyoc
+    >>> x = nbyoc.var("x", (4, 3))
+    >>> leading_rows(nbyoc.slice(x, [1], [3], [0])), leading_rows(nbyoc.slice(x, [1], [2], [1]))
+    (slice(1, 3, 1), None)
+    """
+    shape = node.args[0].type.shape
+    slices = python_slices(node.attrs)
+    if not shape or not all(isinstance(n, int) for n in shape):
+        return None
+    first, rest = slices[0], slices[1:]
+    if not all(isinstance(v, int) for v in (first.start, first.stop, first.step)):
+        return None
+    if first.step != 1 or not 0 <= first.start <= first.stop <= shape[0]:
+        return None
+    for n, s in zip(shape[1:], rest):
+        if (s.start, s.step) != (0, 1) or s.stop is None or s.stop < n:
+            return None
+    return first

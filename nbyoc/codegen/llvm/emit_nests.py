@@ -19,6 +19,12 @@ from .stages import (
     StageCall,
 )
 
+#: The ops whose code is the same for a constant operand and a variable one: a literal
+#: read only by these may be a stage function's argument (``lifted_literals``).
+LIFTED_OPS = frozenset({"add", "subtract", "multiply", "maximum", "minimum"})
+#: The dtypes of such literals: those whose values are their storage (no float16 bits).
+LIFTED_DTYPES = frozenset({"float32", "float64", "int32", "int64"})
+
 
 class NestEmission:
     """A part of ``emit.KernelEmitter`` (see there); it reads and writes the emitter's
@@ -42,6 +48,16 @@ class NestEmission:
         # through Numba's parallel pipeline, per shape (see ``emit_output_copies``).
         parallel_nest = self.stages.pointers and self.parallel_size(domain)
         as_function = is_function_stage(stage) or stream or self.as_program or parallel_nest
+        # (a parallel stage's run is a driver's, whose table passes a number only in a
+        # program: a kernel's number would keep its run in a ``prange`` of the kernel)
+        if as_function and stage.shape and (self.as_program or not self.use_parallel(domain)):
+            for a in self.lifted_literals(stage):
+                if not self.as_program:  # (the literal itself, passed)
+                    scalars[a] = self.literals[a]
+                    continue
+                # (a program's numbers are read at their addresses: ``program``)
+                scalars[a] = self.scope.derived(self.constant_array(a).name, "scalar")
+                lines.append(f"{scalars[a]} = {load(f'{self.read_array(a)}[()]', a.type.dtype)}")
         arguments = [*names.values(), *scalars.values()]
         if as_function:
             names = {a: f"a{k}" for k, a in enumerate(names)}
@@ -76,6 +92,22 @@ class NestEmission:
         lead = Lead.spread(stage.shape[0] if stage.shape else 0, outer_indices)
         call = StageCall(function, arguments, domain, parallel, group, lead=lead)
         return self.flush_unless(group) + lines + self.queue(call)
+
+    def lifted_literals(self, stage: Stage) -> list[Expr]:
+        """The literals a stage function takes as arguments (in a program, read from
+        constant arrays as a 0-d constant is: it knows no other numbers), so that stages
+        equal up to them are one function, compiled once: the rows of ``np.stack([x[i] * i for i in
+        range(n)])`` were n stage modules of one body, one compile each (60 rows: 60
+        modules). Only the operands of ops whose code a constant does not change
+        (``LIFTED_OPS``: no division LLVM would make a product, no power it would make a
+        square), of dtypes stored as themselves."""
+        members = set(stage.nodes)
+        found: dict[Expr, bool] = {}
+        for node in stage.nodes:
+            for a in node.args:
+                if a in self.literals and a not in members and a.type.dtype in LIFTED_DTYPES:
+                    found[a] = found.get(a, True) and node.op.name in LIFTED_OPS
+        return [a for a, ok in found.items() if ok]
 
     def streams_nest(self, stage: Stage, names, stored) -> bool:
         """Whether a flat nest writes its outputs with streaming stores: when the arrays
@@ -179,10 +211,10 @@ class NestEmission:
         or a kernel array."""
         if node in values:
             text = values[node]
+        elif scalars and node in scalars:  # (before literals: a literal may be an argument)
+            text = scalars[node]
         elif node in self.literals:
             text = self.literals[node]
-        elif scalars and node in scalars:
-            text = scalars[node]
         elif arrays and node in arrays:
             index = "i0" if flat else element_index(domain, node.type.shape, node in self.invariant)
             per_plane = node in self.invariant and all(d == 1 for d in node.type.shape[2:])

@@ -28,10 +28,11 @@ tile and its mask: with the column count known only at run time a product 10
 columns wide ran 2x slower); which axes broadcast; dtypes and ranks.
 
 The kernel that calls them is per shape, and so it is not compiled when it need
-not be: a kernel of at least ``PROGRAM_MIN_WORK`` elements of work (``ops.call_work``)
-is lowered as a *program* (every nest a stage called through its address, copies as
-copy stages into arenas of their own), whose statements ``program`` reads into a
-table that one executor, compiled once per machine, runs. A statement outside a program's
+not be: a kernel of at least ``PROGRAM_MIN_WORK`` elements of work (``ops.call_work``),
+or of at least ``PROGRAM_MIN_STAGES`` stages, is lowered as a *program* (every nest a
+stage called through its address, copies as copy stages into arenas of their own), whose
+statements ``program`` reads into a table that one executor, compiled once per machine,
+runs. A statement outside a program's
 language (``Lowered.not_a_program`` names it) keeps the kernel compiled.
 
 The lowering runs as phases with plain data between them, each testable alone:
@@ -71,7 +72,7 @@ from . import generic
 from .assemble import Lowered, assemble
 from .emit import KernelEmitter
 from .ops import call_work
-from .schedule import function_outputs, schedule
+from .schedule import VIEWS, function_outputs, schedule
 
 #: A kernel doing at least this much work (``ops.call_work`` summed over its ops: the
 #: elements each reads or writes, a conv's or matmul's multiply-adds) is a program when
@@ -88,6 +89,13 @@ PROGRAM_MIN_WORK = 1 << 20
 #: make a warm start build a Numba dispatcher, whose first one costs Numba 0.1 s of
 #: set-up (a layout model's two small output copies: 0.6 s warm, 0.45 s as programs).
 MODEL_PROGRAM_MIN_WORK = 1 << 26
+#: A kernel of at least this many stages of work (views not counted) is a program when it
+#: can be, whatever its work: Numba's time on one kernel grows faster than its
+#: statements, a program's compile only with its distinct stage functions. Measured
+#: (loaded 2-core machine, cold, one process each) on a user's loop ``y[i] = x[i] * i``
+#: over rows of 16 float32: 32 rows 6.0 s as a kernel against 0.9 s as a program, 64
+#: rows 12 s against 1.0 s, 200 rows 54 s; a call 7-12 us against 11-14 us.
+PROGRAM_MIN_STAGES = 32
 
 
 def lower(
@@ -120,7 +128,8 @@ def lower(
             raise CompileError(f"the llvm backend cannot compile {node!r} in @{symbol}")
     with generic.lowering(func):  # (which sizes are symbolic, for a size-generic region)
         plan = schedule(func, fuse, parallel_threshold)
-        as_program = function_pointers and is_program(_work(nodes), model_work)
+        stages = stages_of_work(plan)
+        as_program = function_pointers and is_program(_work(nodes), model_work, stages)
         emitter = KernelEmitter(func, plan, fuse, parallel_threshold, function_pointers, as_program)
         return assemble(func, emitter.emit(), fuse, plan)
 
@@ -140,12 +149,32 @@ def _work(nodes) -> int:
     return sum(call_work(n) for n in nodes if isinstance(n, Call))
 
 
-def is_program(work: int, model_work: int = 0) -> bool:
-    """Whether a region doing ``work`` in a model doing ``model_work`` is lowered as a
-    program (when it can be): when either is large enough that a program's dearer call
-    does not show (``PROGRAM_MIN_WORK``, ``MODEL_PROGRAM_MIN_WORK``).
+def is_program(work: int, model_work: int = 0, stages: int = 0) -> bool:
+    """Whether a region doing ``work`` in a model doing ``model_work``, in ``stages``
+    stages of work, is lowered as a program (when it can be): when either work is large
+    enough that a program's dearer call does not show (``PROGRAM_MIN_WORK``,
+    ``MODEL_PROGRAM_MIN_WORK``), or its kernel long enough that compiling it would cost
+    more than the call ever saves (``PROGRAM_MIN_STAGES``).
 
     >>> is_program(1 << 10), is_program(1 << 20), is_program(1 << 10, 1 << 30)
     (False, True, True)
+    >>> is_program(1 << 10, stages=PROGRAM_MIN_STAGES)
+    True
     """
-    return work >= PROGRAM_MIN_WORK or model_work >= MODEL_PROGRAM_MIN_WORK
+    return (
+        work >= PROGRAM_MIN_WORK
+        or model_work >= MODEL_PROGRAM_MIN_WORK
+        or stages >= PROGRAM_MIN_STAGES
+    )
+
+
+def stages_of_work(plan) -> int:
+    """The stages of a schedule that do work: all but its views (``schedule.VIEWS``).
+
+    >>> import nbyoc
+    >>> x = nbyoc.var("x", (4, 8))
+    >>> f = nbyoc.function([x], nbyoc.reshape(nbyoc.exp(x), (32,)).sum())
+    >>> stages_of_work(schedule(f, True, 1 << 15))  # (the exp's nest, the sum)
+    2
+    """
+    return sum(not (len(s.nodes) == 1 and s.nodes[0].op.name in VIEWS) for s in plan.stages)

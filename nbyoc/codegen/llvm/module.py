@@ -175,7 +175,11 @@ def _kernel_key(digest: str, fuse: bool, parallel_threshold: int, model_work: in
     # (the streaming threshold shapes the source too, and a test or user may change it;
     # so does whether the kernel is a program)
     # (its own work is the function's: in its digest; the rest that makes it a program)
-    program = (lower_module.PROGRAM_MIN_WORK, model_work >= lower_module.MODEL_PROGRAM_MIN_WORK)
+    program = (
+        lower_module.PROGRAM_MIN_WORK,
+        lower_module.PROGRAM_MIN_STAGES,
+        model_work >= lower_module.MODEL_PROGRAM_MIN_WORK,
+    )
     return (digest, fuse, parallel_threshold, target.stream_min_bytes(), program)
 
 

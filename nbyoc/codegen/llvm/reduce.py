@@ -410,14 +410,26 @@ def concatenate_stage(
 #: A concatenate of at most this many operands copies each one with a stage
 #: function of its own (``concatenate_part``, shared by every concatenate of that rank
 #: and dtype), all of them in one parallel run; more operands, or mixed dtypes, take
-#: ``concatenate_stage``'s table, whose code does not grow with their number.
+#: ``concatenate_stage``'s table, whose code does not grow with their number. In a
+#: program every count copies by parts: there a copy is a row of the program's table,
+#: not code to compile, and the table loop is a statement no program holds (a stack of
+#: 60 rows kept its kernel compiled for it: 26 s).
 PART_COPIES_MAX = 8
 
 
-def copies_parts(node: Call) -> bool:
-    """Whether ``node`` (a concatenate) copies its operands by ``concatenate_part``."""
+def copies_parts(node: Call, in_program: bool = False) -> bool:
+    """Whether ``node`` (a concatenate) copies its operands by ``concatenate_part``
+    (``in_program``: it is lowered in a program, whatever its operand count).
+
+    >>> import nbyoc
+    >>> x = nbyoc.var("x", (1, 4))
+    >>> rows = nbyoc.concatenate([x] * 9, axis=0)
+    >>> copies_parts(rows), copies_parts(rows, in_program=True)
+    (False, True)
+    """
     same = all(a.type.dtype == node.type.dtype for a in node.args)
-    return same and len(node.args) <= PART_COPIES_MAX and node.type.size > 0
+    few = len(node.args) <= PART_COPIES_MAX or in_program
+    return same and few and node.type.size > 0
 
 
 def concatenate_part(node: Call, part: int, offset: int) -> StageBody:
