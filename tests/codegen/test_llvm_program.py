@@ -258,3 +258,18 @@ def test_a_strided_array_two_stages_read_is_copied_once_before_either_runs():
         assert fn.runtime_modules["llvm_0"].lowered.program is not None
         assert fn.get_source().count("_c = s") == 1  # one contiguous copy of the view
         np.testing.assert_allclose(fn(data), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "float32"])
+def test_literals_of_every_dtype_keep_a_region_a_program(dtype):
+    """A literal operand of add or multiply is a stage argument (lifted) or stays in
+    the stage's code; either way the region is still a program and computes NumPy's
+    result (an int64 one lifted made a kernel no table could pass it through: the region
+    fell back to the host)."""
+    x = nbyoc.var("x", (1024, 1024), dtype)
+    f = nbyoc.function([x], (x + 7) * 3 - nbyoc.maximum(x, 2))
+    fn = nbyoc.compile(f, backend="llvm", strict=True)
+    (module,) = fn.runtime_modules.values()
+    assert module.lowered.program is not None, module.lowered.not_a_program
+    data = np.arange(1 << 20, dtype=dtype).reshape(1024, 1024) % 1000
+    np.testing.assert_array_equal(fn(data), (data + 7) * 3 - np.maximum(data, 2))

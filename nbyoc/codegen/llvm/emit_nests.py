@@ -22,8 +22,12 @@ from .stages import (
 #: The ops whose code is the same for a constant operand and a variable one: a literal
 #: read only by these may be a stage function's argument (``lifted_literals``).
 LIFTED_OPS = frozenset({"add", "subtract", "multiply", "maximum", "minimum"})
-#: The dtypes of such literals: those whose values are their storage (no float16 bits).
-LIFTED_DTYPES = frozenset({"float32", "float64", "int32", "int64"})
+#: The dtypes of such literals: those whose values are their storage (no float16 bits),
+#: but int64: a program's table passes an int64 argument as itself, a literal
+#: (``drivers.slots``), and a number read at its address only of other types (lifted,
+#: magika's int64 literals left its region a compiled kernel whose driver table could
+#: not pass them: the region fell back to the host, 84 ms a call against 3.4).
+LIFTED_DTYPES = frozenset({"float32", "float64", "int32"})
 
 
 class NestEmission:
