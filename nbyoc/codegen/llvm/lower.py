@@ -63,6 +63,8 @@ kernel.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...errors import CompileError
 from ...ir.nodes import Call, Constant, Function, Var
 from ...ir.op import Op
@@ -131,7 +133,16 @@ def lower(
         stages = stages_of_work(plan)
         as_program = function_pointers and is_program(_work(nodes), model_work, stages)
         emitter = KernelEmitter(func, plan, fuse, parallel_threshold, function_pointers, as_program)
-        return assemble(func, emitter.emit(), fuse, plan)
+        lowered = assemble(func, emitter.emit(), fuse, plan)
+        if as_program and lowered.program is None:
+            # Emitted as a program (numbers read at their addresses, literals passed as
+            # arguments), a kernel the program reader refused would be compiled with what
+            # only a program's table passes: emitted again as a kernel. (A region with a
+            # float16 concatenate and a lifted literal failed to type and fell back.)
+            emitter = KernelEmitter(func, plan, fuse, parallel_threshold, function_pointers, False)
+            lowered = replace(assemble(func, emitter.emit(), fuse, plan),
+                              not_a_program=lowered.not_a_program)  # fmt: skip
+        return lowered
 
 
 def region_work(func: Function) -> int:
