@@ -26,7 +26,7 @@ import importlib
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -70,7 +70,9 @@ class Module(abc.ABC):
         """The generated code, as text (empty if the backend has none to show)."""
         return ""
 
-    def stage_times(self, symbol: str, inputs, repeat: int) -> list[tuple[str, float]] | None:
+    def stage_times(
+        self, symbol: str, inputs: Sequence[np.ndarray], repeat: int
+    ) -> list[tuple[str, float]] | None:
         """Where the time goes inside function ``symbol`` on ``inputs``: for each part it
         runs (a stage, a kernel), what it computes and its median seconds over
         ``repeat`` runs, each part run alone; None (the default) when the backend cannot

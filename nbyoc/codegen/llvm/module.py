@@ -27,6 +27,7 @@ import statistics
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 
 import cffi
 import numpy as np
@@ -513,7 +514,9 @@ class LLVMModule(Module):
         call.checks_arguments = True
         return call
 
-    def stage_times(self, symbol: str, inputs, repeat: int) -> list[tuple[str, float]] | None:
+    def stage_times(
+        self, symbol: str, inputs: Sequence[np.ndarray], repeat: int
+    ) -> list[tuple[str, float]] | None:
         """Each stage of the kernel's program run alone (``program.stage_programs``), in
         order, ``repeat`` times: what it computes and its median seconds, less the cost
         of a program of no steps (the executor's call, the table). None for a kernel that
