@@ -26,7 +26,9 @@ LIFTED_OPS = frozenset({"add", "subtract", "multiply", "maximum", "minimum"})
 #: but int64: a program's table passes an int64 argument as itself, a literal
 #: (``drivers.slots``), and a number read at its address only of other types (lifted,
 #: magika's int64 literals left its region a compiled kernel whose driver table could
-#: not pass them: the region fell back to the host, 84 ms a call against 3.4).
+#: not pass them: the region fell back to the host, 84 ms a call against 3.4). Since
+#: ``lower`` emits a refused program again as a kernel, leaving int64 out keeps such a
+#: region a program (the faster call), no longer a condition of its being correct.
 LIFTED_DTYPES = frozenset({"float32", "float64", "int32"})
 
 
