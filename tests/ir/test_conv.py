@@ -101,11 +101,11 @@ def test_conv_matches_the_loop_oracle(case):
 
 
 @st.composite
-def window_geometry(draw, max_rank: int = 2):
+def window_geometry(draw, max_rank: int = 2, min_rank: int = 1, kernel_sizes=(1, 3)):
     """A random (x shape, kernel, strides, pads, dilations, auto_pad) whose output has at
     least one element per axis."""
-    k = draw(st.integers(1, max_rank))
-    kernel = tuple(draw(st.integers(1, 3)) for _ in range(k))
+    k = draw(st.integers(min_rank, max_rank))
+    kernel = tuple(draw(st.integers(*kernel_sizes)) for _ in range(k))
     strides = tuple(draw(st.integers(1, 3)) for _ in range(k))
     dilations = tuple(draw(st.integers(1, 2)) for _ in range(k))
     auto_pad = draw(st.sampled_from(["NOTSET", "NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"]))
@@ -180,6 +180,30 @@ def test_pools_match_the_loop_oracle(kind, shape, kernel, strides, pads, dilatio
     assert list(fn.runtime_modules) == ([] if backend == "host" else [f"{backend}_0"])
     want = pool_oracle(x, kernel, strides, pads, dilations, kind, count_include_pad)
     np.testing.assert_allclose(fn(x), want, rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=30, deadline=None)
+@given(geometry=window_geometry(min_rank=2, kernel_sizes=(4, 7)),
+       dtype=st.sampled_from(["float32", "float16", "int8"]), nans=st.integers(0, 3),
+       batch=st.integers(1, 2))  # fmt: skip
+def test_large_max_pool_windows_match_the_loop_oracle(geometry, dtype, nans, batch):
+    """2-D max pools of 16 taps or more take row maxima, then column maxima of those
+    (llvm's ``windows._separable_max``): the same elements as the oracle's windows, NaN
+    winning, so equal exactly."""
+    spatial, kernel, strides, pads, dilations, auto_pad = geometry
+    shape = (batch, 3, *spatial)
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal(shape) * 50).astype(dtype)
+    if dtype != "int8":
+        x.reshape(-1)[rng.integers(0, x.size, nans)] = np.nan
+    v = nbyoc.var("x", shape, dtype)
+    y = nbyoc.call_op("max_pool", v, kernel_shape=kernel, strides=strides, pads=pads,
+                      dilations=dilations, auto_pad=auto_pad)  # fmt: skip
+    full_pads = _padding_of(shape, kernel, strides, pads, dilations, auto_pad)
+    want = pool_oracle(x, kernel, strides, full_pads, dilations, "max")
+    got = nbyoc.compile(nbyoc.function([v], y), backend="llvm")(x)
+    assert got.dtype == x.dtype
+    np.testing.assert_array_equal(got, want.astype(dtype))
 
 
 @pytest.mark.parametrize("backend", ["host", "llvm"])

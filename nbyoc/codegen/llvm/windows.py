@@ -17,6 +17,7 @@ row, its extents read at run time (``resize_tasks``): one function for every siz
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call
@@ -137,6 +138,8 @@ def pool_stage(node: Call, sources, dest: str, parallel: bool, epilogue=None) ->
     kernel, strides, dilations = attrs["kernel_shape"], attrs["strides"], attrs["dilations"]
     k = len(kernel)
     begins = attrs["pads"][:k]
+    if node.op.name == "max_pool" and k == 2 and math.prod(kernel) >= SEPARABLE_MIN_TAPS:
+        return _separable_max(node, source, dest)
     # Images and channels are read at run time; the window and the spatial extents are
     # written in: with constant extents LLVM proves which taps can reach the padding and
     # vectorises the row (read at run time, a 3x3/2 max pool over 56x56 ran 2.2x slower).
@@ -196,6 +199,108 @@ def pool_stage(node: Call, sources, dest: str, parallel: bool, epilogue=None) ->
     images, channels = value(images), value(channels)
     lead = Lead(images, 1, channels)
     return StageBody(body, images * channels, work, lead=lead, sizes=sizes)
+
+
+#: A 2-D max pool of at least this many taps per window takes the maximum along rows,
+#: then along columns of the row maxima: k0 + k1 steps an output instead of k0 * k1, in
+#: loops over outputs that vectorise. A YOLO SPP's 13x13 pool over 192 planes of 13x13
+#: took 4.2 ms tap by tap. (A 3x3/2 pool's taps mostly stay inside the operand, where
+#: the direct loop vectorises too; ``tests/ir/test_conv.py`` holds both paths to the
+#: loop oracle.)
+SEPARABLE_MIN_TAPS = 16
+
+
+def _separable_max(node: Call, source: str, dest: str) -> StageBody:
+    """A 2-D max pool as two passes over one (image, channel) plane per task: each input
+    row's maxima over the window's columns (``rows``, one row per input row), then each
+    output row's maximum over the window's rows of those. The maximum of a window is the
+    maximum of its rows' maxima, NaN winning in both passes as in the direct loop. Each
+    pass runs a tap's outputs in a loop whose bounds leave out the padding (a tap ``q``
+    reaches input ``o * s - b + q * d``, inside for ``o`` in ``_tap_range``)."""
+    (x,) = node.args
+    attrs = node.attrs
+    kernel, strides, dilations = attrs["kernel_shape"], attrs["strides"], attrs["dilations"]
+    begins = attrs["pads"][:2]
+    sizes = Sizes()
+    images, channels = sizes.dims(x.type.shape[:2])
+    height, width = written(x.type.shape[2:])
+    out_height, out_width = written(node.type.shape[2:])
+    dtype = x.type.dtype
+    start = REDUCTIONS["max"].identity(dtype)
+    value_type = rules.NP_TYPES[rules.value_dtype(dtype)]
+    keep = "{0}[o1] = v if v > {0}[o1] or v != v else {0}[o1]"  # a select: it vectorises
+    row_tap = _tap_range("o1", "q1", out_width, width, strides[1], begins[1], dilations[1])
+    column_tap = _tap_range("o0", "q0", out_height, height, strides[0], begins[0], dilations[0])
+    element = rules.load(f"{source}[n, c, p0, {row_tap.position}]", dtype)
+    result = rules.store(rules.cast("acc[o1]", dtype), dtype)
+    body = [
+        f"n = task // {channels}",
+        f"c = task % {channels}",
+        f"for p0 in range({height}):",
+        "    row = rows[p0]",
+        f"    row[:] = {start}",
+        f"    for q1 in range({kernel[1]}):",
+        *("        " + line for line in row_tap.bounds),
+        "        for o1 in range(first, last):",
+        f"            v = {element}",
+        "            " + keep.format("row"),
+        f"for o0 in range({out_height}):",
+        f"    acc[:] = {start}",
+        f"    for q0 in range({kernel[0]}):",
+        *("        " + line for line in column_tap.bounds),
+        "        if o0 < first or o0 >= last:",
+        "            continue",
+        f"        p0 = {column_tap.position}",
+        f"        for o1 in range({out_width}):",
+        "            v = rows[p0, o1]",
+        "            " + keep.format("acc"),
+        f"    for o1 in range({out_width}):",
+        f"        {dest}[n, c, o0, o1] = {result}",
+    ]
+    setup = [
+        f"rows = np.empty(({height}, {out_width}), {value_type})",
+        f"acc = np.empty({out_width}, {value_type})",
+    ]
+    work = (
+        value(out_height) * value(out_width) * kernel[0]
+        + value(height) * value(out_width) * kernel[1]
+    )
+    images, channels = value(images), value(channels)
+    return StageBody(
+        body, images * channels, work, setup=setup, lead=Lead(images, 1, channels), sizes=sizes
+    )
+
+
+@dataclass(frozen=True)
+class TapRange:
+    """Where tap ``q`` of a pool axis reads (``position``, of the output index ``o``), and
+    the lines setting ``first`` and ``last``: the outputs ``o`` whose read lies inside
+    the operand."""
+
+    position: str
+    bounds: list[str]
+
+
+def _tap_range(o: str, q: str, outputs, extent, stride: int, begin: int, dilation: int):
+    """The ``TapRange`` of one pool axis: ``o * stride - begin + q * dilation`` lies in
+    ``[0, extent)`` for ``first <= o < last`` (floor divisions, as Python's: Numba's
+    signed ``//`` rounds down too).
+
+    >>> for line in _tap_range("o1", "q1", 4, 8, 2, 1, 1).bounds:
+    ...     print(line)
+    shift = q1 * 1 - 1
+    first = max(0, -(shift // 2))
+    last = min(4, (8 - 1 - shift) // 2 + 1)
+    """
+    shift = f"{q} * {dilation} - {begin}"
+    return TapRange(
+        f"{o} * {stride} + shift",
+        [
+            f"shift = {shift}",
+            f"first = max(0, -(shift // {stride}))",
+            f"last = min({outputs}, ({extent} - 1 - shift) // {stride} + 1)",
+        ],
+    )
 
 
 def _coordinate(o: str, n_in: int, n_out: int, scale: float, mode: str) -> str:
