@@ -94,14 +94,15 @@ def test_strided_tiled_convs_match_numpy(case, dtype, epilogue, bias):
 )
 def test_strided_convs_run_over_stride_phases(x_shape, w_shape, strides):
     """Strides of 2 run over wide rows of stride phases: each tap's row of columns is
-    one copy of a phase plane, not a gather per output row (``_im2col``)."""
+    a run of a phase plane, read there by the indirect tiles at its offset, not a
+    gather per output row (``_im2col``)."""
     x = nbyoc.var("x", x_shape)
     k = len(strides)
     pads = tuple(n // 2 for n in w_shape[2:]) * 2
     y = nbyoc.conv(x, nbyoc.const(normal(w_shape, "float32", 1)), strides=strides, pads=pads)
     assert way(y) == "wide"
     source = nbyoc.compile(nbyoc.function([x], y), backend="llvm").get_source()
-    assert "columns[r, j] = plane[ci, phase, start + j]" in source
+    assert "offsets[" in source and "_rows(" in source and "columns" not in source
     # (two phases along the last axis, copied in one loop; two along the first)
     assert "phase_plane1 = " in source and "input_row[first + u * np.uint64(2)" in source
     assert ("for ph0 in range(2):" in source) == (k > 1)

@@ -67,9 +67,9 @@ WIDE_MIN_CHANNELS = 4
 #: tile columns a block of positions holds.
 TASKS = 16
 MIN_BLOCK_TILES = 4
-#: The most bytes a wide conv's block of columns (``_wide_tiled_conv``) takes: one
-#: block's columns, output rows and input rows then stay in a core's L2 between the
-#: gather that writes them and the tiles that read them.
+#: The most bytes a gathered conv's block of columns (``_tiled_conv``), or a wide conv's
+#: block of phase planes and wide output rows (``_wide_tiled_conv``), takes: they then
+#: stay in a core's L2 between the copy that writes them and the tiles that read them.
 COLUMNS_BYTES = 1 << 20
 #: A tiled conv splits its output channels into blocks until it has this many tasks
 #: per worker thread (``_channel_block``): two, so that blocks of positions of unequal
@@ -451,7 +451,7 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue, parallel: bool
     planes = PhasePlanes(g.kernel, g.strides, g.dilations, g.begins, g.spatial, g.out)
     stride = planes.pitches()
     itemsize = 8 if dtype == "float64" else 4
-    rows = _wide_block_rows(g, value(stride[0]), value(depth) * itemsize, tile_shape(dtype)[1])
+    rows = _wide_block_rows(g, planes, itemsize, tile_shape(dtype)[1])
     blocks = -(-value(g.out[0]) // rows)
     channels = _channel_block(g, value(g.n * g.group) * blocks, dtype, parallel)
     blocks, rows = g.dim(blocks), g.dim(rows)
@@ -463,9 +463,21 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue, parallel: bool
         # every position its kept outputs read, the padding's zeros included; a column
         # past the output's width, computed and dropped, may read an earlier task's).
         f"plane = np.zeros(({g.cg}, {planes.phases}, {planes.size(rows)}), np.{dtype})",
-        f"columns = np.empty(({depth}, {rows * stride[0]}), np.{dtype})",
+        "plane_flat = plane.reshape(-1)",
         f"wide = np.empty(({g.mg}, {rows * stride[0]}), np.{dtype})",
+        # Row r of the column matrix, for channel ci and a tap, is the run of ``span``
+        # values from the tap's offset in the channel's phase plane: the tiles read it
+        # there (``offsets``), never copied into a matrix of its own.
+        f"offsets = np.empty({depth}, np.int64)",
+        f"for ci in range({outer(g.cg)}):",
     ]
+    taps = [f"q{d}" for d in range(k)]
+    tap_index = "ci"
+    for d in range(k):
+        setup += _indent([f"for q{d} in range({g.kernel[d]}):"], d + 1)
+        tap_index = f"({tap_index}) * {g.kernel[d]} + q{d}"
+    phase_start = f"(ci * {planes.phases} + {planes.tap_phase(taps)}) * {planes.size(rows)}"
+    setup += _indent([f"offsets[{tap_index}] = {phase_start} + {planes.tap_offset(taps)}"], k + 1)
     body = [
         f"b = task % {blocks}",
         *_channel_lines(g, channels, f"task // {blocks}"),
@@ -479,28 +491,9 @@ def _wide_tiled_conv(node, g: _Geometry, sources, dest, epilogue, parallel: bool
         "    plane_c = plane[ci]",
         *_indent(planes.copy("plane_c", x_name, ["n", "c"]), 1),
     ]
-    # One contiguous row of the column matrix per (channel, tap).
-    body += [f"for ci in range({outer(g.cg)}):"]
-    loop_depth = 1
-    for d in range(k):
-        body += _indent([f"for q{d} in range({g.kernel[d]}):"], loop_depth)
-        loop_depth += 1
-    tap_index = "ci"
-    for d in range(k):
-        tap_index = f"({tap_index}) * {g.kernel[d]} + q{d}"
-    taps = [f"q{d}" for d in range(k)]
-    body += _indent(
-        [
-            f"r = {tap_index}",
-            f"phase = {planes.tap_phase(taps)}",
-            f"start = np.uint64({planes.tap_offset(taps)})",
-            "for j in range(np.uint64(span)):",
-            "    columns[r, j] = plane[ci, phase, start + j]",
-        ],
-        loop_depth,
-    )
-    arrays = (f"{w_name}_g[g]", "columns", "wide")
-    lines, imports = tile_product(dtype, arrays, (g.mg, depth, "span"), "m0", "m1")
+    arrays = (f"{w_name}_g[g]", "plane_flat", "wide")
+    sizes = (g.mg, depth, "span")
+    lines, imports = tile_product(dtype, arrays, sizes, "m0", "m1", offsets="offsets")
     body += lines
     # Keep the output's columns of the wide rows, adding the bias. The innermost loop
     # runs over unsigned offsets (Numba wraps negative signed indices, which blocks
@@ -715,16 +708,32 @@ def _lanes_block(positions: int, tile_rows: int, threads: int) -> int:
     return tile_rows * (tiles // wanted) if wanted > 1 else positions
 
 
-def _wide_block_rows(g: _Geometry, width: int, depth_bytes: int, cols: int) -> int:
-    """Output rows per task of a wide conv (``_wide_tiled_conv``) whose padded rows are
-    ``width`` long and whose column matrix's columns take ``depth_bytes``: few enough that the
-    block's column matrix fits in ``COLUMNS_BYTES`` and the images and groups make
-    ``TASKS`` tasks, enough for ``MIN_BLOCK_TILES`` tiles of ``cols`` columns."""
+def _wide_block_rows(g: _Geometry, planes: PhasePlanes, itemsize: int, cols: int) -> int:
+    """Output rows per task of a wide conv (``_wide_tiled_conv``): few enough that the
+    block's phase planes (every input channel of its group) and its wide output rows
+    fit in ``COLUMNS_BYTES`` and the images and groups make ``TASKS`` tasks, enough for
+    ``MIN_BLOCK_TILES`` tiles of ``cols`` columns. (When the tiles read a copied column
+    matrix, 9 times the planes for a 3x3 window, a 128-channel conv over 161 columns
+    took blocks of one row: a sixth of its tiles were its last, 3 columns wide.)
+
+    >>> import nbyoc
+    >>> x = nbyoc.var("x", (1, 128, 900, 161))
+    >>> y = nbyoc.conv(x, nbyoc.var("w", (64, 128, 3, 3)), pads=(1, 1, 1, 1))
+    >>> g = _Geometry(y)
+    >>> planes = PhasePlanes(g.kernel, g.strides, g.dilations, g.begins, g.spatial, g.out)
+    >>> _wide_block_rows(g, planes, 4, 32)  # (128 + 64) x 163 x 4 bytes a row
+    7
+    """
     out0 = value(g.out[0])
     wanted = -(-TASKS // (value(g.n) * value(g.group)))
     rows = -(-out0 // wanted)
-    rows = min(rows, max(1, COLUMNS_BYTES // (width * depth_bytes)))
-    return min(out0, max(rows, -(-MIN_BLOCK_TILES * cols // width)))
+    pitch = value(planes.pitches()[0])
+    # planes: channels x phases x ((rows + reach) x pitch + slack); wide rows: rows x pitch
+    plane_channels = value(g.cg) * planes.phases
+    fixed = plane_channels * (planes.reach[0] * pitch + value(planes.slack()))
+    per_row = (plane_channels + value(g.mg)) * pitch
+    rows = min(rows, max(1, (COLUMNS_BYTES // itemsize - fixed) // per_row))
+    return min(out0, max(rows, -(-MIN_BLOCK_TILES * cols // pitch)))
 
 
 class _ChannelBlock:

@@ -237,7 +237,15 @@ def packs_b(rows: int, k: int, n: int, cols: int) -> bool:
 
 
 def tile_product(
-    dtype: str, arrays, sizes, r0: str, r1: str, accumulate=False, panels=None, packed=False
+    dtype: str,
+    arrays,
+    sizes,
+    r0: str,
+    r1: str,
+    accumulate=False,
+    panels=None,
+    packed=False,
+    offsets: str | None = None,
 ) -> tuple[list[str], set[str]]:
     """Lines computing rows ``[r0, r1)`` of ``c = a @ b`` by tiles, and the tiles they
     import. ``arrays``: the names of the 2-D ``a``, ``b`` (unit-stride rows) and ``c``;
@@ -248,11 +256,14 @@ def tile_product(
     blocks: ``gemm_blocks``). With ``accumulate``, the product is added to ``c``.
     ``panels``: the names of the first panel of columns and of the one past the last
     to compute (``column_blocks``), else all of them; ``packed``: ``b`` is B's panels
-    (``matmul_packs``), each a contiguous (k, tile columns) block."""
+    (``matmul_packs``), each a contiguous (k, tile columns) block; ``offsets``: the name
+    of an int64 array, ``b`` then a flat array holding row ``k`` of B at ``offsets[k]``
+    (the indirect tiles of ``runtime.llvm.tiles``)."""
     a, b, c = arrays
     m, k, n = sizes
     tile_rows, cols = tile_shape(dtype)
-    tile = tile_name(dtype, tile_rows, cols, accumulate)
+    indirect = offsets is not None
+    tile = tile_name(dtype, tile_rows, cols, accumulate, indirect)
     imports = {tile}
     # The tail's rows: a row count in the code picks its one tile; one read at run time
     # (a batch, a sequence) takes them in tiles of 4, 2 and 1 rows, so that the stage is
@@ -260,9 +271,13 @@ def tile_product(
     # read at most three times more for the last rows.
     fixed_rows = isinstance(m, int)
     if fixed_rows:
-        tails = [tile_name(dtype, m % tile_rows, cols, accumulate)] if m % tile_rows else []
+        tails = (
+            [tile_name(dtype, m % tile_rows, cols, accumulate, indirect)] if m % tile_rows else []
+        )
     else:
-        tails = [tile_name(dtype, rows, cols, accumulate) for rows in tail_rows(tile_rows)]
+        tails = [
+            tile_name(dtype, rows, cols, accumulate, indirect) for rows in tail_rows(tile_rows)
+        ]
     imports.update(tails)
 
     def panel(valid: str) -> list[str]:
@@ -271,6 +286,8 @@ def tile_product(
         if packed:  # (the panel's own block, and C from its first column)
             source, column, target = "bp", "0", "cp"
             lines += [f"bp = {b}[n0 // {cols}]", f"cp = {c}[:, n0:]"]
+        if indirect:
+            source = f"{source}, {offsets}"
         lines += [
             f"r = {r0}",
             f"while r + {tile_rows} <= {r1}:",

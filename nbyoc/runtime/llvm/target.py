@@ -227,10 +227,17 @@ def machine_signature() -> str:
     return f"{name}:{features}"
 
 
-def tile_name(dtype: str, rows: int, cols: int, accumulate: bool = False) -> str:
+def tile_name(
+    dtype: str, rows: int, cols: int, accumulate: bool = False, indirect: bool = False
+) -> str:
     """The name a kernel imports the tile of ``rows`` x ``cols`` ``dtype`` values by
-    (``accumulate``: the tile that adds its product to C instead of storing it)."""
-    return f"tile_{dtype}_{rows}x{cols}" + ("_acc" if accumulate else "")
+    (``accumulate``: the tile that adds its product to C instead of storing it;
+    ``indirect``: the tile reading B's rows at offsets, ``runtime.llvm.tiles``)."""
+    return (
+        f"tile_{dtype}_{rows}x{cols}"
+        + ("_acc" if accumulate else "")
+        + ("_rows" if indirect else "")
+    )
 
 
 def tap_row_name(dtype: str, taps: int, stride: int, dilation: int) -> str:

@@ -22,10 +22,20 @@ through masks, so nothing outside the columns given is read or written. K steps
 accumulate in the tile's dtype, as BLAS does, with ``llvm.fmuladd``: fused where
 the CPU has FMA.
 
+An *indirect* tile (``tile_float32_6x32_rows``) reads row ``k`` of B at element
+``offsets[k]`` of a flat array instead of ``k`` rows in: a conv's column matrix,
+whose row for an input channel and tap is a contiguous run of the zero-padded input
+at that tap's offset, is then read where it lies and never copied (the indirect
+convolution of Dukhan, "The Indirect Convolution Algorithm", 2019, with one offset
+per column-matrix row rather than a pointer per output position). The caller keeps
+every ``offsets[k] + b_col + valid`` within B (``conv._wide_tiled_conv``: the offsets
+come from the planes' own layout).
+
 Kernels import tiles by name: ``tile_float32_6x32`` is a 6-row, 32-column float32
 tile, ``tile_float32_6x32_acc`` the same adding its product to C (for a product
-summed over K in parts) (``tile_name``); ``tile_shape`` gives this machine's choice (both in
-``runtime.llvm.target``, which the lowering reads without importing Numba).
+summed over K in parts), ``_rows`` the indirect one (``tile_name``); ``tile_shape``
+gives this machine's choice (both in ``runtime.llvm.target``, which the lowering reads
+without importing Numba).
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ import re
 
 from .target import BITS, vector_lanes
 
-_NAME = re.compile(r"tile_(float32|float64)_(\d+)x(\d+)(_acc)?$")
+_NAME = re.compile(r"tile_(float32|float64)_(\d+)x(\d+)(_acc)?(_rows)?$")
 
 
 def __getattr__(name: str):
@@ -44,11 +54,11 @@ def __getattr__(name: str):
     if match is None:
         raise AttributeError(name)
     dtype, rows, cols = match.group(1), int(match.group(2)), int(match.group(3))
-    return _tile(dtype, rows, cols, bool(match.group(4)))
+    return _tile(dtype, rows, cols, bool(match.group(4)), bool(match.group(5)))
 
 
 @functools.cache
-def _tile(dtype: str, rows: int, cols: int, accumulate: bool = False):
+def _tile(dtype: str, rows: int, cols: int, accumulate: bool = False, indirect: bool = False):
     from llvmlite import ir
     from numba import types
     from numba.core import cgutils
@@ -64,129 +74,143 @@ def _tile(dtype: str, rows: int, cols: int, accumulate: bool = False):
     align = ir.Constant(i32, bits // 8)
     suffix = f"v{lanes}f{bits}"
 
+    def codegen(context, builder, sig, args):
+        if indirect:  # (B's rows at offsets: the flat array and the offsets, in B's place)
+            a_value, a_row, b_value, offsets_value, b_col, k_len, c_value, c_row, valid = args
+            offsets_data = context.make_array(sig.args[3])(context, builder, offsets_value).data
+            c_type = sig.args[6]
+        else:
+            a_value, a_row, b_value, b_col, k_len, c_value, c_row, valid = args
+            c_type = sig.args[5]
+        a_arr = context.make_array(sig.args[0])(context, builder, a_value)
+        b_arr = context.make_array(sig.args[2])(context, builder, b_value)
+        c_arr = context.make_array(c_type)(context, builder, c_value)
+        a_row, b_col, k_len, c_row, valid = (
+            builder.sext(v, i64) if v.type.width < 64 else v
+            for v in (a_row, b_col, k_len, c_row, valid)
+        )
+        a_step_row, a_step_k = cgutils.unpack_tuple(builder, a_arr.strides, 2)
+        if not indirect:
+            b_step_k = cgutils.unpack_tuple(builder, b_arr.strides, 2)[0]
+        c_step_row = cgutils.unpack_tuple(builder, c_arr.strides, 2)[0]
+        byte = ir.IntType(8).as_pointer()
+        size = ir.Constant(i64, bits // 8)
+
+        def address(base, offset, kind):
+            return builder.bitcast(builder.gep(base, [offset]), kind.as_pointer())
+
+        def splat(value, lane_type):
+            undefined = ir.Constant(ir.VectorType(lane_type, lanes), ir.Undefined)
+            one = builder.insert_element(undefined, value, ir.Constant(i32, 0))
+            zeros = ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
+            return builder.shuffle_vector(one, undefined, zeros)
+
+        a_base = builder.bitcast(a_arr.data, byte)
+        a_rows = [
+            builder.gep(a_base, [builder.mul(builder.add(a_row, ir.Constant(i64, i)), a_step_row)])
+            for i in range(rows)
+        ]
+        b_base = builder.gep(builder.bitcast(b_arr.data, byte), [builder.mul(b_col, size)])
+        c_base = builder.gep(builder.bitcast(c_arr.data, byte), [builder.mul(b_col, size)])
+        limit = splat(valid, i64)
+        masks = [
+            builder.icmp_signed(
+                "<",
+                ir.Constant(ir.VectorType(i64, lanes), list(range(v * lanes, (v + 1) * lanes))),
+                limit,
+            )
+            for v in range(vectors)
+        ]
+        module = builder.module
+        fmuladd = cgutils.get_or_insert_function(
+            module, ir.FunctionType(vector, [vector] * 3), f"llvm.fmuladd.{suffix}"
+        )
+        mask_type = ir.VectorType(i1, lanes)
+        masked_load = cgutils.get_or_insert_function(
+            module,
+            ir.FunctionType(vector, [vector.as_pointer(), i32, mask_type, vector]),
+            f"llvm.masked.load.{suffix}.p0",
+        )
+        masked_store = cgutils.get_or_insert_function(
+            module,
+            ir.FunctionType(ir.VoidType(), [vector, vector.as_pointer(), i32, mask_type]),
+            f"llvm.masked.store.{suffix}.p0",
+        )
+        zero = ir.Constant(vector, [0.0] * lanes)
+        sums = [
+            [cgutils.alloca_once_value(builder, zero) for _ in range(vectors)] for _ in range(rows)
+        ]
+        vector_bytes = lanes * bits // 8
+
+        def c_pointer(i, v):
+            row = builder.mul(builder.add(c_row, ir.Constant(i64, i)), c_step_row)
+            return address(builder.gep(c_base, [row]), ir.Constant(i64, v * vector_bytes), vector)
+
+        def product(masked: bool):
+            if accumulate:  # the sums start from C (a product over K in parts)
+                for i in range(rows):
+                    for v in range(vectors):
+                        pointer = c_pointer(i, v)
+                        if masked:
+                            start = builder.call(masked_load, [pointer, align, masks[v], zero])
+                        else:
+                            start = builder.load(pointer, align=bits // 8)
+                        builder.store(start, sums[i][v])
+            with cgutils.for_range(builder, k_len) as loop:
+                if indirect:
+                    at = builder.load(builder.gep(offsets_data, [loop.index]))
+                    b_row = builder.gep(b_base, [builder.mul(at, size)])
+                else:
+                    b_row = builder.gep(b_base, [builder.mul(loop.index, b_step_k)])
+                b_vectors = []
+                for v in range(vectors):
+                    pointer = address(b_row, ir.Constant(i64, v * vector_bytes), vector)
+                    if masked:
+                        b_vectors.append(
+                            builder.call(masked_load, [pointer, align, masks[v], zero])
+                        )
+                    else:
+                        b_vectors.append(builder.load(pointer, align=bits // 8))
+                for i in range(rows):
+                    pointer = address(a_rows[i], builder.mul(loop.index, a_step_k), element)
+                    a_value = splat(builder.load(pointer), element)
+                    for v in range(vectors):
+                        total = builder.call(
+                            fmuladd, [a_value, b_vectors[v], builder.load(sums[i][v])]
+                        )
+                        builder.store(total, sums[i][v])
+            for i in range(rows):
+                for v in range(vectors):
+                    pointer = c_pointer(i, v)
+                    value = builder.load(sums[i][v])
+                    if masked:
+                        builder.call(masked_store, [value, pointer, align, masks[v]])
+                    else:
+                        builder.store(value, pointer, align=bits // 8)
+
+        # Whole tiles (most of them) load and store plainly; edge tiles through masks.
+        whole = builder.icmp_signed("==", valid, ir.Constant(i64, cols))
+        with builder.if_else(whole) as (plain, edge):
+            with plain:
+                product(False)
+            with edge:
+                product(True)
+        return context.get_dummy_value()
+
+    if indirect:
+
+        @intrinsic
+        def indirect_tile(typingctx, a, a_row, b, offsets, b_col, k_len, c, c_row, valid):
+            """C[c_row:+rows, b_col:+valid] = A[a_row:+rows, :k_len] @ B[:k_len,
+            b_col:+valid], row k of B at b[offsets[k]:] (``+=`` for an accumulating tile)."""
+            return types.void(a, a_row, b, offsets, b_col, k_len, c, c_row, valid), codegen
+
+        return indirect_tile
+
     @intrinsic
     def tile(typingctx, a, a_row, b, b_col, k_len, c, c_row, valid):
         """C[c_row:+rows, b_col:+valid] = A[a_row:+rows, :k_len] @ B[:k_len, b_col:+valid]
         (``+=`` for an accumulating tile)."""
-        signature = types.void(a, a_row, b, b_col, k_len, c, c_row, valid)
-
-        def codegen(context, builder, sig, args):
-            a_value, a_row, b_value, b_col, k_len, c_value, c_row, valid = args
-            a_arr = context.make_array(sig.args[0])(context, builder, a_value)
-            b_arr = context.make_array(sig.args[2])(context, builder, b_value)
-            c_arr = context.make_array(sig.args[5])(context, builder, c_value)
-            a_row, b_col, k_len, c_row, valid = (
-                builder.sext(v, i64) if v.type.width < 64 else v
-                for v in (a_row, b_col, k_len, c_row, valid)
-            )
-            a_step_row, a_step_k = cgutils.unpack_tuple(builder, a_arr.strides, 2)
-            b_step_k = cgutils.unpack_tuple(builder, b_arr.strides, 2)[0]
-            c_step_row = cgutils.unpack_tuple(builder, c_arr.strides, 2)[0]
-            byte = ir.IntType(8).as_pointer()
-            size = ir.Constant(i64, bits // 8)
-
-            def address(base, offset, kind):
-                return builder.bitcast(builder.gep(base, [offset]), kind.as_pointer())
-
-            def splat(value, lane_type):
-                undefined = ir.Constant(ir.VectorType(lane_type, lanes), ir.Undefined)
-                one = builder.insert_element(undefined, value, ir.Constant(i32, 0))
-                zeros = ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
-                return builder.shuffle_vector(one, undefined, zeros)
-
-            a_base = builder.bitcast(a_arr.data, byte)
-            a_rows = [
-                builder.gep(
-                    a_base, [builder.mul(builder.add(a_row, ir.Constant(i64, i)), a_step_row)]
-                )
-                for i in range(rows)
-            ]
-            b_base = builder.gep(builder.bitcast(b_arr.data, byte), [builder.mul(b_col, size)])
-            c_base = builder.gep(builder.bitcast(c_arr.data, byte), [builder.mul(b_col, size)])
-            limit = splat(valid, i64)
-            masks = [
-                builder.icmp_signed(
-                    "<",
-                    ir.Constant(ir.VectorType(i64, lanes), list(range(v * lanes, (v + 1) * lanes))),
-                    limit,
-                )
-                for v in range(vectors)
-            ]
-            module = builder.module
-            fmuladd = cgutils.get_or_insert_function(
-                module, ir.FunctionType(vector, [vector] * 3), f"llvm.fmuladd.{suffix}"
-            )
-            mask_type = ir.VectorType(i1, lanes)
-            masked_load = cgutils.get_or_insert_function(
-                module,
-                ir.FunctionType(vector, [vector.as_pointer(), i32, mask_type, vector]),
-                f"llvm.masked.load.{suffix}.p0",
-            )
-            masked_store = cgutils.get_or_insert_function(
-                module,
-                ir.FunctionType(ir.VoidType(), [vector, vector.as_pointer(), i32, mask_type]),
-                f"llvm.masked.store.{suffix}.p0",
-            )
-            zero = ir.Constant(vector, [0.0] * lanes)
-            sums = [
-                [cgutils.alloca_once_value(builder, zero) for _ in range(vectors)]
-                for _ in range(rows)
-            ]
-            vector_bytes = lanes * bits // 8
-
-            def c_pointer(i, v):
-                row = builder.mul(builder.add(c_row, ir.Constant(i64, i)), c_step_row)
-                return address(
-                    builder.gep(c_base, [row]), ir.Constant(i64, v * vector_bytes), vector
-                )
-
-            def product(masked: bool):
-                if accumulate:  # the sums start from C (a product over K in parts)
-                    for i in range(rows):
-                        for v in range(vectors):
-                            pointer = c_pointer(i, v)
-                            if masked:
-                                start = builder.call(masked_load, [pointer, align, masks[v], zero])
-                            else:
-                                start = builder.load(pointer, align=bits // 8)
-                            builder.store(start, sums[i][v])
-                with cgutils.for_range(builder, k_len) as loop:
-                    b_row = builder.gep(b_base, [builder.mul(loop.index, b_step_k)])
-                    b_vectors = []
-                    for v in range(vectors):
-                        pointer = address(b_row, ir.Constant(i64, v * vector_bytes), vector)
-                        if masked:
-                            b_vectors.append(
-                                builder.call(masked_load, [pointer, align, masks[v], zero])
-                            )
-                        else:
-                            b_vectors.append(builder.load(pointer, align=bits // 8))
-                    for i in range(rows):
-                        pointer = address(a_rows[i], builder.mul(loop.index, a_step_k), element)
-                        a_value = splat(builder.load(pointer), element)
-                        for v in range(vectors):
-                            total = builder.call(
-                                fmuladd, [a_value, b_vectors[v], builder.load(sums[i][v])]
-                            )
-                            builder.store(total, sums[i][v])
-                for i in range(rows):
-                    for v in range(vectors):
-                        pointer = c_pointer(i, v)
-                        value = builder.load(sums[i][v])
-                        if masked:
-                            builder.call(masked_store, [value, pointer, align, masks[v]])
-                        else:
-                            builder.store(value, pointer, align=bits // 8)
-
-            # Whole tiles (most of them) load and store plainly; edge tiles through masks.
-            whole = builder.icmp_signed("==", valid, ir.Constant(i64, cols))
-            with builder.if_else(whole) as (plain, edge):
-                with plain:
-                    product(False)
-                with edge:
-                    product(True)
-            return context.get_dummy_value()
-
-        return signature, codegen
+        return types.void(a, a_row, b, b_col, k_len, c, c_row, valid), codegen
 
     return tile
