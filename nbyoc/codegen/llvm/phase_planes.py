@@ -10,7 +10,7 @@ pitch of ``out + reach`` positions along each axis after the first (``reach``, t
 phase positions a tap reads past the output's last), output ``o`` of tap ``q`` is
 then at ``flat(o) + offset(q)`` of its phase's plane. Over a block of output rows
 computed at the plane's pitch (the positions past the output's width computed and
-dropped), each tap's row of the column matrix is one contiguous copy.
+dropped), each tap's row of the column matrix is one contiguous run of a plane.
 
 Only the phases up to the last some tap reads are kept (a 3x3 stride-2 conv reads all
 four of 2 x 2; a 1x1 stride-2 conv, or one of dilation 2, one). At stride 1
