@@ -1,0 +1,50 @@
+"""The indirect tiles (``runtime.llvm.tiles``: row k of B at ``offsets[k]`` of a flat
+array) against NumPy on the same rows gathered into a matrix: every valid column
+computed, nothing outside them written."""
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nbyoc.runtime.llvm import tiles
+from nbyoc.runtime.llvm.target import tile_name, tile_shape
+
+
+def _caller(name: str):
+    tile = getattr(tiles, name)
+
+    @numba.njit
+    def call(a, a_row, flat, offsets, b_col, k, c, c_row, valid):
+        tile(a, a_row, flat, offsets, b_col, k, c, c_row, valid)
+
+    return call
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("rows", ["tile", 3])
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_indirect_tiles_read_b_rows_at_their_offsets(dtype, accumulate, rows, data):
+    rows = tile_shape(dtype)[0] if rows == "tile" else rows
+    cols = tile_shape(dtype)[1]
+    call = _caller(tile_name(dtype, rows, cols, accumulate, indirect=True))
+    k = data.draw(st.integers(1, 40), label="k")
+    valid = data.draw(st.integers(1, cols), label="valid")
+    b_col = data.draw(st.integers(0, 5), label="b_col")
+    rng = np.random.default_rng(data.draw(st.integers(0, 99), label="seed"))
+    flat = rng.standard_normal(300).astype(dtype)
+    offsets = rng.integers(0, flat.size - b_col - valid + 1, k).astype(np.int64)
+    a = rng.standard_normal((rows + 2, k)).astype(dtype)
+    c = rng.standard_normal((rows + 3, b_col + cols + 4)).astype(dtype)
+    before = c.copy()
+    call(a, 1, flat, offsets, b_col, k, c, 2, valid)
+    b = np.stack([flat[o + b_col : o + b_col + valid] for o in offsets])
+    want = a[1 : 1 + rows] @ b + (before[2 : 2 + rows, b_col : b_col + valid] if accumulate else 0)
+    tolerance = np.finfo(dtype).eps * 4 * k * (1 + np.abs(a[1 : 1 + rows]) @ np.abs(b)).max()
+    np.testing.assert_allclose(c[2 : 2 + rows, b_col : b_col + valid], want, atol=tolerance)
+    outside = np.ones(c.shape, bool)
+    outside[2 : 2 + rows, b_col : b_col + valid] = False
+    np.testing.assert_array_equal(c[outside], before[outside])
