@@ -599,6 +599,19 @@ def test_a_deep_conv_on_a_small_map_puts_its_channels_on_the_lanes():
     assert not llvm_conv.channels_on_lanes(nbyoc.conv(x, w, pads=(1,) * 4))
 
 
+def test_a_map_narrower_than_a_tile_puts_its_channels_on_the_lanes_at_any_depth():
+    """A squeeze-excitation's 1x1 convs on a 1 x 1 map (depth 120) run with their
+    channels on the lanes, where the columns way computed a whole tile for one
+    position, and equal the host's; a shallow conv on a 7 x 7 map keeps the columns."""
+    x = nbyoc.var("x", (1, 120, 1, 1))
+    squeeze = nbyoc.conv(x, nbyoc.const(normal((480, 120, 1, 1), seed=1) * 0.1))
+    assert llvm_conv.channels_on_lanes(squeeze)
+    f = nbyoc.function([x], nbyoc.relu(squeeze))
+    assert_close_to_host(nbyoc.compile(f), f, [normal((1, 120, 1, 1), seed=2)], rtol=0, atol=0)
+    wide = nbyoc.conv(nbyoc.var("x", (1, 120, 7, 7)), nbyoc.const(normal((480, 120, 1, 1))))
+    assert not llvm_conv.channels_on_lanes(wide)
+
+
 def test_heavy_convs_on_small_maps_run_in_parallel():
     """A conv's parallel tasks are chosen by its multiply-adds too: a 7x7 map of 128
     channels has fewer outputs than the parallel threshold, but enough work
