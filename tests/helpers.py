@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 import nbyoc
 from nbyoc.codegen.llvm import stages as llvm_stages
 from nbyoc.runtime import get_loader
+
+#: float32, and float64 only with --run-slow: for the heaviest kernel suites, whose
+#: code is the same at either width (a dtype is a record, ``rules.NP_TYPES``), each
+#: case compiling kernels of its own.
+FLOAT_DTYPES = ["float32", pytest.param("float64", marks=pytest.mark.slow)]
 
 
 def examples(full: int, default: int | None = None) -> int:

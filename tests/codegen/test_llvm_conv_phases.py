@@ -57,7 +57,7 @@ def strided_convs(draw):
     return (images, channels, *spatial), (out_channels, channels, *kernel), attrs
 
 
-@settings(max_examples=examples(30), deadline=None)
+@settings(max_examples=examples(30, 8), deadline=None)
 @given(
     case=strided_convs(),
     dtype=st.sampled_from(["float32", "float64"]),

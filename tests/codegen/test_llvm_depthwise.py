@@ -18,7 +18,7 @@ from nbyoc.codegen.llvm import depthwise
 from nbyoc.runtime.llvm import window_rows
 from nbyoc.runtime.llvm.target import deal_row_name, vector_lanes, window_rows_name
 
-from ..helpers import assert_close_to_host, examples
+from ..helpers import FLOAT_DTYPES, assert_close_to_host, examples
 
 
 def normal(shape, dtype="float32", seed=0):
@@ -110,7 +110,7 @@ def test_depthwise_convs_of_any_geometry_match_the_host(
     ],
     ids=["7 wide", "10 wide", "32 wide", "stride 2", "5x5 stride 2"],
 )
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_convs_in_the_smallest_chunks_and_most_tasks_match_the_host(
     monkeypatch, x_shape, kernel, strides, pads, flat, dtype
 ):

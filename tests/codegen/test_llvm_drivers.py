@@ -14,7 +14,7 @@ import nbyoc
 from nbyoc.runtime.llvm import jit_address
 from nbyoc.runtime.llvm.stage_table import strided_view, table_of
 
-from ..helpers import assert_close_to_host, kernel_source, parallel_runs
+from ..helpers import FLOAT_DTYPES, assert_close_to_host, kernel_source, parallel_runs
 
 pytestmark = pytest.mark.skipif(
     not jit_address.supported(), reason="this Numba calls no stage by address"
@@ -90,7 +90,8 @@ def test_runs_of_different_stages_share_one_driver_and_entries_by_signature():
 
 
 @pytest.mark.parametrize("op", ["sum", "mean", "max", "min", "prod"])
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "float16"])
+@pytest.mark.parametrize("dtype", [*FLOAT_DTYPES, pytest.param("int32", marks=pytest.mark.slow),
+                                   "float16"])  # fmt: skip
 @pytest.mark.parametrize("shape, axis", [((2, 3, 600), 1), ((700, 3), 0), ((2, 5, 4, 300), (1, 2))])
 def test_parallel_column_reductions_are_driven_stages_matching_the_host(op, dtype, shape, axis):
     x = nbyoc.var("x", shape, dtype)

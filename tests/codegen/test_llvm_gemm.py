@@ -18,7 +18,7 @@ from nbyoc.codegen.llvm.emit_ops import FLAT_EPILOGUE_MAX
 from nbyoc.runtime import HostFunction
 from nbyoc.runtime.llvm.target import tile_name, tile_shape
 
-from ..helpers import assert_close_to_host, examples, reload
+from ..helpers import FLOAT_DTYPES, assert_close_to_host, examples, reload
 
 
 def host_ops(func) -> list[str]:
@@ -96,7 +96,7 @@ def test_matmul_with_its_epilogue_matches_numpy(m, k, n, batch, dtype, epilogue,
 
 @pytest.mark.parametrize("epilogue", ["bias+relu", "residual+tanh"])
 @pytest.mark.parametrize("n", [1, 10, 24, 32, 33])
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_narrow_products_run_their_epilogue_as_flat_blocks_of_rows(epilogue, n, dtype):
     """Up to FLAT_EPILOGUE_MAX columns the epilogue walks blocks of rows flat (a bias
     tiled like the block); over many blocks, a last part-block and task boundaries,
@@ -121,7 +121,7 @@ def test_large_matmuls_match_numpy(a_shape, b_shape, dtype):
     check_matmul(a_shape, b_shape, dtype, "bias+relu", seed=5)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize(
     "a_shape,b_shape,transposed_b",
     [
@@ -223,7 +223,7 @@ def test_products_with_a_size_of_one_match_numpy(m, k, n, dtype):
     check_matmul((3, m, k), (k, n), dtype, "bias+relu")
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize(
     "a_shape,b_shape",
     [((40, 2 * gemm.DEEP_K + 77), (2 * gemm.DEEP_K + 77, 70)),  # a part-length last part
@@ -247,7 +247,7 @@ def _whole(shape, dtype, seed):
     return np.random.default_rng(seed).integers(-8, 9, shape).astype(dtype)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("constant_b", [True, False], ids=["constant-b", "b-an-input"])
 @pytest.mark.parametrize(
     "a_shape,n",
@@ -399,7 +399,7 @@ def conv_way(y) -> str:
     return "wide" if llvm_conv._runs_wide(llvm_conv._Geometry(y)) else "tiles"
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("with_bias", [False, True])
 @pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "x".join(map(str, c[1])))
 def test_conv_with_its_epilogue_matches_numpy(case, with_bias, dtype):
@@ -504,7 +504,7 @@ def test_convs_in_the_smallest_blocks_read_their_neighbours_rows_and_padding(
         assert_close_to_host(fn, f, inputs, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize(
     "x_shape,groups,kernel,attrs,way",
     [
