@@ -18,6 +18,7 @@ import time
 
 import graphs
 import pytest
+import scaling_graphs
 
 
 def pytest_addoption(parser):
@@ -34,6 +35,12 @@ def pytest_addoption(parser):
     group.addoption(
         "--scaling-nodes", type=int, nargs="+", default=[10, 30, 100, 300, 1000], metavar="N",
         help="graph sizes (nodes) of the compile-time scaling sweep",
+    )  # fmt: skip
+    group.addoption(
+        "--scaling-families", nargs="+", default=list(scaling_graphs.FAMILIES),
+        choices=scaling_graphs.FAMILIES, metavar="FAMILY",
+        help=f"graph families of the compile-time scaling sweep (default: all of "
+        f"{', '.join(scaling_graphs.FAMILIES)})",
     )  # fmt: skip
 
 

@@ -6,13 +6,12 @@ Each measurement is a fresh process (``bench/probe.py scaling``): cold with an e
 cache directory, warm with the cache the cold run left. ``extra_info`` holds the
 compile time, the regions and the distinct llvm kernel modules the process compiled or
 loaded; ``bench/report.py`` tabulates them, fits the growth exponent and draws the
-plot. ``--scaling-nodes`` picks the sizes.
+plot. ``--scaling-nodes`` picks the sizes, ``--scaling-families`` the families.
 """
 
 from __future__ import annotations
 
 import pytest
-import scaling_graphs
 from probe import run_probe
 
 import nbyoc
@@ -24,6 +23,8 @@ def pytest_generate_tests(metafunc):
     if "nodes" in metafunc.fixturenames:
         sizes = metafunc.config.getoption("--scaling-nodes")
         metafunc.parametrize("nodes", sizes)
+    if "family" in metafunc.fixturenames:
+        metafunc.parametrize("family", metafunc.config.getoption("--scaling-families"))
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,6 @@ def caches(tmp_path_factory):
 
 @pytest.mark.parametrize("phase", ["cold", "warm"])
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("family", scaling_graphs.FAMILIES)
 def test_compile_scaling(benchmark, family, backend, nodes, phase, caches, tmp_path_factory):
     benchmark.group = f"compile scaling: {family}"
     key = (family, backend, nodes)
