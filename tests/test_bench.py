@@ -1,6 +1,7 @@
 """The benchmark suite runs, and bench/report.py turns its JSON into the performance
 page's report and the README's summary of it. The suite runs small here (10x10, one round) in its own
-process with an empty cache: it checks every case against NumPy before timing it."""
+process with an empty cache: it checks every case against NumPy before timing it. That
+smoke run is slow (``smoke``, with --run-slow); the renderers run by default."""
 
 import importlib.util
 import json
@@ -22,6 +23,12 @@ def load_report():
     return module
 
 
+#: The tests of the smoke run: about 4.5 minutes of one CI worker (every case compiled
+#: cold in its own process), so they run with --run-slow; the report's renderers of the
+#: conv sweep and the real-model set below run by default.
+smoke = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("bench")
@@ -40,6 +47,7 @@ def smoke_run(tmp_path_factory) -> dict:
     return json.loads(out.read_text())
 
 
+@smoke
 def test_nbyoc_jit_is_measured_against_numpy_numba_and_numexpr(smoke_run):
     measured = {
         (b["extra_info"]["graph"], b["extra_info"]["case"])
@@ -53,6 +61,7 @@ def test_nbyoc_jit_is_measured_against_numpy_numba_and_numexpr(smoke_run):
     assert "nbyoc.jit on NumPy functions" in load_report().markdown(smoke_run)
 
 
+@smoke
 def test_every_graph_and_case_is_measured(smoke_run):
     measured = {
         (b["extra_info"]["graph"], b["extra_info"]["case"])
@@ -80,6 +89,7 @@ def test_every_graph_and_case_is_measured(smoke_run):
     assert measured == expected
 
 
+@smoke
 def test_report_has_every_table(smoke_run):
     text = load_report().markdown(smoke_run)
     assert text.startswith("Machine: ")
@@ -101,6 +111,7 @@ def test_report_has_every_table(smoke_run):
     assert run_table.count("x) |") >= 4 * 6  # a ratio to NumPy for each nbyoc case
 
 
+@smoke
 def test_report_rewrites_only_the_page_report_and_the_readme_summary(smoke_run, tmp_path):
     report = load_report()
     page, readme = tmp_path / "performance.md", tmp_path / "README.md"
@@ -229,6 +240,7 @@ def test_a_read_only_pass_faster_than_every_copy_is_the_bound():
     assert "| g | 4096x4096 | 1.6 ms (read pass, 4096x4096) | 50% |" in table, table
 
 
+@smoke
 def test_the_scaling_plot_is_drawn(smoke_run, tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "scaling.png"

@@ -15,6 +15,7 @@ import nbyoc
 from nbyoc.codegen.llvm import conv as llvm_conv
 from nbyoc.codegen.llvm import gemm
 from nbyoc.codegen.llvm.emit_ops import FLAT_EPILOGUE_MAX
+from nbyoc.codegen.llvm.phase_planes import PhasePlanes
 from nbyoc.runtime import HostFunction
 from nbyoc.runtime.llvm.target import tile_name, tile_shape
 
@@ -482,7 +483,7 @@ def test_tiled_convs_of_any_size_match_numpy(images, channels, out_channels, sid
 def test_convs_in_the_smallest_blocks_read_their_neighbours_rows_and_padding(
     monkeypatch, x_shape, w_shape, attrs, way
 ):
-    """Blocks as small as they go (a budget of one byte for a block's columns): a wide
+    """Blocks as small as they go (a budget of one byte for a block's planes or columns): a wide
     conv's blocks of one output row each hold the rows their taps read (their
     neighbours' and, at the edges, padding rows zeroed per task, since a thread's plane
     is reused by its next task); a gathered conv's blocks are one tile wide."""
@@ -495,7 +496,8 @@ def test_convs_in_the_smallest_blocks_read_their_neighbours_rows_and_padding(
     fn = nbyoc.compile(f)
     g = llvm_conv._Geometry(y)
     if way == "wide":
-        assert llvm_conv._wide_block_rows(g, 1 << 20, 4, 16) == 1
+        planes = PhasePlanes(g.kernel, g.strides, g.dilations, g.begins, g.spatial, g.out)
+        assert llvm_conv._wide_block_rows(g, planes, 4, 1) == 1
         assert "plane" in fn.get_source()
     else:
         assert llvm_conv._position_block(g, 16, 4) == 16

@@ -133,7 +133,7 @@ def cases(draw):
 
 
 # (each example compiles a recurrent kernel of its own: the default run takes a quarter)
-@settings(max_examples=examples(40, default=10), deadline=None)
+@settings(max_examples=examples(40, default=5), deadline=None)
 @given(cases())
 def test_every_cell_direction_and_option_matches_the_host(case):
     check(case)
