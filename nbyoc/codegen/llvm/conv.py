@@ -48,7 +48,7 @@ from ...runtime.llvm.target import tap_row_name, tile_name, tile_shape, worker_t
 from .depthwise import depthwise_conv, runs_depthwise
 from .gemm import tile_product
 from .gemm_blocks import K_PART, tail_rows
-from .loops import outer, subscript
+from .loops import outer, subscript, tap_outputs
 from .phase_planes import PhasePlanes
 from .phases import Phases
 from .sizes import Sizes, ceil_div, value
@@ -250,10 +250,7 @@ class _Geometry:
         """Lines binding ``lo{d}``/``hi{d}``: the output positions along axis ``d`` whose
         input position for tap ``q`` lies inside the input (not in the padding)."""
         s, p, dil = self.strides[d], self.begins[d], self.dilations[d]
-        return [
-            f"lo{d} = max(0, -(({q} * {dil} - {p}) // {s}))",
-            f"hi{d} = min({self.out[d]}, ({self.spatial[d] - 1 + p} - {q} * {dil}) // {s} + 1)",
-        ]
+        return tap_outputs((f"lo{d}", f"hi{d}"), q, self.out[d], self.spatial[d] - 1 + p, s, p, dil)
 
     def position(self, d: int, o: str, q: str) -> str:
         """The input position along axis ``d`` of output ``o`` and tap ``q``."""

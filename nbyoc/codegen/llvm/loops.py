@@ -200,3 +200,21 @@ def subscript(parts) -> str:
     if not parts:
         return "()"
     return ", ".join(parts) + ("," if len(parts) == 1 else "")
+
+
+def tap_outputs(names: tuple[str, str], q: str, outputs, last_input, stride, begin, dilation):
+    """Lines binding ``names`` (first, last) to the outputs ``o`` of one window axis whose
+    tap ``q`` reads inside the input: ``o * stride - begin + q * dilation`` in
+    ``[0, extent)``, given ``last_input`` = ``extent - 1 + begin`` (a number, or a size
+    read at run time). Floor divisions, as Python's (Numba's signed ``//`` rounds down too).
+
+    >>> for line in tap_outputs(("first", "last"), "q1", 4, 8, 2, 1, 1):
+    ...     print(line)
+    first = max(0, -((q1 * 1 - 1) // 2))
+    last = min(4, (8 - q1 * 1) // 2 + 1)
+    """
+    first, last = names
+    return [
+        f"{first} = max(0, -(({q} * {dilation} - {begin}) // {stride}))",
+        f"{last} = min({outputs}, ({last_input} - {q} * {dilation}) // {stride} + 1)",
+    ]

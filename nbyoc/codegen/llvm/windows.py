@@ -17,12 +17,11 @@ row, its extents read at run time (``resize_tasks``): one function for every siz
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from ...ir.dtypes import dtype_info
 from ...ir.nodes import Call
 from . import rules
-from .loops import loop_nest, parallel_first, subscript
+from .loops import loop_nest, parallel_first, subscript, tap_outputs
 from .reductions import REDUCTIONS
 from .sizes import Dim, Sizes, value, written
 from .stages import Lead, StageBody
@@ -216,7 +215,7 @@ def _separable_max(node: Call, source: str, dest: str) -> StageBody:
     output row's maximum over the window's rows of those. The maximum of a window is the
     maximum of its rows' maxima, NaN winning in both passes as in the direct loop. Each
     pass runs a tap's outputs in a loop whose bounds leave out the padding (a tap ``q``
-    reaches input ``o * s - b + q * d``, inside for ``o`` in ``_tap_range``)."""
+    reaches input ``o * s - b + q * d``, inside for ``o`` in ``loops.tap_outputs``)."""
     (x,) = node.args
     attrs = node.attrs
     kernel, strides, dilations = attrs["kernel_shape"], attrs["strides"], attrs["dilations"]
@@ -229,9 +228,12 @@ def _separable_max(node: Call, source: str, dest: str) -> StageBody:
     start = REDUCTIONS["max"].identity(dtype)
     value_type = rules.NP_TYPES[rules.value_dtype(dtype)]
     keep = "{0}[o1] = v if v > {0}[o1] or v != v else {0}[o1]"  # a select: it vectorises
-    row_tap = _tap_range("o1", "q1", out_width, width, strides[1], begins[1], dilations[1])
-    column_tap = _tap_range("o0", "q0", out_height, height, strides[0], begins[0], dilations[0])
-    element = rules.load(f"{source}[n, c, p0, {row_tap.position}]", dtype)
+    bounds, position = [], []  # (per axis: the outputs a tap reads inside, and where)
+    for d, outputs, extent in ((0, out_height, height), (1, out_width, width)):
+        s, b, dil = strides[d], begins[d], dilations[d]
+        bounds.append(tap_outputs(("first", "last"), f"q{d}", outputs, extent - 1 + b, s, b, dil))
+        position.append(f"o{d} * {s} - {b} + q{d} * {dil}")
+    element = rules.load(f"{source}[n, c, p0, {position[1]}]", dtype)
     result = rules.store(rules.cast("acc[o1]", dtype), dtype)
     body = [
         f"n = task // {channels}",
@@ -240,17 +242,17 @@ def _separable_max(node: Call, source: str, dest: str) -> StageBody:
         "    row = rows[p0]",
         f"    row[:] = {start}",
         f"    for q1 in range({kernel[1]}):",
-        *("        " + line for line in row_tap.bounds),
+        *("        " + line for line in bounds[1]),
         "        for o1 in range(first, last):",
         f"            v = {element}",
         "            " + keep.format("row"),
         f"for o0 in range({out_height}):",
         f"    acc[:] = {start}",
         f"    for q0 in range({kernel[0]}):",
-        *("        " + line for line in column_tap.bounds),
+        *("        " + line for line in bounds[0]),
         "        if o0 < first or o0 >= last:",
         "            continue",
-        f"        p0 = {column_tap.position}",
+        f"        p0 = {position[0]}",
         f"        for o1 in range({out_width}):",
         "            v = rows[p0, o1]",
         "            " + keep.format("acc"),
@@ -268,38 +270,6 @@ def _separable_max(node: Call, source: str, dest: str) -> StageBody:
     images, channels = value(images), value(channels)
     return StageBody(
         body, images * channels, work, setup=setup, lead=Lead(images, 1, channels), sizes=sizes
-    )
-
-
-@dataclass(frozen=True)
-class TapRange:
-    """Where tap ``q`` of a pool axis reads (``position``, of the output index ``o``), and
-    the lines setting ``first`` and ``last``: the outputs ``o`` whose read lies inside
-    the operand."""
-
-    position: str
-    bounds: list[str]
-
-
-def _tap_range(o: str, q: str, outputs, extent, stride: int, begin: int, dilation: int):
-    """The ``TapRange`` of one pool axis: ``o * stride - begin + q * dilation`` lies in
-    ``[0, extent)`` for ``first <= o < last`` (floor divisions, as Python's: Numba's
-    signed ``//`` rounds down too).
-
-    >>> for line in _tap_range("o1", "q1", 4, 8, 2, 1, 1).bounds:
-    ...     print(line)
-    shift = q1 * 1 - 1
-    first = max(0, -(shift // 2))
-    last = min(4, (8 - 1 - shift) // 2 + 1)
-    """
-    shift = f"{q} * {dilation} - {begin}"
-    return TapRange(
-        f"{o} * {stride} + shift",
-        [
-            f"shift = {shift}",
-            f"first = max(0, -(shift // {stride}))",
-            f"last = min({outputs}, ({extent} - 1 - shift) // {stride} + 1)",
-        ],
     )
 
 
