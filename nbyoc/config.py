@@ -34,7 +34,7 @@ def config() -> dict:
 
     from .runtime.cc import compiler_command
     from .runtime.llvm.target import last_level_cache_bytes, vector_bits
-    from .runtime.threads import cpu_vendor
+    from .runtime.threads import cpu_vendor, threading_layer
 
     features = llvm.get_host_cpu_features()
     compiler = compiler_command()
@@ -58,7 +58,7 @@ def config() -> dict:
         "threads": {
             "cpus": os.cpu_count(),
             "numba": numba.config.NUMBA_NUM_THREADS,
-            "threading_layer": numba.config.THREADING_LAYER,
+            "threading_layer": threading_layer(),
         },
         "cache": cache.info(),
         "c_compiler": {"command": " ".join(compiler), "found": found},

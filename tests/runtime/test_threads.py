@@ -1,7 +1,12 @@
-"""Numba's threads start with OpenMP told how idle workers wait (a short spin on Intel,
-passive elsewhere), set only for that moment, and never over the user's own choice."""
+"""Numba's threads start on TBB where the ``tbb`` wheel is installed, else on OpenMP
+told how idle workers wait (a short spin on Intel, passive elsewhere), set only for
+that moment, and never over the user's own choice."""
 
+import ctypes
+import importlib.metadata
 import os
+import subprocess
+import sys
 
 import numba
 import numpy as np
@@ -97,3 +102,94 @@ def test_quiet_openmp_leaves_the_users_choice(launches, monkeypatch):
     monkeypatch.setenv("GOMP_SPINCOUNT", "1000")
     with threads.quiet_openmp():
         assert "OMP_WAIT_POLICY" not in os.environ and os.environ["GOMP_SPINCOUNT"] == "1000"
+
+
+@pytest.fixture
+def fresh_layer(monkeypatch):
+    """Pretend Numba's threads have not started; record the libraries load_tbb loads."""
+    from numba.np.ufunc import parallel
+
+    loaded = []
+    monkeypatch.setattr(parallel, "_is_initialized", False)
+    monkeypatch.setattr(ctypes, "CDLL", lambda path, mode=0: loaded.append((path, mode)))
+    monkeypatch.setattr(numba.config, "THREADING_LAYER", "default")
+    threads._tbb_library_path.cache_clear()
+    yield loaded
+    threads._tbb_library_path.cache_clear()
+
+
+def _wheel_files(monkeypatch, files):
+    def fake_files(name):
+        assert name == "tbb"
+        if files is None:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return files
+
+    monkeypatch.setattr(importlib.metadata, "files", fake_files)
+
+
+def test_load_tbb_loads_the_wheels_library_with_global_symbols(fresh_layer, monkeypatch, tmp_path):
+    library = tmp_path / "lib" / "libtbb.so.12"
+    library.parent.mkdir()
+    library.write_bytes(b"")
+    other = importlib.metadata.PackagePath("../../lib/libtbbmalloc.so.2")
+    wanted = importlib.metadata.PackagePath("../../lib/libtbb.so.12")
+    for entry in (other, wanted):
+        entry.locate = lambda entry=entry: tmp_path / "lib" / entry.name
+    _wheel_files(monkeypatch, [other, wanted])
+    assert threads.load_tbb() == str(library)
+    assert fresh_layer == [(str(library), ctypes.RTLD_GLOBAL)]
+
+
+@pytest.mark.parametrize("layer", ["omp", "workqueue", "OMP"])
+def test_load_tbb_loads_nothing_when_the_user_chose_another_layer(fresh_layer, monkeypatch, layer):
+    monkeypatch.setattr(numba.config, "THREADING_LAYER", layer)
+    assert threads.load_tbb() is None and fresh_layer == []
+
+
+def test_load_tbb_loads_nothing_once_numbas_threads_run(fresh_layer, monkeypatch):
+    from numba.np.ufunc import parallel
+
+    monkeypatch.setattr(parallel, "_is_initialized", True)
+    assert threads.load_tbb() is None and fresh_layer == []
+
+
+def test_without_the_tbb_wheel_numba_keeps_openmp(fresh_layer, monkeypatch):
+    _wheel_files(monkeypatch, None)
+    assert threads.load_tbb() is None and fresh_layer == []
+
+
+def test_a_library_that_does_not_load_leaves_numba_its_fallback(fresh_layer, monkeypatch, tmp_path):
+    (tmp_path / "libtbb.so.12").write_bytes(b"not an ELF file")
+    entry = importlib.metadata.PackagePath("../../lib/libtbb.so.12")
+    entry.locate = lambda: tmp_path / "libtbb.so.12"
+    _wheel_files(monkeypatch, [entry])
+
+    def refuse(path, mode=0):
+        raise OSError(f"{path}: invalid ELF header")
+
+    monkeypatch.setattr(ctypes, "CDLL", refuse)
+    assert threads.load_tbb() is None
+
+
+_LAYER_OF_A_PARALLEL_KERNEL = """
+import numpy as np, nbyoc, numba
+x = nbyoc.var("x", (64,))
+fn = nbyoc.compile(nbyoc.function([x], nbyoc.sqrt(x) + 1), backend="llvm",
+                   options={"llvm": {"parallel_threshold": 1}})
+assert float(fn(np.full(64, 4, np.float32))[0]) == 3.0
+print(numba.threading_layer())
+"""
+
+
+@pytest.mark.parametrize("chosen", [None, "omp"])
+def test_a_fresh_process_runs_parallel_kernels_on_tbb_unless_told_otherwise(chosen):
+    """Across processes: TBB where the wheel is installed (as the package's dependency
+    installs it on x86-64), and the user's NUMBA_THREADING_LAYER over it."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_THREADING_LAYER"}
+    if chosen:
+        env["NUMBA_THREADING_LAYER"] = chosen
+    run = subprocess.run([sys.executable, "-c", _LAYER_OF_A_PARALLEL_KERNEL], env=env,
+                         capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
+    expected = chosen or ("tbb" if threads._tbb_library_path() else "omp")
+    assert run.stdout.split()[-1] == expected, run.stderr
