@@ -48,3 +48,22 @@ def test_indirect_tiles_read_b_rows_at_their_offsets(dtype, accumulate, rows, da
     outside = np.ones(c.shape, bool)
     outside[2 : 2 + rows, b_col : b_col + valid] = False
     np.testing.assert_array_equal(c[outside], before[outside])
+
+
+@pytest.mark.parametrize(
+    "wrong,message",
+    [
+        ("offsets32", "offsets must be a 1-D int64 array, got array(int32"),
+        ("b64", "B must be an array of float32, got array(float64"),
+    ],
+)
+def test_a_tile_refuses_operands_of_another_type_when_typed(wrong, message):
+    """The tile reads raw bytes: an int32 offsets array or a float64 B would be read
+    as the wrong elements, so Numba's typing refuses them with the reason."""
+    rows, cols = tile_shape("float32")
+    call = _caller(tile_name("float32", rows, cols, False, indirect=True))
+    flat = np.zeros(64, np.float64 if wrong == "b64" else np.float32)
+    offsets = np.zeros(2, np.int32 if wrong == "offsets32" else np.int64)
+    a, c = np.zeros((rows, 2), np.float32), np.zeros((rows, cols), np.float32)
+    with pytest.raises(numba.core.errors.TypingError, match=message.replace("(", r"\(")):
+        call(a, 0, flat, offsets, 0, 2, c, 0, 1)

@@ -43,7 +43,7 @@ from __future__ import annotations
 import functools
 import re
 
-from .target import BITS, vector_lanes
+from .target import BITS, tile_name, vector_lanes
 
 _NAME = re.compile(r"tile_(float32|float64)_(\d+)x(\d+)(_acc)?(_rows)?$")
 
@@ -74,6 +74,18 @@ def _tile(dtype: str, rows: int, cols: int, accumulate: bool = False, indirect: 
     align = ir.Constant(i32, bits // 8)
     suffix = f"v{lanes}f{bits}"
 
+    byte = ir.IntType(8).as_pointer()
+    # The tile's body is a function of its own in each LLVM module that calls it,
+    # called from every call site: a conv stage calls up to 20 tiles (row counts 12,
+    # 8, 4, 2, 1, each plain and accumulating, whole and edge columns), and inlined at
+    # each the copies took most of a model's compile (6 of ppocr-cls's 15 s went to
+    # three such stages). Its parameters: A's data, row and K strides (bytes) and first
+    # row; B's data and K stride (the offsets' data for an indirect tile) and first
+    # column; K; C's data, row stride and first row; the valid columns.
+    parameters = [byte, i64, i64, i64, byte, i64.as_pointer() if indirect else i64, i64,
+                  i64, byte, i64, i64, i64]  # fmt: skip
+    function_name = "nbyoc_" + tile_name(dtype, rows, cols, accumulate, indirect)
+
     def codegen(context, builder, sig, args):
         if indirect:  # (B's rows at offsets: the flat array and the offsets, in B's place)
             a_value, a_row, b_value, offsets_value, b_col, k_len, c_value, c_row, valid = args
@@ -90,10 +102,28 @@ def _tile(dtype: str, rows: int, cols: int, accumulate: bool = False, indirect: 
             for v in (a_row, b_col, k_len, c_row, valid)
         )
         a_step_row, a_step_k = cgutils.unpack_tuple(builder, a_arr.strides, 2)
-        if not indirect:
-            b_step_k = cgutils.unpack_tuple(builder, b_arr.strides, 2)[0]
+        b_rows = offsets_data if indirect else cgutils.unpack_tuple(builder, b_arr.strides, 2)[0]
         c_step_row = cgutils.unpack_tuple(builder, c_arr.strides, 2)[0]
-        byte = ir.IntType(8).as_pointer()
+        module = builder.module
+        function = module.globals.get(function_name)
+        if function is None:
+            function = ir.Function(module, ir.FunctionType(ir.VoidType(), parameters),
+                                   function_name)  # fmt: skip
+            function.linkage = "internal"
+            body = ir.IRBuilder(function.append_basic_block("entry"))
+            emit(body, *function.args)
+            body.ret_void()
+        builder.call(function, [
+            builder.bitcast(a_arr.data, byte), a_step_row, a_step_k, a_row,
+            builder.bitcast(b_arr.data, byte), b_rows, b_col, k_len,
+            builder.bitcast(c_arr.data, byte), c_step_row, c_row, valid,
+        ])  # fmt: skip
+        return context.get_dummy_value()
+
+    def emit(builder, a_base, a_step_row, a_step_k, a_row, b_data, b_rows, b_col, k_len,
+             c_data, c_step_row, c_row, valid):  # fmt: skip
+        """The tile's body, built by ``builder`` from the raw operands (``parameters``)."""
+        offsets_data, b_step_k = (b_rows, None) if indirect else (None, b_rows)
         size = ir.Constant(i64, bits // 8)
 
         def address(base, offset, kind):
@@ -105,13 +135,12 @@ def _tile(dtype: str, rows: int, cols: int, accumulate: bool = False, indirect: 
             zeros = ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
             return builder.shuffle_vector(one, undefined, zeros)
 
-        a_base = builder.bitcast(a_arr.data, byte)
         a_rows = [
             builder.gep(a_base, [builder.mul(builder.add(a_row, ir.Constant(i64, i)), a_step_row)])
             for i in range(rows)
         ]
-        b_base = builder.gep(builder.bitcast(b_arr.data, byte), [builder.mul(b_col, size)])
-        c_base = builder.gep(builder.bitcast(c_arr.data, byte), [builder.mul(b_col, size)])
+        b_base = builder.gep(b_data, [builder.mul(b_col, size)])
+        c_base = builder.gep(c_data, [builder.mul(b_col, size)])
         limit = splat(valid, i64)
         masks = [
             builder.icmp_signed(
@@ -195,7 +224,24 @@ def _tile(dtype: str, rows: int, cols: int, accumulate: bool = False, indirect: 
                 product(False)
             with edge:
                 product(True)
-        return context.get_dummy_value()
+
+    def check(a, b, c, offsets=None):
+        # The codegen reads A, B and C as arrays of this tile's dtype and the offsets as
+        # int64: any other caller is refused when Numba types it, not run on wrong bytes.
+        want = types.float32 if bits == 32 else types.float64
+        problems = [
+            f"{name} must be an array of {want}, got {operand}"
+            for name, operand in (("A", a), ("B", b), ("C", c))
+            if not (isinstance(operand, types.Array) and operand.dtype == want)
+        ]
+        if offsets is not None and not (
+            isinstance(offsets, types.Array) and offsets.dtype == types.int64 and offsets.ndim == 1
+        ):
+            problems.append(f"offsets must be a 1-D int64 array, got {offsets}")
+        if problems:
+            from numba.core.errors import TypingError
+
+            raise TypingError(f"tile {dtype} {rows}x{cols}: " + "; ".join(problems))
 
     if indirect:
 
@@ -203,6 +249,7 @@ def _tile(dtype: str, rows: int, cols: int, accumulate: bool = False, indirect: 
         def indirect_tile(typingctx, a, a_row, b, offsets, b_col, k_len, c, c_row, valid):
             """C[c_row:+rows, b_col:+valid] = A[a_row:+rows, :k_len] @ B[:k_len,
             b_col:+valid], row k of B at b[offsets[k]:] (``+=`` for an accumulating tile)."""
+            check(a, b, c, offsets)
             return types.void(a, a_row, b, offsets, b_col, k_len, c, c_row, valid), codegen
 
         return indirect_tile
@@ -211,6 +258,7 @@ def _tile(dtype: str, rows: int, cols: int, accumulate: bool = False, indirect: 
     def tile(typingctx, a, a_row, b, b_col, k_len, c, c_row, valid):
         """C[c_row:+rows, b_col:+valid] = A[a_row:+rows, :k_len] @ B[:k_len, b_col:+valid]
         (``+=`` for an accumulating tile)."""
+        check(a, b, c)
         return types.void(a, a_row, b, b_col, k_len, c, c_row, valid), codegen
 
     return tile
