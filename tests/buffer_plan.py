@@ -19,7 +19,11 @@ When a value lives, for the checker:
   a value written or read in a group lives from the group's first stage to its
   last;
 - a stage op's own scratch array (``Scratch``: a recurrence's projections and
-  states) lives in its op's stage, its group's span.
+  states) lives in its op's stage, its group's span;
+- a value computed straight into its slice of a concatenate's result (the plan's
+  ``within``) is that slice's data: it must sit exactly at its slice, which the
+  checker works out from the graph, and only it may share those bytes with the
+  concatenate.
 
 ``install()`` (called by the test session's set-up) checks every kernel the suite
 lowers; ``check_buffer_plan`` checks one.
@@ -100,17 +104,41 @@ def _dtype(value) -> str:
 
 
 def _extent(plan, value) -> tuple[int, int, int]:
-    """(arena, first element, end element) of ``value`` in its arena."""
+    """(arena, first element, end element) of ``value`` in its arena (a value computed in
+    its slice of a concatenate's result starts that far into the buffer)."""
     buffer = plan.buffers[plan.home[value]]
-    return buffer.arena, buffer.offset, buffer.offset + max(_size(value), 1)
+    start = buffer.offset + plan.within.get(value, (None, 0))[1]
+    return buffer.arena, start, start + max(_size(value), 1)
+
+
+def _slice_start(concatenate, operand) -> int:
+    """Where ``operand``'s slice of ``concatenate``'s result starts, from the graph: the
+    operands before it along the axis, times the elements after the axis."""
+    axis, before = concatenate.attrs["axis"], 0
+    for a in concatenate.args:
+        if a is operand:
+            inner = 1
+            for size in concatenate.type.shape[axis + 1 :]:
+                inner *= size
+            return before * inner
+        before += a.type.shape[axis]
+    raise BufferPlanError(f"{operand!r} is placed in {concatenate!r}, which does not read it")
 
 
 def _check_places(plan, lives) -> None:
+    for value, (holder, at) in plan.within.items():
+        leading = 1
+        for size in holder.type.shape[: holder.attrs["axis"]]:
+            leading *= size
+        if leading != 1 or at != _slice_start(holder, value):
+            raise BufferPlanError(f"{value!r} is not placed at its slice of {holder!r}")
+        if plan.home[value] != plan.home[holder]:
+            raise BufferPlanError(f"{value!r} is not in the buffer of {holder!r}")
     for value in lives:
         buffer = plan.buffers[plan.home[value]]
         arena, start, stop = _extent(plan, value)
-        if stop - start > buffer.elements:
-            raise BufferPlanError(f"{value!r} is larger than its buffer ({buffer})")
+        if start < buffer.offset or stop > buffer.offset + buffer.elements:
+            raise BufferPlanError(f"{value!r} does not fit its buffer ({buffer})")
         if stop > plan.arenas[arena][1]:
             raise BufferPlanError(f"{value!r} ends past its arena {plan.arenas[arena]}")
         if buffer.dtype != _dtype(value):
@@ -128,6 +156,11 @@ def _check_overlaps(plan, lives) -> None:
         arena, start, stop = _extent(plan, value)
         for other in alive:
             other_arena, other_start, other_stop = _extent(plan, other)
+            # (a value computed in its slice of a concatenate is that slice's data)
+            if plan.within.get(value, (None,))[0] is other:
+                continue
+            if plan.within.get(other, (None,))[0] is value:
+                continue
             if other_arena == arena and start < other_stop and other_start < stop:
                 raise BufferPlanError(
                     f"{value!r} (alive in stages {lives[value]}) is written over "

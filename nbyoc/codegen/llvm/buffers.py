@@ -28,7 +28,7 @@ every plan the suite makes, from the graph, independently of the liveness here.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -65,12 +65,19 @@ class Scratch:
 
 @dataclass(frozen=True)
 class BufferPlan:
-    """The arenas, as (storage dtype, elements); the buffers in them; and the buffer of
-    each value the plan was given (its index in ``buffers``)."""
+    """The arenas, as (storage dtype, elements); the buffers in them; the buffer of each
+    value the plan was given (its index in ``buffers``); and, for a value computed
+    straight into its slice of a concatenate's result (``placed``), that concatenate
+    and the element its slice starts at in the buffer (``within``)."""
 
     arenas: tuple[tuple[str, int], ...]
     buffers: tuple[Buffer, ...]
     home: dict[Hashable, int]
+    within: dict[Hashable, tuple[Hashable, int]] = field(default_factory=dict)
+
+    def start(self, value: Hashable) -> int:
+        """The element ``value`` starts at in its arena."""
+        return self.buffers[self.home[value]].offset + self.within.get(value, (None, 0))[1]
 
 
 def plan_buffers(

@@ -212,7 +212,8 @@ class KernelEmitter(NestEmission, OpEmission, CopyEmission, RowEmission):
         if buffer is None:
             self.arrays[node] = ArrayValue(name, node.type)
             return []
-        lines, view = self.buffer_view(buffer, node.type.shape, name)
+        within = self.buffer_plan.within.get(node, (None, 0))[1]
+        lines, view = self.buffer_view(buffer, node.type.shape, name, within)
         self.arrays[node] = ArrayValue(view, node.type)
         return lines
 
@@ -222,16 +223,20 @@ class KernelEmitter(NestEmission, OpEmission, CopyEmission, RowEmission):
         buffer = self.buffer_plan.home[scratch]
         return self.buffer_view(buffer, (scratch.elements,), self.scope.fresh("t"))
 
-    def buffer_view(self, buffer: int, shape: tuple, name: str) -> tuple[list[str], str]:
+    def buffer_view(
+        self, buffer: int, shape: tuple, name: str, within: int = 0
+    ) -> tuple[list[str], str]:
         """The lines binding ``name`` to a view of shape ``shape`` of scratch buffer
-        ``buffer`` (none when that view is bound already), and the view's name."""
-        key = (buffer, shape)
+        ``buffer``, from its element ``within`` on (none when that view is bound
+        already), and the view's name."""
+        key = (buffer, within, shape)
         view = self.scratch_views.get(key)
         if view is not None:
             return [], view
         self.scratch_views[key] = name
         place = self.buffer_plan.buffers[buffer]
-        start, stop = place.offset, place.offset + max(math.prod(shape), 1)
+        start = place.offset + within
+        stop = start + max(math.prod(shape), 1)
         # A slice of the arena, not ``carray`` at its address (a third of the compile
         # time): Numba's parfor passes take two arrays made from pointers for distinct
         # memory, and dropped a prange's stores through one view as dead when another

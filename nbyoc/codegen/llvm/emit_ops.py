@@ -165,8 +165,10 @@ class OpEmission:
         lines, offset = [], 0
         axis = node.attrs["axis"]
         whole = self.parameter_type(node, False)
+        placed = self.buffer_plan.within
         for part, (a, operand) in enumerate(zip(node.args, operands)):
-            if a.type.size:
+            # (an operand computed in its slice of the result already: nothing to copy)
+            if a.type.size and placed.get(a, (None,))[0] is not node:
                 source, source_type = operand, self.parameter_type(a, False)
                 if not self.arrays[a].contiguous:
                     copy, source = self.contiguous_copy(a)
