@@ -396,9 +396,7 @@ def concatenated_in_place(nodes, materialised, in_place) -> dict[Call, tuple[Cal
     return placed
 
 
-def plan_buffers(
-    stages, materialised, in_place, last_use, scratch=None, placed=None
-) -> BufferPlan:
+def plan_buffers(stages, materialised, in_place, last_use, scratch=None, placed=None) -> BufferPlan:
     """The buffer plan (``buffers``) of the ``materialised`` values but the outputs
     written ``in_place``, and of the stages' ``scratch`` arrays, in stage order. A
     value ``placed`` in a concatenate (``concatenated_in_place``) lives in that
