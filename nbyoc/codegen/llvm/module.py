@@ -50,6 +50,7 @@ from ...runtime.llvm.jit_address import data_addresses, stage_addresses, support
 from ...runtime.llvm.kernels import load_kernel_modules, prefetch
 from ...runtime.llvm.kernels import release as release_kernels
 from ...runtime.llvm.machine_code import MachineCodeModule
+from ...runtime.memory import tune_malloc
 from ...runtime.module import Module, load_function, register_loader, save_function
 from ...runtime.outputs import allocate_result, allocators
 from ...runtime.threads import start_threads
@@ -120,6 +121,7 @@ def compiled_kernel(
                 lowered = ahead[3]
             else:
                 lowered = lower(func, fuse, parallel_threshold, supported(), model_work)
+            tune_malloc()  # (before its stages first allocate: ``runtime.memory``)
             if lowered.parallel:
                 start_threads()
             # The stages in modules of their own first, then the kernel's (or a program's
