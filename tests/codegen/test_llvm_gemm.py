@@ -684,3 +684,20 @@ def test_loop_matmuls_are_taken_only_while_small():
     big = nbyoc.var("j", (64, 64), "int64")
     assert gemm.matmul_supported(small @ small)
     assert gemm.LOOP_MAX_WORK < 64**3 and not gemm.matmul_supported(big @ big)
+
+
+@pytest.mark.parametrize("rows,streams", [(3, True), (16, True), (17, False)])
+def test_thin_products_of_a_b_past_the_cache_take_the_streaming_tiles(monkeypatch, rows, streams):
+    """A product of at most ``gemm.STREAM_ROWS`` rows whose B is larger than the
+    last-level cache (here made 64 KiB) prefetches B's rows ahead; the numbers are the
+    host's either way, and a B that fits the cache takes the plain tiles."""
+    monkeypatch.setattr(gemm, "last_level_cache_bytes", lambda: 1 << 16)
+    x = nbyoc.var("x", (rows, 96))
+    w = normal((96, 200), seed=rows)  # (76.8 KB)
+    func = nbyoc.function([x], nbyoc.tanh(x @ nbyoc.const(w) + 0.5))
+    fn = nbyoc.compile(func, backend="llvm", options={"llvm": {"parallel_threshold": 1}})
+    assert ("_stream" in fn.get_source()) == streams
+    assert_close_to_host(fn, func, [normal((rows, 96), seed=1)], rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(gemm, "last_level_cache_bytes", lambda: 1 << 30)
+    small = nbyoc.function([x], nbyoc.tanh(x @ nbyoc.const(w) + 0.25))
+    assert "_stream" not in nbyoc.compile(small, backend="llvm").get_source()

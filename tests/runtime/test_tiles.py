@@ -67,3 +67,40 @@ def test_a_tile_refuses_operands_of_another_type_when_typed(wrong, message):
     a, c = np.zeros((rows, 2), np.float32), np.zeros((rows, cols), np.float32)
     with pytest.raises(numba.core.errors.TypingError, match=message.replace("(", r"\(")):
         call(a, 0, flat, offsets, 0, 2, c, 0, 1)
+
+
+def _plain_caller(name: str):
+    tile = getattr(tiles, name)
+
+    @numba.njit
+    def call(a, a_row, b, b_col, k, c, c_row, valid):
+        tile(a, a_row, b, b_col, k, c, c_row, valid)
+
+    return call
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("accumulate", [False, True])
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_streaming_tiles_compute_the_plain_tiles_product(dtype, accumulate, data):
+    """A streaming tile (``_stream``: it prefetches B's rows ahead) computes what the
+    plain one does, bit for bit, up to B's last row: a prefetch past the end of B
+    reads nothing and faults on nothing."""
+    rows, cols = tile_shape(dtype)
+    rows = data.draw(st.sampled_from([rows, 4, 1]), label="rows")
+    k = data.draw(st.integers(1, 40), label="k")
+    valid = data.draw(st.integers(1, cols), label="valid")
+    rng = np.random.default_rng(data.draw(st.integers(0, 99), label="seed"))
+    a = rng.standard_normal((rows, k)).astype(dtype)
+    b = rng.standard_normal((k, cols)).astype(dtype)  # (its own allocation: ends at row k)
+    results = []
+    for stream in (False, True):
+        call = _plain_caller(tile_name(dtype, rows, cols, accumulate, stream=stream))
+        c = np.full((rows, cols), 0.5, dtype)
+        call(a, 0, b, 0, k, c, 0, valid)
+        results.append(c)
+    np.testing.assert_array_equal(results[1], results[0])
+    want = a @ b[:, :valid] + (0.5 if accumulate else 0.0)
+    tolerance = np.finfo(dtype).eps * 4 * k * (1 + np.abs(a) @ np.abs(b[:, :valid])).max()
+    np.testing.assert_allclose(results[1][:, :valid], want, atol=tolerance)

@@ -228,15 +228,26 @@ def machine_signature() -> str:
 
 
 def tile_name(
-    dtype: str, rows: int, cols: int, accumulate: bool = False, indirect: bool = False
+    dtype: str,
+    rows: int,
+    cols: int,
+    accumulate: bool = False,
+    indirect: bool = False,
+    stream: bool = False,
 ) -> str:
     """The name a kernel imports the tile of ``rows`` x ``cols`` ``dtype`` values by
     (``accumulate``: the tile that adds its product to C instead of storing it;
-    ``indirect``: the tile reading B's rows at offsets, ``runtime.llvm.tiles``)."""
+    ``indirect``: the tile reading B's rows at offsets; ``stream``: the tile
+    prefetching B's rows ahead, for a product that reads B once: ``runtime.llvm.tiles``).
+
+    >>> tile_name("float32", 12, 32, stream=True)
+    'tile_float32_12x32_stream'
+    """
     return (
         f"tile_{dtype}_{rows}x{cols}"
         + ("_acc" if accumulate else "")
         + ("_rows" if indirect else "")
+        + ("_stream" if stream else "")
     )
 
 
