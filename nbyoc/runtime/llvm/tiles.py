@@ -65,14 +65,7 @@ def __getattr__(name: str):
 
 
 @functools.cache
-def _tile(
-    dtype: str,
-    rows: int,
-    cols: int,
-    accumulate: bool = False,
-    indirect: bool = False,
-    stream: bool = False,
-):
+def _tile(dtype: str, rows: int, cols: int, accumulate=False, indirect=False, stream=False):
     from llvmlite import ir
     from numba import types
     from numba.core import cgutils
