@@ -753,7 +753,7 @@ def _wide_block_rows(
 #: busy choice's count as equal, and the one of the most tasks is taken (slack for a
 #: thread that falls behind): a 56 x 56 map then takes 8 blocks of 7 rows (52 tiles'
 #: columns a thread) rather than 2 of 28 (51, and its planes past the L2).
-BALANCE_SLACK = 1.03
+BALANCE_SLACK = (103, 100)  # (as a ratio of integers: sizes may be symbols here)
 
 
 def _balanced_rows(
@@ -786,7 +786,8 @@ def _balanced_rows(
     most = min(most, max(least, out0 // tasks_wanted))
     candidates = range(least, most + 1)
     fewest = min(cost(rows) for rows in candidates)
-    best = next(rows for rows in candidates if cost(rows) <= fewest * BALANCE_SLACK)
+    slack, whole = BALANCE_SLACK
+    best = next(rows for rows in candidates if cost(rows) * whole <= fewest * slack)
     return -(-out0 // -(-out0 // best))  # (as equal as they go, in as many blocks)
 
 
