@@ -21,9 +21,9 @@ When a value lives, for the checker:
 - a stage op's own scratch array (``Scratch``: a recurrence's projections and
   states) lives in its op's stage, its group's span;
 - a value computed straight into its slice of a concatenate's result (the plan's
-  ``within``) is that slice's data: it must sit exactly at its slice, which the
-  checker works out from the graph, and only it may share those bytes with the
-  concatenate.
+  ``within``) is that slice's data: it must sit exactly at its slice (or, for a value
+  the concatenate reads as slices, where its slices land), which the checker works
+  out from the graph, and only it may share those bytes with the concatenate.
 
 ``install()`` (called by the test session's set-up) checks every kernel the suite
 lowers; ``check_buffer_plan`` checks one.
@@ -111,18 +111,30 @@ def _extent(plan, value) -> tuple[int, int, int]:
     return buffer.arena, start, start + max(_size(value), 1)
 
 
-def _slice_start(concatenate, operand) -> int:
-    """Where ``operand``'s slice of ``concatenate``'s result starts, from the graph: the
-    operands before it along the axis, times the elements after the axis."""
-    axis, before = concatenate.attrs["axis"], 0
+def _slice_start(concatenate, value) -> int:
+    """Where ``value`` must start in ``concatenate``'s result, from the graph: at its
+    operand's slice (the operands before it along the axis, times the elements after
+    the axis), or, for a value the concatenate reads as slices along its axis, where
+    each such slice's own part of the value lands there (they must agree)."""
+    axis, before, starts = concatenate.attrs["axis"], 0, set()
+    inner = 1
+    for size in concatenate.type.shape[axis + 1 :]:
+        inner *= size
     for a in concatenate.args:
-        if a is operand:
-            inner = 1
-            for size in concatenate.type.shape[axis + 1 :]:
-                inner *= size
+        if a is value:
             return before * inner
+        if isinstance(a, Call) and a.op.name == "slice" and a.args[0] is value:
+            first, steps = a.attrs["starts"], a.attrs["steps"]
+            others = [d for d in range(a.type.ndim) if d != axis]
+            if any(steps[d] != 1 for d in range(a.type.ndim)) or any(
+                a.type.shape[d] != value.type.shape[d] for d in others
+            ):
+                raise BufferPlanError(f"{value!r} is read by {concatenate!r} other than whole")
+            starts.add((before - first[axis]) * inner)
         before += a.type.shape[axis]
-    raise BufferPlanError(f"{operand!r} is placed in {concatenate!r}, which does not read it")
+    if len(starts) != 1:
+        raise BufferPlanError(f"{value!r} has no one place in {concatenate!r} ({starts})")
+    return starts.pop()
 
 
 def _check_places(plan, lives) -> None:

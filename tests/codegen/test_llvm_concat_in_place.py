@@ -46,8 +46,9 @@ def _c2f_block(channels: int = 8, size: int = 6):
 
 def test_a_c2f_blocks_convs_write_their_slices_of_the_concatenate():
     func = _c2f_block()
-    # m1 starts after two halves of 8 channels of 36 positions; m2 after m1
-    assert _placed(func) == {16 * 36: "multiply", 24 * 36: "multiply"}
+    # the first conv's output (split in two halves, both concatenated in order) at 0;
+    # m1 after its 16 channels of 36 positions; m2 after m1
+    assert _placed(func) == {0: "multiply", 16 * 36: "multiply", 24 * 36: "multiply"}
     fn = nbyoc.compile(func, backend="llvm", options=PARALLEL)
     x = np.random.default_rng(0).standard_normal((1, 8, 6, 6)).astype(np.float32)
     assert_close_to_host(fn, func, [x], rtol=1e-4, atol=1e-4)
@@ -63,6 +64,31 @@ def test_the_concatenate_copies_only_the_operands_not_placed():
     # one copy, of x (an input, not computed here), and no part copy of exp or sqrt
     assert source.count("profile: concatenate") <= 1
     data = np.random.default_rng(1).standard_normal((1, 3, 64)).astype(np.float32)
+    assert_close_to_host(fn, func, [data])
+
+
+@pytest.mark.parametrize("halves", ["in order", "swapped", "one half", "a gap", "strided"])
+def test_a_value_is_placed_only_where_its_slices_cover_it_in_order(halves):
+    """The slices of one value, concatenated: the value itself goes to the run's place
+    only when they are its whole, in order, at unit steps; else they are copied."""
+    x = nbyoc.var("x", (1, 6, 10))
+    whole = nbyoc.exp(x)
+    cut = {
+        "in order": [(0, 3, 1), (3, 6, 1)],
+        "swapped": [(3, 6, 1), (0, 3, 1)],
+        "one half": [(0, 3, 1)],
+        "a gap": [(0, 2, 1), (3, 6, 1)],
+        "strided": [(0, 6, 2), (1, 6, 2)],
+    }[halves]
+    parts = [nbyoc.slice(whole, starts=(a,), ends=(b,), axes=(1,), steps=(s,)) for a, b, s in cut]
+    joined = nbyoc.concatenate([nbyoc.sin(x), *parts, nbyoc.cos(x)], axis=1)
+    func = nbyoc.function([x], joined * 2.0)
+    placed = _placed(func)
+    expected = {0: "sin", 6 * 10: "exp"} if halves == "in order" else {0: "sin"}
+    expected[(6 + sum(len(range(a, b, s)) for a, b, s in cut)) * 10] = "cos"
+    assert placed == expected
+    fn = nbyoc.compile(func, backend="llvm", options=PARALLEL)
+    data = np.random.default_rng(5).standard_normal((1, 6, 10)).astype(np.float32)
     assert_close_to_host(fn, func, [data])
 
 
@@ -115,11 +141,13 @@ def test_a_placed_operand_read_after_the_concatenate_keeps_its_value():
     sizes=st.lists(st.integers(1, 5), min_size=2, max_size=5),
     axis=st.integers(0, 2),
     nested=st.booleans(),
+    split=st.booleans(),
     seed=st.integers(0, 99),
 )
-def test_concatenates_of_computed_operands_match_the_host(sizes, axis, nested, seed):
+def test_concatenates_of_computed_operands_match_the_host(sizes, axis, nested, split, seed):
     """Random concatenates along any axis (placed only where the slices are contiguous),
-    of computed operands, inputs, and (``nested``) an inner concatenate."""
+    of computed operands, inputs, (``nested``) an inner concatenate, and (``split``)
+    the two halves of a computed value."""
     shape = [1, 3, 4]
     x = nbyoc.var("x", tuple(shape))
     parts = []
@@ -130,6 +158,11 @@ def test_concatenates_of_computed_operands_match_the_host(sizes, axis, nested, s
         parts.append(x if size == shape[axis] and k % 3 == 2 else nbyoc.exp(source * (0.1 * k)))
     if nested:
         parts[0] = nbyoc.concatenate([parts[0], nbyoc.tanh(parts[0])], axis=axis)
+    last = parts[-1]
+    if split and last.type.shape[axis] >= 2:
+        half = last.type.shape[axis] // 2
+        bounds = [(0, half), (half, last.type.shape[axis])]
+        parts[-1:] = [nbyoc.slice(last, starts=(a,), ends=(b,), axes=(axis,)) for a, b in bounds]
     func = nbyoc.function([x], nbyoc.concatenate(parts, axis=axis) + 1.0)
     fn = nbyoc.compile(func, backend="llvm", options=PARALLEL)
     data = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)

@@ -4,6 +4,7 @@ as one copy per operand."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from ...ir.nodes import Call, Constant
@@ -15,7 +16,7 @@ from .kernel_arrays import element_index
 from .ops import STAGE_RULES
 from .reduce import concatenate_part
 from .row_blocks import BLOCK_ELEMENTS
-from .schedule import Stage
+from .schedule import Stage, slice_along
 from .stages import (
     PROFILE_COMMENT,
     StageBody,
@@ -165,10 +166,10 @@ class OpEmission:
         lines, offset = [], 0
         axis = node.attrs["axis"]
         whole = self.parameter_type(node, False)
-        placed = self.buffer_plan.within
+        inner = math.prod(node.type.shape[axis + 1 :])
         for part, (a, operand) in enumerate(zip(node.args, operands)):
             # (an operand computed in its slice of the result already: nothing to copy)
-            if a.type.size and placed.get(a, (None,))[0] is not node:
+            if a.type.size and not self.in_place_part(node, a, offset * inner):
                 source, source_type = operand, self.parameter_type(a, False)
                 if not self.arrays[a].contiguous:
                     copy, source = self.contiguous_copy(a)
@@ -185,6 +186,22 @@ class OpEmission:
                 lines += self.queue(call)
             offset += a.type.shape[axis]
         return lines + self.flush()
+
+    def in_place_part(self, node: Call, operand, at: int) -> bool:
+        """Whether ``operand`` of concatenate ``node``, whose slice of the result starts
+        at element ``at``, is there already: it was computed there, or it is a slice of
+        a value computed there (``schedule.concatenated_in_place``)."""
+        placed = self.buffer_plan.within
+
+        def is_at(value, start: int) -> bool:
+            holder, where = placed.get(value, (None, None))
+            return holder is node and where == start
+
+        if is_at(operand, at):
+            return True
+        cut = slice_along(operand, node.attrs["axis"])
+        inner = math.prod(node.type.shape[node.attrs["axis"] + 1 :])
+        return cut is not None and is_at(cut[0], at - cut[1] * inner)
 
     def flat_epilogue(self, node: Call, epilogue: Stage, stored, names, scalars):
         """The flat form of a matmul's epilogue over short rows (``epilogue.FlatRows``),

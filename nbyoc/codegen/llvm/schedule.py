@@ -380,20 +380,67 @@ def concatenated_in_place(nodes, materialised, in_place) -> dict[Call, tuple[Cal
             continue
         inner, offset = math.prod(shape[axis + 1 :]), 0
         counts = collections.Counter(node.args)
-        for a in node.args:
+        sliced = _sliced_whole(node)
+        for k, a in enumerate(node.args):
+            # (an operand, or the value the slices from operand k on cut in order)
+            whole = sliced.get(k, a)
             if (
-                isinstance(a, Call)
-                and a in materialised
-                and a not in in_place
-                and a not in placed
-                and a not in holders
-                and counts[a] == 1
-                and a.type.dtype == node.type.dtype
+                isinstance(whole, Call)
+                and whole in materialised
+                and whole not in in_place
+                and whole not in placed
+                and whole not in holders
+                and whole.type.dtype == node.type.dtype
+                and (counts[a] == 1 or whole is not a)
             ):
-                placed[a] = (node, offset * inner)
+                placed[whole] = (node, offset * inner)
                 holders.add(node)
             offset += a.type.shape[axis]
     return placed
+
+
+def slice_along(view: Expr, axis: int) -> tuple[Call, int, int] | None:
+    """(the sliced value, first, end) when ``view`` is a unit-step slice of a value along
+    ``axis`` only, else None.
+
+    >>> import nbyoc
+    >>> x = nbyoc.var("x", (1, 6, 4))
+    >>> s = nbyoc.slice(nbyoc.exp(x), starts=(2,), ends=(5,), axes=(1,))
+    >>> slice_along(s, 1)[1:]
+    (2, 5)
+    """
+    if not (isinstance(view, Call) and view.op.name == "slice"):
+        return None
+    source = view.args[0]
+    starts, ends, steps = view.attrs["starts"], view.attrs["ends"], view.attrs["steps"]
+    for d, size in enumerate(source.type.shape):
+        if steps[d] != 1 or (d != axis and (starts[d] != 0 or ends[d] != size)):
+            return None
+    return source, starts[axis], ends[axis]
+
+
+def _sliced_whole(node: Call) -> dict[int, Call]:
+    """The operands of concatenate ``node`` that begin a run of its operands slicing
+    one value along its axis from first to last element, in order (a YOLO C2f block's
+    split halves of a conv's output), each with that value: placed at the run's slice,
+    the value's own writes put the slices where the concatenate wants them."""
+    axis, runs, k = node.attrs["axis"], {}, 0
+    args = node.args
+    while k < len(args):
+        cut = slice_along(args[k], axis)
+        if cut is None or cut[1] != 0 or not all(isinstance(d, int) for d in cut[0].type.shape):
+            k += 1
+            continue
+        source, end, j = cut[0], cut[2], k + 1
+        while end < source.type.shape[axis] and j < len(args):
+            following = slice_along(args[j], axis)
+            if following is None or following[0] is not source or following[1] != end:
+                break
+            end, j = following[2], j + 1
+        if end == source.type.shape[axis]:
+            runs[k] = source
+        k = j
+    return runs
 
 
 def plan_buffers(stages, materialised, in_place, last_use, scratch=None, placed=None) -> BufferPlan:
